@@ -1,0 +1,3 @@
+module github.com/agentic-opd/agenticopd
+
+go 1.25

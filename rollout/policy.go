@@ -1,0 +1,69 @@
+package rollout
+
+import (
+	"context"
+
+	"github.com/agentic-opd/agenticopd/chat"
+)
+
+// Policy is what the agent needs from an inference engine: the server's own chat
+// template, and generation from token ids.
+//
+// Implementations must be safe for concurrent use and honour ctx.
+// [github.com/agentic-opd/agenticopd/vllm.Client] implements Policy over vLLM's
+// /tokenize and /v1/completions.
+type Policy interface {
+	// Render turns messages (and tool definitions) into token ids with the server's chat
+	// template, exactly as /tokenize in chat form does. It never adds a BOS of its own.
+	Render(ctx context.Context, req RenderRequest) (Rendered, error)
+	// Generate samples one continuation of a token-id prompt.
+	Generate(ctx context.Context, req GenerateRequest) (Generation, error)
+}
+
+// RenderRequest is a chat-form /tokenize request.
+type RenderRequest struct {
+	Messages            []chat.Message
+	Tools               []chat.Tool
+	AddGenerationPrompt bool
+	// ChatTemplateKwargs is passed to the template (for example enable_thinking).
+	ChatTemplateKwargs map[string]any
+}
+
+// Rendered is the template's output.
+type Rendered struct {
+	Tokens []int32
+	// MaxModelLen is the server's context length, 0 when it did not say.
+	MaxModelLen int
+}
+
+// GenerateRequest asks for one sampled continuation of Prompt.
+type GenerateRequest struct {
+	Prompt    []int32
+	MaxTokens int
+	// Temperature is used as given; 0 means greedy.
+	Temperature float64
+	// TopP is in (0, 1]; 0 means 1.
+	TopP float64
+	// Seed, when non-nil, makes sampling reproducible on servers that honour it.
+	Seed *int64
+}
+
+// Generation is one sampled continuation.
+type Generation struct {
+	// Tokens are the generated ids, including the stop token that ended generation.
+	Tokens []int32
+	// Logprobs[i] is the sampling logprob of Tokens[i].
+	Logprobs []float32
+	// Text is Tokens decoded with special tokens kept; used only for parsing tool calls.
+	Text string
+	// FinishReason is "stop" or "length".
+	FinishReason string
+	// PromptTokens echoes the prompt ids the server saw, when it reports them.
+	PromptTokens []int32
+}
+
+// Finish reasons reported in [Generation.FinishReason].
+const (
+	FinishStop   = "stop"
+	FinishLength = "length"
+)
