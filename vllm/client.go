@@ -1,0 +1,362 @@
+package vllm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// Default retry settings used when no option overrides them.
+const (
+	DefaultRetryMax     = 4
+	DefaultRetryWaitMin = 200 * time.Millisecond
+	DefaultRetryWaitMax = 5 * time.Second
+)
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// Client talks to one vLLM OpenAI-compatible server. It is safe for concurrent use.
+//
+// A Client implements [rollout.Policy], [scorer.LogprobScorer] and [judge.ChatModel].
+type Client struct {
+	base    *url.URL
+	apiKey  string
+	logger  *slog.Logger
+	retry   *retryablehttp.Client // retries per the options
+	once    *retryablehttp.Client // one attempt: health probes
+	score   scoreLimits
+	fixedMd string
+
+	mu          sync.Mutex
+	model       string // resolved lazily from /v1/models when fixedMd is ""
+	maxModelLen int
+}
+
+// Option configures a [Client] or a [Pool].
+type Option func(*config)
+
+type config struct {
+	httpClient     *http.Client
+	apiKey         string
+	logger         *slog.Logger
+	model          string
+	retryMax       int
+	retryWaitMin   time.Duration
+	retryWaitMax   time.Duration
+	attemptTimeout time.Duration
+	score          scoreLimits
+	healthInterval time.Duration
+	healthTimeout  time.Duration
+}
+
+// WithHTTPClient sets the *http.Client that carries every request (default: a pooled
+// client of its own). The client is copied, never modified.
+func WithHTTPClient(c *http.Client) Option { return func(cf *config) { cf.httpClient = c } }
+
+// WithAPIKey sends "Authorization: Bearer key" with every request, as a server started
+// with --api-key requires.
+func WithAPIKey(key string) Option { return func(cf *config) { cf.apiKey = key } }
+
+// WithLogger logs retries and failed attempts to l. Without it the client never logs.
+func WithLogger(l *slog.Logger) Option { return func(cf *config) { cf.logger = l } }
+
+// WithModel fixes the model name sent in requests. Without it the client asks
+// GET /v1/models once, on first need, and uses the first model listed.
+func WithModel(name string) Option { return func(cf *config) { cf.model = name } }
+
+// WithRetryMax sets how many times a failed attempt (connection error, 429 or 5xx) is
+// retried; 0 disables retries. Default [DefaultRetryMax].
+func WithRetryMax(n int) Option { return func(cf *config) { cf.retryMax = max(n, 0) } }
+
+// WithRetryWait sets the bounds of the exponential backoff between attempts (a 429 or 503
+// carrying Retry-After waits as told). Defaults [DefaultRetryWaitMin], [DefaultRetryWaitMax].
+func WithRetryWait(minWait, maxWait time.Duration) Option {
+	return func(cf *config) { cf.retryWaitMin, cf.retryWaitMax = minWait, max(minWait, maxWait) }
+}
+
+// WithAttemptTimeout bounds each single attempt, including reading its response; an
+// attempt that times out is retried. The ctx of a call bounds all attempts together.
+// Default: no per-attempt bound.
+func WithAttemptTimeout(d time.Duration) Option { return func(cf *config) { cf.attemptTimeout = d } }
+
+// NewClient returns a client for the vLLM server at baseURL (for example
+// "http://localhost:8000"; a trailing "/v1" is accepted and dropped). It does no I/O.
+func NewClient(baseURL string, opts ...Option) (*Client, error) {
+	cf := defaultConfig()
+	for _, o := range opts {
+		o(&cf)
+	}
+	return newClient(baseURL, cf)
+}
+
+func defaultConfig() config {
+	return config{
+		retryMax:       DefaultRetryMax,
+		retryWaitMin:   DefaultRetryWaitMin,
+		retryWaitMax:   DefaultRetryWaitMax,
+		score:          defaultScoreLimits,
+		healthInterval: DefaultHealthInterval,
+		healthTimeout:  DefaultHealthTimeout,
+	}
+}
+
+func newClient(baseURL string, cf config) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("vllm: base URL %q: %w", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("vllm: base URL %q: want http(s)://host[:port]", baseURL)
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/v1")
+	u.RawQuery, u.Fragment = "", ""
+
+	hc := &http.Client{Transport: http.DefaultTransport}
+	if cf.httpClient != nil {
+		c := *cf.httpClient
+		hc = &c
+	} else {
+		hc.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if cf.attemptTimeout > 0 {
+		hc.Timeout = cf.attemptTimeout
+	}
+	mk := func(retries int) *retryablehttp.Client {
+		rc := &retryablehttp.Client{
+			HTTPClient:   hc,
+			RetryWaitMin: cf.retryWaitMin,
+			RetryWaitMax: cf.retryWaitMax,
+			RetryMax:     retries,
+			CheckRetry:   retryablehttp.DefaultRetryPolicy,
+			Backoff:      retryablehttp.DefaultBackoff,
+			ErrorHandler: retryablehttp.PassthroughErrorHandler,
+		}
+		if cf.logger != nil {
+			rc.Logger = cf.logger // *slog.Logger satisfies retryablehttp.LeveledLogger
+		}
+		return rc
+	}
+	if err := cf.score.validate(); err != nil {
+		return nil, err
+	}
+	return &Client{
+		base:    u,
+		apiKey:  cf.apiKey,
+		logger:  cf.logger,
+		retry:   mk(cf.retryMax),
+		once:    mk(0),
+		score:   cf.score,
+		fixedMd: cf.model,
+	}, nil
+}
+
+// BaseURL returns the server's base URL, without a trailing "/v1".
+func (c *Client) BaseURL() string { return c.base.String() }
+
+// call is one HTTP exchange: it sends body (JSON-encoded unless nil or []byte), and
+// returns the response body of a 2xx answer. Any other answer becomes an *APIError.
+// Errors are wrapped with "vllm: METHOD PATH: ".
+func (c *Client) call(ctx context.Context, rc *retryablehttp.Client, method, path string, body any) ([]byte, error) {
+	raw, err := c.exchange(ctx, rc, method, path, body)
+	if err != nil {
+		return nil, fmt.Errorf("vllm: %s %s: %w", method, path, err)
+	}
+	return raw, nil
+}
+
+func (c *Client) exchange(ctx context.Context, rc *retryablehttp.Client, method, path string, body any) ([]byte, error) {
+	var payload any
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		payload = b
+	default:
+		buf, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		payload = buf
+	}
+	u := *c.base
+	u.Path += path
+	req, err := retryablehttp.NewRequestWithContext(ctx, method, u.String(), payload)
+	if err != nil {
+		return nil, err
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	resp, err := rc.Do(req)
+	if err != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			if errors.Is(err, ctxErr) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w (%v)", ctxErr, err)
+		}
+		return nil, &transportError{err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return nil, DecodeError(resp.StatusCode, raw)
+	}
+	var buf bytes.Buffer
+	if resp.ContentLength > 0 {
+		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("read response: %w", ctxErr)
+		}
+		return nil, fmt.Errorf("read response: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// transportError is a failure to exchange a request with the server at all (the
+// connection failed or broke) after every retry.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+// decodeInto wraps a JSON decoding failure of a successful response.
+func decodeInto(method, path string, raw []byte, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("vllm: %s %s: decode response: %w", method, path, err)
+	}
+	return nil
+}
+
+// Model describes one entry of GET /v1/models.
+type Model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+	Root    string `json:"root"`
+	// Parent is the base model of a LoRA adapter, "" otherwise.
+	Parent string `json:"parent"`
+	// MaxModelLen is the context length; 0 when the server does not say.
+	MaxModelLen int `json:"max_model_len"`
+}
+
+// Models lists the served models (GET /v1/models).
+func (c *Client) Models(ctx context.Context) ([]Model, error) {
+	raw, err := c.call(ctx, c.retry, http.MethodGet, "/v1/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Data []Model `json:"data"`
+	}
+	if err := decodeInto(http.MethodGet, "/v1/models", raw, &out); err != nil {
+		return nil, err
+	}
+	return out.Data, nil
+}
+
+// Health reports whether the server is ready (GET /health answers 2xx). It makes one
+// attempt, without retries, so that it can serve as a readiness probe.
+func (c *Client) Health(ctx context.Context) error {
+	_, err := c.call(ctx, c.once, http.MethodGet, "/health", nil)
+	return err
+}
+
+// Version returns the server's version string (GET /version), for example "0.10.1.1".
+func (c *Client) Version(ctx context.Context) (string, error) {
+	raw, err := c.call(ctx, c.retry, http.MethodGet, "/version", nil)
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Version string `json:"version"`
+	}
+	if err := decodeInto(http.MethodGet, "/version", raw, &out); err != nil {
+		return "", err
+	}
+	return out.Version, nil
+}
+
+// Model returns the model name the client sends: the one given with [WithModel], or
+// else the first model of GET /v1/models, asked once and remembered.
+func (c *Client) Model(ctx context.Context) (string, error) {
+	if c.fixedMd != "" {
+		return c.fixedMd, nil
+	}
+	c.mu.Lock()
+	m := c.model
+	c.mu.Unlock()
+	if m != "" {
+		return m, nil
+	}
+	models, err := c.Models(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(models) == 0 || models[0].ID == "" {
+		return "", fmt.Errorf("vllm: GET /v1/models: the server lists no model")
+	}
+	c.mu.Lock()
+	if c.model == "" {
+		c.model, c.maxModelLen = models[0].ID, models[0].MaxModelLen
+	}
+	m = c.model
+	c.mu.Unlock()
+	return m, nil
+}
+
+// modelFor returns name when set, else the client's model.
+func (c *Client) modelFor(ctx context.Context, name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	return c.Model(ctx)
+}
+
+// mergeExtra encodes v (a struct) and adds extra's members to the JSON object. A key
+// of extra that v already sets is an error.
+func mergeExtra(v any, extra map[string]any) ([]byte, error) {
+	buf, err := json.Marshal(v)
+	if err != nil || len(extra) == 0 {
+		return buf, err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(buf, &obj); err != nil {
+		return nil, err
+	}
+	for k, val := range extra {
+		if _, dup := obj[k]; dup {
+			return nil, fmt.Errorf("vllm: Extra key %q is already set by a request field", k)
+		}
+		enc, err := json.Marshal(val)
+		if err != nil {
+			return nil, fmt.Errorf("vllm: Extra key %q: %w", k, err)
+		}
+		obj[k] = enc
+	}
+	return json.Marshal(obj)
+}
+
+// Ptr returns a pointer to v, for the optional fields of requests.
+func Ptr[T any](v T) *T { return &v }

@@ -1,0 +1,282 @@
+package vllm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// CompletionRequest is a POST /v1/completions request with token-id prompts.
+//
+// Optional numbers are pointers: nil sends nothing and leaves the server's default,
+// so that 0 (greedy temperature, logprobs of the chosen token only) can be asked for.
+type CompletionRequest struct {
+	// Model overrides the client's model.
+	Model string
+	// Prompts are token-id prompts. One prompt is sent as a flat list; several as a
+	// batch, whose choices come back at index p*N+j (sample j of prompt p). The server
+	// adds no BOS to token-id prompts.
+	Prompts [][]int32
+	// N is the number of samples per prompt; 0 means 1.
+	N int
+	// MaxTokens bounds each sample; 0 leaves the server's default (16).
+	MaxTokens   int
+	Temperature *float64
+	TopP        *float64
+	Seed        *int64
+	// Stop strings. Prefer none: the server strips them from the text while the ids
+	// keep them.
+	Stop []string
+	// Logprobs is the top-k of sampled tokens; 0 still returns the chosen token's.
+	Logprobs *int
+	// PromptLogprobs is the top-k at each prompt position (vLLM's extension).
+	PromptLogprobs *int
+	// ReturnTokenIDs asks for token_ids and prompt_token_ids (vLLM 0.10.2+).
+	ReturnTokenIDs bool
+	// ReturnTokensAsTokenIDs makes the logprobs block name tokens "token_id:N".
+	ReturnTokensAsTokenIDs     bool
+	SkipSpecialTokens          *bool
+	SpacesBetweenSpecialTokens *bool
+	// Extra members are merged into the JSON body; a key that a field above already
+	// sends is an error.
+	Extra map[string]any
+}
+
+type completionBody struct {
+	Model                      string   `json:"model"`
+	Prompt                     any      `json:"prompt"`
+	N                          int      `json:"n,omitempty"`
+	MaxTokens                  int      `json:"max_tokens,omitempty"`
+	Temperature                *float64 `json:"temperature,omitempty"`
+	TopP                       *float64 `json:"top_p,omitempty"`
+	Seed                       *int64   `json:"seed,omitempty"`
+	Stop                       []string `json:"stop,omitempty"`
+	Logprobs                   *int     `json:"logprobs,omitempty"`
+	PromptLogprobs             *int     `json:"prompt_logprobs,omitempty"`
+	ReturnTokenIDs             bool     `json:"return_token_ids,omitempty"`
+	ReturnTokensAsTokenIDs     bool     `json:"return_tokens_as_token_ids,omitempty"`
+	SkipSpecialTokens          *bool    `json:"skip_special_tokens,omitempty"`
+	SpacesBetweenSpecialTokens *bool    `json:"spaces_between_special_tokens,omitempty"`
+}
+
+// CompletionResponse is the answer of POST /v1/completions.
+type CompletionResponse struct {
+	ID      string
+	Model   string
+	Choices []CompletionChoice
+	Usage   Usage
+}
+
+// Usage counts tokens over all prompts and choices of a request.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// CompletionChoice is one sample.
+type CompletionChoice struct {
+	// Index is p*N+j for sample j of prompt p.
+	Index int
+	// Text is the decoded sample; for display and parsing only.
+	Text string
+	// FinishReason is "stop" or "length".
+	FinishReason string
+	// StopReason is the stop token id (a JSON number) or stop string that ended the
+	// sample, or nil.
+	StopReason any
+	// TokenIDs are the generated ids, including the stop token: from "token_ids" when
+	// the server sends it, else recovered from "token_id:N" strings of the logprobs
+	// block; nil when neither is there.
+	TokenIDs []int32
+	// PromptTokenIDs are the prompt ids the server saw (return_token_ids, 0.10.2+).
+	PromptTokenIDs []int32
+	// Logprobs is the OpenAI-style block of sampled tokens, nil when not asked for.
+	Logprobs *CompletionLogprobs
+	// PromptLogprobs is vLLM's prompt_logprobs, nil when not asked for.
+	PromptLogprobs *PromptLogprobs
+}
+
+// CompletionLogprobs is the OpenAI-style "logprobs" block of a completion choice.
+type CompletionLogprobs struct {
+	// Tokens are decoded strings, or "token_id:N" with return_tokens_as_token_ids.
+	Tokens []string `json:"tokens"`
+	// TokenLogprobs are parallel to Tokens; nil for an echoed first prompt token.
+	// NegInfLogprob stands for −∞.
+	TokenLogprobs []*float32 `json:"token_logprobs"`
+	// TopLogprobs maps token strings to logprobs: the chosen token plus the top-k.
+	TopLogprobs []map[string]float32 `json:"top_logprobs"`
+	TextOffset  []int                `json:"text_offset"`
+}
+
+// Completions calls POST /v1/completions.
+func (c *Client) Completions(ctx context.Context, req CompletionRequest) (*CompletionResponse, error) {
+	const path = "/v1/completions"
+	body, err := c.completionBody(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.call(ctx, c.retry, http.MethodPost, path, body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := DecodeCompletionResponse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
+	}
+	n := max(req.N, 1)
+	if want := len(req.Prompts) * n; len(resp.Choices) != want {
+		return nil, fmt.Errorf("vllm: POST %s: %d choices for %d prompts × n=%d", path, len(resp.Choices), len(req.Prompts), n)
+	}
+	return resp, nil
+}
+
+func (c *Client) completionBody(ctx context.Context, req CompletionRequest) ([]byte, error) {
+	if len(req.Prompts) == 0 {
+		return nil, errors.New("vllm: POST /v1/completions: no prompt")
+	}
+	for i, p := range req.Prompts {
+		if len(p) == 0 {
+			return nil, fmt.Errorf("vllm: POST /v1/completions: prompt %d is empty", i)
+		}
+	}
+	if req.N < 0 || req.MaxTokens < 0 {
+		return nil, fmt.Errorf("vllm: POST /v1/completions: negative N (%d) or MaxTokens (%d)", req.N, req.MaxTokens)
+	}
+	m, err := c.modelFor(ctx, req.Model)
+	if err != nil {
+		return nil, err
+	}
+	b := completionBody{
+		Model: m, N: req.N, MaxTokens: req.MaxTokens, Temperature: req.Temperature,
+		TopP: req.TopP, Seed: req.Seed, Stop: req.Stop, Logprobs: req.Logprobs,
+		PromptLogprobs: req.PromptLogprobs, ReturnTokenIDs: req.ReturnTokenIDs,
+		ReturnTokensAsTokenIDs: req.ReturnTokensAsTokenIDs, SkipSpecialTokens: req.SkipSpecialTokens,
+		SpacesBetweenSpecialTokens: req.SpacesBetweenSpecialTokens,
+	}
+	if len(req.Prompts) == 1 {
+		b.Prompt = req.Prompts[0]
+	} else {
+		b.Prompt = req.Prompts
+	}
+	out, err := mergeExtra(b, req.Extra)
+	if err != nil {
+		return nil, fmt.Errorf("vllm: POST /v1/completions: %w", err)
+	}
+	return out, nil
+}
+
+// DecodeCompletionResponse decodes a /v1/completions response body. prompt_logprobs
+// are read by a scanner straight into flat arrays; the small fields go through
+// encoding/json.
+func DecodeCompletionResponse(data []byte) (*CompletionResponse, error) {
+	s := &scanner{data: data}
+	out := &CompletionResponse{}
+	err := s.object(false, func(k []byte) error {
+		switch string(k) {
+		case "id":
+			return s.unmarshalNext(&out.ID)
+		case "model":
+			return s.unmarshalNext(&out.Model)
+		case "usage":
+			return s.unmarshalNext(&out.Usage)
+		case "choices":
+			return s.array(true, func(i int) error {
+				var ch CompletionChoice
+				if err := decodeChoice(s, &ch); err != nil {
+					return fmt.Errorf("choices[%d]: %w", i, err)
+				}
+				out.Choices = append(out.Choices, ch)
+				return nil
+			})
+		default:
+			_, err := s.skip()
+			return err
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.end(); err != nil {
+		return nil, err
+	}
+	for i := range out.Choices {
+		ch := &out.Choices[i]
+		if ch.Index != i {
+			return nil, fmt.Errorf("choices[%d] has index %d", i, ch.Index)
+		}
+		if ch.TokenIDs == nil && ch.Logprobs != nil && ch.Logprobs.Tokens != nil {
+			ids, ok := tokenIDsFromStrings(ch.Logprobs.Tokens)
+			if ok {
+				ch.TokenIDs = ids
+			}
+		}
+	}
+	return out, nil
+}
+
+func decodeChoice(s *scanner, ch *CompletionChoice) error {
+	return s.object(false, func(k []byte) error {
+		switch string(k) {
+		case "index":
+			return s.unmarshalNext(&ch.Index)
+		case "text":
+			return s.unmarshalNext(&ch.Text)
+		case "finish_reason":
+			return s.unmarshalNext(&ch.FinishReason)
+		case "stop_reason":
+			return s.unmarshalNext(&ch.StopReason)
+		case "token_ids":
+			return s.unmarshalNext(&ch.TokenIDs)
+		case "prompt_token_ids":
+			return s.unmarshalNext(&ch.PromptTokenIDs)
+		case "logprobs":
+			return s.unmarshalNext(&ch.Logprobs)
+		case "prompt_logprobs":
+			if s.null() {
+				return nil
+			}
+			ch.PromptLogprobs = &PromptLogprobs{}
+			return decodePromptLogprobs(s, ch.PromptLogprobs)
+		default:
+			_, err := s.skip()
+			return err
+		}
+	})
+}
+
+// tokenIDsFromStrings parses "token_id:N" strings; ok is false unless all are.
+func tokenIDsFromStrings(toks []string) ([]int32, bool) {
+	ids := make([]int32, len(toks))
+	for i, t := range toks {
+		id, ok := ParseTokenIDString(t)
+		if !ok {
+			return nil, false
+		}
+		ids[i] = id
+	}
+	return ids, true
+}
+
+// ParseTokenIDString parses the "token_id:N" form that return_tokens_as_token_ids
+// gives tokens.
+func ParseTokenIDString(s string) (int32, bool) {
+	rest, ok := strings.CutPrefix(s, "token_id:")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 32)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// ChoicesOf returns the n samples of prompt p, choices[p*n : p*n+n], of a response
+// to a batch with n samples per prompt.
+func (r *CompletionResponse) ChoicesOf(p, n int) []CompletionChoice {
+	return r.Choices[p*n : p*n+n]
+}

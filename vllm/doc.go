@@ -1,0 +1,61 @@
+// Package vllm is a client for vLLM's OpenAI-compatible HTTP server that is exact
+// about token ids and logprobs, as reinforcement learning and on-policy distillation
+// need.
+//
+// [NewClient] returns a [Client] for one server; [NewPool] spreads calls over several.
+// Both implement the library's roles: [rollout.Policy] (chat template rendering with
+// POST /tokenize, generation from token ids with POST /v1/completions),
+// [scorer.LogprobScorer] (teacher top-K with prompt_logprobs) and [judge.ChatModel]
+// (POST /v1/chat/completions with n). The lower-level calls ([Client.Models],
+// [Client.Health], [Client.Version], [Client.Tokenize], [Client.Detokenize],
+// [Client.Completions], [Client.ChatCompletions]) are exported as well.
+//
+// # Ids, never strings
+//
+// Prompts are sent as token ids, so the server adds no BOS and does not re-tokenise.
+// Generated ids come from "token_ids" (vLLM 0.10.2+ with return_token_ids) or, on older
+// servers, from the "token_id:N" strings that return_tokens_as_token_ids produces.
+// Token strings (decoded_token, the keys of top_logprobs) are never used to identify a
+// token: decoded_token is not even kept.
+//
+// # prompt_logprobs
+//
+// vLLM answers prompt_logprobs=K with one element per prompt token: null at position 0,
+// then an object keyed by token-id strings whose values carry logprob, rank and
+// decoded_token, holding the top-K plus the actual prompt token when it ranks below K
+// (K or K+1 entries). [PromptLogprobs] holds this in flat arrays with offsets, decoded
+// by a scanner without a map or string per position: a 16k-token prompt at K=50 is
+// tens of megabytes of JSON (see BenchmarkDecodePromptLogprobs). Top-K order comes
+// from the ranks, never from key order. vLLM writes −∞ as -9999; it is kept as that
+// finite value ([NegInfLogprob]) because Atropos refuses non-finite numbers.
+//
+// With a batch of P prompts and n samples each, choice p*n+j is sample j of prompt p
+// ([CompletionResponse.ChoicesOf]).
+//
+// # Errors
+//
+// A non-2xx answer is an *[APIError], whatever shape the body has (vLLM's flat and
+// nested bodies, {"error":"text"}, FastAPI's detail, plain text); errors are wrapped
+// with the operation, as in "vllm: POST /v1/completions: 400 Bad Request …". Callers
+// branch with errors.Is on [ErrMaxLogprobs] (the *[MaxLogprobsError] carries the
+// server's cap and says to start vLLM with --max-logprobs ≥ K or to lower
+// distill_topk), [ErrContextLength] and [ErrModelNotFound]. A 404 counts as
+// [ErrModelNotFound] when it is vLLM's NotFoundError or speaks of a model; FastAPI's
+// bare {"detail":"Not Found"} for an unknown route does not.
+//
+// # Retries
+//
+// Requests go through hashicorp/go-retryablehttp: connection errors, 429 and 5xx
+// (except 501) are retried with exponential backoff (honouring Retry-After), 4xx
+// never. The ctx of a call bounds all attempts together; [WithAttemptTimeout] bounds
+// each one. The last answer's body is decoded into the error. [Client.Health] makes a
+// single attempt.
+//
+// # Model name
+//
+// Requests carry a model name: the one given with [WithModel], or else the first model
+// of GET /v1/models, asked on first need and remembered.
+//
+// The client never logs unless given a logger with [WithLogger] and never reads the
+// environment.
+package vllm

@@ -1,0 +1,260 @@
+package vllm
+
+import (
+	"fmt"
+	"slices"
+)
+
+// NegInfLogprob is the value vLLM writes for a logprob of −∞ (JSON has no infinity).
+// The client keeps it as the finite value it is on the wire rather than turning it into
+// float32(-Inf): Atropos refuses non-finite numbers, and any logprob ≤ NegInfLogprob
+// means "probability zero" to every consumer in this library.
+const NegInfLogprob = -9999
+
+// PromptLogprobs is one choice's "prompt_logprobs", decoded into flat arrays: no map and
+// no string per position. Position j's entries are IDs[Offsets[j]:Offsets[j+1]] (and the
+// same range of Logprobs and Ranks), in the server's order. Position 0, which vLLM
+// always sends as null, has no entries; so has any other null position.
+//
+// An entry set holds the top-k tokens (ranks 1…k) plus the actual prompt token when it
+// is not among them (then with its true rank > k): k or k+1 entries. decoded_token
+// strings are not kept: tokens are identified by id only.
+type PromptLogprobs struct {
+	// Offsets has Len()+1 entries.
+	Offsets []int32
+	// IDs are the token ids (the JSON keys, parsed).
+	IDs []int32
+	// Logprobs are as sent; NegInfLogprob stands for −∞.
+	Logprobs []float32
+	// Ranks are the 1-based vocabulary ranks, 0 where the server sent null.
+	Ranks []int32
+}
+
+// Len returns the number of prompt positions.
+func (p *PromptLogprobs) Len() int {
+	if p == nil || len(p.Offsets) == 0 {
+		return 0
+	}
+	return len(p.Offsets) - 1
+}
+
+// Entries returns position j's entries, in the server's order.
+func (p *PromptLogprobs) Entries(j int) (ids []int32, logprobs []float32, ranks []int32) {
+	lo, hi := p.Offsets[j], p.Offsets[j+1]
+	return p.IDs[lo:hi], p.Logprobs[lo:hi], p.Ranks[lo:hi]
+}
+
+// Lookup returns the logprob and rank of token id at position j; ok is false when the
+// server did not send that id there.
+func (p *PromptLogprobs) Lookup(j int, id int32) (logprob float32, rank int32, ok bool) {
+	lo, hi := p.Offsets[j], p.Offsets[j+1]
+	for e := lo; e < hi; e++ {
+		if p.IDs[e] == id {
+			return p.Logprobs[e], p.Ranks[e], true
+		}
+	}
+	return 0, 0, false
+}
+
+// AppendTopK appends position j's top-k entries, most likely first, to ids and
+// logprobs. The order comes from the ranks 1…k, never from key order; when the server
+// sent no ranks, entries are ordered by logprob instead. Fewer than k entries are
+// appended when the server sent fewer. It fails when ranks repeat.
+func (p *PromptLogprobs) AppendTopK(j, k int, ids []int32, logprobs []float32) ([]int32, []float32, error) {
+	lo, hi := int(p.Offsets[j]), int(p.Offsets[j+1])
+	if hi-lo > 256 {
+		return p.appendTopKSorted(j, k, ids, logprobs)
+	}
+	var idx [256]int32 // entry indexes of the chosen entries, by rank
+	n := 0
+	for e := lo; e < hi; e++ {
+		r := int(p.Ranks[e])
+		if r == 0 {
+			return p.appendTopKSorted(j, k, ids, logprobs)
+		}
+		if r > k {
+			continue
+		}
+		// insertion by rank; entries arrive almost sorted
+		i := n
+		for i > 0 && p.Ranks[idx[i-1]] > int32(r) {
+			idx[i] = idx[i-1]
+			i--
+		}
+		if i > 0 && p.Ranks[idx[i-1]] == int32(r) {
+			return ids, logprobs, fmt.Errorf("position %d: rank %d appears twice", j, r)
+		}
+		idx[i] = int32(e)
+		n++
+	}
+	for _, e := range idx[:n] {
+		ids = append(ids, p.IDs[e])
+		logprobs = append(logprobs, p.Logprobs[e])
+	}
+	return ids, logprobs, nil
+}
+
+// appendTopKSorted is the general path: sort the position's entries by rank (or by
+// logprob when a rank is missing).
+func (p *PromptLogprobs) appendTopKSorted(j, k int, ids []int32, logprobs []float32) ([]int32, []float32, error) {
+	lo, hi := int(p.Offsets[j]), int(p.Offsets[j+1])
+	order := make([]int, 0, hi-lo)
+	byRank := true
+	for e := lo; e < hi; e++ {
+		order = append(order, e)
+		if p.Ranks[e] == 0 {
+			byRank = false
+		}
+	}
+	if byRank {
+		slices.SortFunc(order, func(a, b int) int { return int(p.Ranks[a]) - int(p.Ranks[b]) })
+		for i := 1; i < len(order); i++ {
+			if p.Ranks[order[i]] == p.Ranks[order[i-1]] {
+				return ids, logprobs, fmt.Errorf("position %d: rank %d appears twice", j, p.Ranks[order[i]])
+			}
+		}
+	} else {
+		slices.SortStableFunc(order, func(a, b int) int {
+			switch la, lb := p.Logprobs[a], p.Logprobs[b]; {
+			case la > lb:
+				return -1
+			case la < lb:
+				return 1
+			}
+			return 0
+		})
+	}
+	for i, e := range order {
+		if i == k || (byRank && int(p.Ranks[e]) > k) {
+			break
+		}
+		ids = append(ids, p.IDs[e])
+		logprobs = append(logprobs, p.Logprobs[e])
+	}
+	return ids, logprobs, nil
+}
+
+// decodePromptLogprobs reads a prompt_logprobs value (null or a list) from s into p,
+// reusing p's arrays. sizeHint is the expected number of entries per position.
+func decodePromptLogprobs(s *scanner, p *PromptLogprobs) error {
+	p.Offsets = append(p.Offsets[:0], 0)
+	p.IDs, p.Logprobs, p.Ranks = p.IDs[:0], p.Logprobs[:0], p.Ranks[:0]
+	if s.null() {
+		p.Offsets = p.Offsets[:0]
+		return nil
+	}
+	if err := s.expect('['); err != nil {
+		return err
+	}
+	if s.consume(']') {
+		return nil
+	}
+	for {
+		if err := decodePosition(s, p); err != nil {
+			return fmt.Errorf("prompt_logprobs[%d]: %w", len(p.Offsets)-1, err)
+		}
+		p.Offsets = append(p.Offsets, int32(len(p.IDs)))
+		if s.consume(',') {
+			continue
+		}
+		return s.expect(']')
+	}
+}
+
+// decodePosition reads null or {"<id>": {"logprob": f, "rank": r, "decoded_token": s}, …}.
+func decodePosition(s *scanner, p *PromptLogprobs) error {
+	if s.null() {
+		return nil
+	}
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	if s.consume('}') {
+		return nil
+	}
+	for {
+		k, err := s.key()
+		if err != nil {
+			return err
+		}
+		id, err := parseInt32(k)
+		if err != nil || id < 0 {
+			return fmt.Errorf("key %q is not a token id", k)
+		}
+		lp, rank, err := decodeEntry(s)
+		if err != nil {
+			return fmt.Errorf("token %d: %w", id, err)
+		}
+		p.IDs = append(p.IDs, id)
+		p.Logprobs = append(p.Logprobs, lp)
+		p.Ranks = append(p.Ranks, rank)
+		if len(p.IDs) > 1<<31-2 {
+			return fmt.Errorf("too many entries")
+		}
+		if s.consume(',') {
+			continue
+		}
+		return s.expect('}')
+	}
+}
+
+// decodeEntry reads one {"logprob": f, "rank": r|null, "decoded_token": s|null}.
+func decodeEntry(s *scanner) (lp float32, rank int32, err error) {
+	if err := s.expect('{'); err != nil {
+		return 0, 0, err
+	}
+	seenLP := false
+	if !s.consume('}') {
+		for {
+			k, err := s.key()
+			if err != nil {
+				return 0, 0, err
+			}
+			switch string(k) {
+			case "logprob":
+				if lp, err = s.float32(); err != nil {
+					return 0, 0, err
+				}
+				seenLP = true
+			case "rank":
+				if !s.null() {
+					if rank, err = s.int32(); err != nil {
+						return 0, 0, err
+					}
+					if rank < 1 {
+						return 0, 0, fmt.Errorf("rank %d, want ≥ 1", rank)
+					}
+				}
+			default: // decoded_token and anything newer
+				if _, err := s.skip(); err != nil {
+					return 0, 0, err
+				}
+			}
+			if s.consume(',') {
+				continue
+			}
+			if err := s.expect('}'); err != nil {
+				return 0, 0, err
+			}
+			break
+		}
+	}
+	if !seenLP {
+		return 0, 0, fmt.Errorf("no logprob")
+	}
+	return lp, rank, nil
+}
+
+// DecodePromptLogprobs decodes a prompt_logprobs JSON value (null, or a list whose
+// elements are null or objects keyed by token-id strings) into flat arrays.
+func DecodePromptLogprobs(data []byte) (*PromptLogprobs, error) {
+	s := &scanner{data: data}
+	p := &PromptLogprobs{}
+	if err := decodePromptLogprobs(s, p); err != nil {
+		return nil, fmt.Errorf("vllm: %w", err)
+	}
+	if err := s.end(); err != nil {
+		return nil, fmt.Errorf("vllm: %w", err)
+	}
+	return p, nil
+}

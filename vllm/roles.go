@@ -1,0 +1,156 @@
+package vllm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentic-opd/agenticopd/judge"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/scorer"
+)
+
+// The roles a Client and a Pool play.
+var (
+	_ rollout.Policy       = (*Client)(nil)
+	_ scorer.LogprobScorer = (*Client)(nil)
+	_ judge.ChatModel      = (*Client)(nil)
+	_ rollout.Policy       = (*Pool)(nil)
+	_ scorer.LogprobScorer = (*Pool)(nil)
+	_ judge.ChatModel      = (*Pool)(nil)
+)
+
+// Render implements [rollout.Policy] with POST /tokenize in chat form:
+// add_special_tokens false (the template carries any BOS), chat_template_kwargs always
+// sent (an empty object when none), continue_final_message false.
+func (c *Client) Render(ctx context.Context, req rollout.RenderRequest) (rollout.Rendered, error) {
+	if len(req.Messages) == 0 {
+		return rollout.Rendered{}, fmt.Errorf("vllm: POST /tokenize: no messages to render")
+	}
+	kw := req.ChatTemplateKwargs
+	if kw == nil {
+		kw = map[string]any{}
+	}
+	resp, err := c.Tokenize(ctx, TokenizeRequest{
+		Messages:             req.Messages,
+		Tools:                req.Tools,
+		AddGenerationPrompt:  Ptr(req.AddGenerationPrompt),
+		ContinueFinalMessage: Ptr(false),
+		ChatTemplateKwargs:   kw,
+		AddSpecialTokens:     Ptr(false),
+	})
+	if err != nil {
+		return rollout.Rendered{}, err
+	}
+	return rollout.Rendered{Tokens: resp.Tokens, MaxModelLen: resp.MaxModelLen}, nil
+}
+
+// Generate implements [rollout.Policy] with POST /v1/completions: the token-id prompt,
+// n 1, return_token_ids, logprobs 0 (the sampled token's logprob) with
+// return_tokens_as_token_ids, skip_special_tokens and spaces_between_special_tokens
+// false, no stop strings (generation ends on the model's stop ids only).
+//
+// Token ids come from token_ids, or from the "token_id:N" strings on servers older
+// than 0.10.2; a reply that carries neither is an error. When the server echoes the
+// prompt ids, they must equal the prompt sent.
+func (c *Client) Generate(ctx context.Context, req rollout.GenerateRequest) (rollout.Generation, error) {
+	const path = "/v1/completions"
+	if req.MaxTokens < 1 {
+		return rollout.Generation{}, fmt.Errorf("vllm: POST %s: MaxTokens is %d, want ≥ 1", path, req.MaxTokens)
+	}
+	if req.Temperature < 0 || req.TopP < 0 || req.TopP > 1 {
+		return rollout.Generation{}, fmt.Errorf("vllm: POST %s: temperature %g or top_p %g out of range", path, req.Temperature, req.TopP)
+	}
+	topP := req.TopP
+	if topP == 0 {
+		topP = 1
+	}
+	resp, err := c.Completions(ctx, CompletionRequest{
+		Prompts:                    [][]int32{req.Prompt},
+		N:                          1,
+		MaxTokens:                  req.MaxTokens,
+		Temperature:                Ptr(req.Temperature),
+		TopP:                       Ptr(topP),
+		Seed:                       req.Seed,
+		Logprobs:                   Ptr(0),
+		ReturnTokenIDs:             true,
+		ReturnTokensAsTokenIDs:     true,
+		SkipSpecialTokens:          Ptr(false),
+		SpacesBetweenSpecialTokens: Ptr(false),
+	})
+	if err != nil {
+		return rollout.Generation{}, err
+	}
+	return generationOf(&resp.Choices[0], req.Prompt)
+}
+
+func generationOf(ch *CompletionChoice, prompt []int32) (rollout.Generation, error) {
+	const op = "vllm: POST /v1/completions"
+	if ch.TokenIDs == nil {
+		return rollout.Generation{}, fmt.Errorf("%s: the reply has neither token_ids nor token_id:N strings", op)
+	}
+	if ch.PromptTokenIDs != nil && !equalIDs(ch.PromptTokenIDs, prompt) {
+		return rollout.Generation{}, fmt.Errorf("%s: the server saw %d prompt tokens that differ from the %d sent", op, len(ch.PromptTokenIDs), len(prompt))
+	}
+	g := rollout.Generation{
+		Tokens:       ch.TokenIDs,
+		Text:         ch.Text,
+		FinishReason: ch.FinishReason,
+		PromptTokens: ch.PromptTokenIDs,
+	}
+	if ch.Logprobs == nil || len(ch.Logprobs.TokenLogprobs) != len(ch.TokenIDs) {
+		n := -1
+		if ch.Logprobs != nil {
+			n = len(ch.Logprobs.TokenLogprobs)
+		}
+		return rollout.Generation{}, fmt.Errorf("%s: %d generated tokens but %d logprobs", op, len(ch.TokenIDs), n)
+	}
+	if ch.Logprobs.Tokens != nil {
+		if ids, ok := tokenIDsFromStrings(ch.Logprobs.Tokens); ok && !equalIDs(ids, ch.TokenIDs) {
+			return rollout.Generation{}, fmt.Errorf("%s: token_ids and the logprobs tokens disagree", op)
+		}
+	}
+	g.Logprobs = make([]float32, len(ch.TokenIDs))
+	for i, lp := range ch.Logprobs.TokenLogprobs {
+		if lp == nil {
+			return rollout.Generation{}, fmt.Errorf("%s: generated token %d has a null logprob", op, i)
+		}
+		g.Logprobs[i] = *lp
+	}
+	switch g.FinishReason {
+	case rollout.FinishStop, rollout.FinishLength:
+	default:
+		return rollout.Generation{}, fmt.Errorf("%s: finish_reason %q, want stop or length", op, g.FinishReason)
+	}
+	return g, nil
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Chat implements [judge.ChatModel] with POST /v1/chat/completions, asking for req.N
+// choices in one request. The reply may hold fewer choices than asked for.
+func (c *Client) Chat(ctx context.Context, req judge.ChatRequest) (judge.ChatResponse, error) {
+	resp, err := c.ChatCompletions(ctx, ChatCompletionRequest{
+		Messages:    req.Messages,
+		N:           max(req.N, 1),
+		MaxTokens:   req.MaxTokens,
+		Temperature: Ptr(req.Temperature),
+	})
+	if err != nil {
+		return judge.ChatResponse{}, err
+	}
+	out := judge.ChatResponse{Choices: make([]string, len(resp.Choices))}
+	for i, ch := range resp.Choices {
+		out.Choices[i] = ch.Message.Content
+	}
+	return out, nil
+}
