@@ -1,0 +1,496 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/agentic-opd/agenticopd/chat"
+)
+
+// ErrTemplateDrift reports that the server's rendering of appended messages does not
+// extend the held tokens the way the calibrated template says it must: the rendering
+// of base+messages does not start with the rendering of the base, or the delta does not
+// have the shape of whole turns (no BOS, starts with the turn-start token, ends with the
+// generation prompt when asked, one turn-start and one close token per rendered turn).
+// A tool result or user text that contains a special-token literal such as
+// "<|im_end|>" is rendered by the server as the real control token and is caught here
+// too. Errors wrapping it are *[DriftError].
+var ErrTemplateDrift = errors.New("rollout: template drift")
+
+// ErrCalibration reports that the server's chat template could not be calibrated: the
+// generation prompt, close token or separator could not be read off the probe renders.
+// The template is then not one this package can append to exactly; the message says
+// which probe failed.
+var ErrCalibration = errors.New("rollout: template calibration failed")
+
+// ErrRoleUnsupported reports that messages of a role cannot be appended as a delta
+// because the template did not render them prefix-stably during calibration.
+var ErrRoleUnsupported = errors.New("rollout: role cannot be appended as a token delta")
+
+// DriftError details a failed delta check. It matches [ErrTemplateDrift] with
+// errors.Is.
+type DriftError struct {
+	// Check names the failed check: "prefix" or "shape".
+	Check string
+	// Detail says what differed.
+	Detail string
+}
+
+// Error implements error.
+func (e *DriftError) Error() string {
+	return fmt.Sprintf("rollout: template drift (%s check): %s", e.Check, e.Detail)
+}
+
+// Is reports whether target is ErrTemplateDrift.
+func (e *DriftError) Is(target error) bool { return target == ErrTemplateDrift }
+
+// TemplateConfig fixes what a [Template] is calibrated for. Both halves of every delta
+// are rendered with exactly these values.
+type TemplateConfig struct {
+	// Tools are the tool definitions sent with every render (they change the system
+	// turn, so they must be identical on both sides of a diff).
+	Tools []chat.Tool
+	// ChatTemplateKwargs are sent explicitly with every render (for example
+	// {"enable_thinking": false}); nil sends none.
+	ChatTemplateKwargs map[string]any
+	// Base is the fixed conversation deltas are diffed against. It must end with a user
+	// message. Nil means DefaultTemplateBase.
+	Base []chat.Message
+	// ExtraCloses are further end-of-turn ids the model may stop on besides the
+	// template's close (for Qwen, <|endoftext|> 151643). They are reported by
+	// [Template.Closes]. The agent treats any "stop" that does not end on the close as
+	// an alternative close in any case.
+	ExtraCloses []int32
+}
+
+// DefaultTemplateBase is the base conversation used when TemplateConfig.Base is nil: a
+// system message (so that templates with a default system prompt do not insert one)
+// followed by a user message.
+var DefaultTemplateBase = []chat.Message{
+	{Role: chat.RoleSystem, Content: "You are a helpful assistant."},
+	{Role: chat.RoleUser, Content: "I am a user."},
+}
+
+// Calibration is what a [Template] learnt from the server's chat template.
+type Calibration struct {
+	// Base is ids(base) rendered without the generation prompt.
+	Base []int32
+	// GenerationPrompt is G = ids(base, gen=true) minus ids(base).
+	GenerationPrompt []int32
+	// TurnStart is the token that opens every turn (ChatML <|im_start|>); the first
+	// token of G.
+	TurnStart int32
+	// Close is the template's end-of-turn token (ChatML <|im_end|>).
+	Close int32
+	// Separator is the template text between a close token and the next turn (ChatML
+	// "\n"; empty for Llama-3).
+	Separator []int32
+	// BOS is the token the template puts before the first turn, or -1 when it puts none.
+	BOS int32
+	// MergesToolRuns reports that consecutive tool messages render as one turn (Qwen:
+	// one user turn of <tool_response> blocks).
+	MergesToolRuns bool
+	// UserDelta reports whether user messages can be appended (hints use this).
+	UserDelta bool
+	// MaxModelLen is the server's context length as reported while calibrating, 0 if
+	// unknown.
+	MaxModelLen int
+}
+
+// Template is a server chat template calibrated once for one (policy, tools,
+// chat_template_kwargs): it gives the exact token delta for appending messages to a
+// conversation held as ids, without re-tokenising anything already held.
+//
+// Calibration (reference multiturn-tokenization §4.2) renders, through
+// [Policy.Render] only: the base B (ending with a user turn) with and without the
+// generation prompt (G is the difference), B plus one assistant and one user message
+// (the close token and the separator the model does not generate), two user messages
+// that differ only in body (cross-check), and probe tool runs and user messages whose
+// contents start and end with newlines (prefix stability per role). It runs lazily on
+// first use and is cached; a calibration that failed for a transient reason (ctx, a
+// policy error) is retried on the next call.
+//
+// A Template is safe for concurrent use.
+type Template struct {
+	policy Policy
+	cfg    TemplateConfig
+
+	mu       sync.Mutex
+	cal      *Calibration
+	permErr  error         // a calibration failure that retrying cannot fix
+	inflight chan struct{} // closed when the running calibration attempt ends
+}
+
+// NewTemplate returns a Template for policy p. It does no I/O.
+func NewTemplate(p Policy, cfg TemplateConfig) (*Template, error) {
+	if p == nil {
+		return nil, errors.New("rollout: NewTemplate: nil Policy")
+	}
+	if cfg.Base == nil {
+		cfg.Base = DefaultTemplateBase
+	}
+	if len(cfg.Base) == 0 || cfg.Base[len(cfg.Base)-1].Role != chat.RoleUser {
+		return nil, errors.New("rollout: NewTemplate: TemplateConfig.Base must end with a user message")
+	}
+	cfg.Base = chat.Clone(cfg.Base)
+	cfg.Tools = slices.Clone(cfg.Tools)
+	cfg.ExtraCloses = slices.Clone(cfg.ExtraCloses)
+	return &Template{policy: p, cfg: cfg}, nil
+}
+
+// Calibrate runs the one-time calibration if it has not succeeded yet and returns its
+// result. Concurrent callers share one attempt; a caller whose ctx ends stops waiting
+// and leaves the Template unchanged.
+func (t *Template) Calibrate(ctx context.Context) (Calibration, error) {
+	c, err := t.calibrated(ctx)
+	if err != nil {
+		return Calibration{}, err
+	}
+	return *c, nil
+}
+
+// GenerationPrompt returns the calibrated generation prompt G, or nil before a
+// successful calibration. The caller must not modify it.
+func (t *Template) GenerationPrompt() []int32 {
+	if c := t.done(); c != nil {
+		return c.GenerationPrompt
+	}
+	return nil
+}
+
+// Separator returns the calibrated separator owed after a close token, or nil before a
+// successful calibration (it may also be empty after one). The caller must not modify it.
+func (t *Template) Separator() []int32 {
+	if c := t.done(); c != nil {
+		return c.Separator
+	}
+	return nil
+}
+
+// Closes returns the accepted end-of-turn ids: the template's close first, then
+// TemplateConfig.ExtraCloses; nil before a successful calibration.
+func (t *Template) Closes() []int32 {
+	c := t.done()
+	if c == nil {
+		return nil
+	}
+	return append([]int32{c.Close}, t.cfg.ExtraCloses...)
+}
+
+// Tools returns the tool definitions every render of this Template carries.
+func (t *Template) Tools() []chat.Tool { return slices.Clone(t.cfg.Tools) }
+
+// ChatTemplateKwargs returns the kwargs every render of this Template carries.
+func (t *Template) ChatTemplateKwargs() map[string]any { return t.cfg.ChatTemplateKwargs }
+
+// Render renders msgs through the policy with this Template's tools and kwargs.
+func (t *Template) Render(ctx context.Context, msgs []chat.Message, addGenerationPrompt bool) (Rendered, error) {
+	return t.policy.Render(ctx, RenderRequest{
+		Messages:            msgs,
+		Tools:               t.cfg.Tools,
+		AddGenerationPrompt: addGenerationPrompt,
+		ChatTemplateKwargs:  t.cfg.ChatTemplateKwargs,
+	})
+}
+
+// Delta returns the template tokens for appending msgs to a conversation whose last
+// turn is closed (and whose separator has been appended): the fixed-base diff
+// ids(B+msgs) minus ids(B), with the prefix asserted and the shape checked. With
+// addGenerationPrompt the result ends with G.
+//
+// For a hint before an assistant turn, the opd package calls
+// Delta(ctx, []chat.Message{{Role: "user", Content: hint}}, false).
+//
+// Consecutive tool messages must be passed together (all results of one step): the
+// template merges them into one turn. Errors: a calibration error, a policy error,
+// [ErrRoleUnsupported] for an assistant message or a role calibration refused, and a
+// *[DriftError] (matching [ErrTemplateDrift]) when the checks fail.
+func (t *Template) Delta(ctx context.Context, msgs []chat.Message, addGenerationPrompt bool) ([]int32, error) {
+	if len(msgs) == 0 {
+		return nil, errors.New("rollout: Delta: no messages")
+	}
+	c, err := t.calibrated(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		switch m.Role {
+		case chat.RoleTool, chat.RoleSystem:
+		case chat.RoleUser:
+			if !c.UserDelta {
+				return nil, fmt.Errorf("%w: user (calibration found it not prefix-stable)", ErrRoleUnsupported)
+			}
+		default:
+			return nil, fmt.Errorf("%w: %q", ErrRoleUnsupported, m.Role)
+		}
+	}
+	return t.delta(ctx, c, msgs, addGenerationPrompt)
+}
+
+// delta is Delta without the role gate; calibration uses it for its probes.
+func (t *Template) delta(ctx context.Context, c *Calibration, msgs []chat.Message, gen bool) ([]int32, error) {
+	full := append(chat.Clone(t.cfg.Base), msgs...)
+	r, err := t.Render(ctx, full, gen)
+	if err != nil {
+		return nil, err
+	}
+	if !hasPrefix(r.Tokens, c.Base) {
+		return nil, &DriftError{Check: "prefix", Detail: fmt.Sprintf(
+			"rendering base+%d messages does not start with the base rendering (first difference at %d of %d)",
+			len(msgs), firstDiff(r.Tokens, c.Base), len(c.Base))}
+	}
+	d := slices.Clone(r.Tokens[len(c.Base):])
+	if err := checkShape(c, d, expectedTurns(c, msgs), gen); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// expectedTurns is the number of turns msgs render as (without the generation prompt).
+func expectedTurns(c *Calibration, msgs []chat.Message) int {
+	n := 0
+	for i, m := range msgs {
+		if m.Role == chat.RoleTool && c.MergesToolRuns && i > 0 && msgs[i-1].Role == chat.RoleTool {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// checkShape applies the §4.4 shape rules to a delta.
+func checkShape(c *Calibration, d []int32, turns int, gen bool) error {
+	shape := func(format string, args ...any) error {
+		return &DriftError{Check: "shape", Detail: fmt.Sprintf(format, args...)}
+	}
+	if len(d) == 0 {
+		return shape("empty delta")
+	}
+	if d[0] != c.TurnStart {
+		return shape("delta starts with %d, not the turn-start token %d", d[0], c.TurnStart)
+	}
+	if c.BOS >= 0 && slices.Contains(d, c.BOS) {
+		return shape("delta contains the BOS token %d", c.BOS)
+	}
+	body := d
+	wantStarts := turns
+	if gen {
+		if !hasSuffix(d, c.GenerationPrompt) {
+			return shape("delta does not end with the generation prompt")
+		}
+		body = d[:len(d)-len(c.GenerationPrompt)]
+		wantStarts++
+	}
+	if n := count(d, c.TurnStart); n != wantStarts {
+		return shape("delta has %d turn-start tokens, want %d (a special-token literal in a message?)", n, wantStarts)
+	}
+	if n := count(body, c.Close); n != turns {
+		return shape("delta has %d close tokens, want %d (a special-token literal in a message?)", n, turns)
+	}
+	if !hasSuffix(body, append([]int32{c.Close}, c.Separator...)) {
+		return shape("delta's last turn does not end with the close token and separator")
+	}
+	return nil
+}
+
+// done returns the calibration if it has succeeded.
+func (t *Template) done() *Calibration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cal
+}
+
+// calibrated returns the cached calibration, running it once if needed. No lock is held
+// during I/O: the first caller calibrates, the others wait for it or for their ctx.
+func (t *Template) calibrated(ctx context.Context) (*Calibration, error) {
+	for {
+		t.mu.Lock()
+		switch {
+		case t.cal != nil:
+			c := t.cal
+			t.mu.Unlock()
+			return c, nil
+		case t.permErr != nil:
+			err := t.permErr
+			t.mu.Unlock()
+			return nil, err
+		case t.inflight == nil:
+			ch := make(chan struct{})
+			t.inflight = ch
+			t.mu.Unlock()
+			c, err := t.calibrate(ctx)
+			t.mu.Lock()
+			if err == nil {
+				t.cal = c
+			} else if errors.Is(err, ErrCalibration) {
+				t.permErr = err
+			}
+			t.inflight = nil
+			close(ch)
+			t.mu.Unlock()
+			return c, err
+		}
+		ch := t.inflight
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// calibrate runs the probes of §4.2.
+func (t *Template) calibrate(ctx context.Context) (*Calibration, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrCalibration, fmt.Sprintf(format, args...))
+	}
+	base := t.cfg.Base
+	rb, err := t.Render(ctx, base, false)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: calibrating template: %w", err)
+	}
+	rg, err := t.Render(ctx, base, true)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: calibrating template: %w", err)
+	}
+	c := &Calibration{Base: slices.Clone(rb.Tokens), BOS: -1, MaxModelLen: rb.MaxModelLen}
+	if len(c.Base) == 0 {
+		return nil, fail("the base conversation renders as no tokens")
+	}
+	if !hasPrefix(rg.Tokens, c.Base) || len(rg.Tokens) == len(c.Base) {
+		return nil, fail("rendering with add_generation_prompt does not extend the rendering without it")
+	}
+	c.GenerationPrompt = slices.Clone(rg.Tokens[len(c.Base):])
+	c.TurnStart = c.GenerationPrompt[0]
+
+	// Two user turns that differ only in body: their deltas share the close and the
+	// separator as a common tail (verl's cross-check), and start with the turn start.
+	u1, err := t.rawDelta(ctx, c, []chat.Message{{Role: chat.RoleUser, Content: "y"}})
+	if err != nil {
+		return nil, err
+	}
+	u2, err := t.rawDelta(ctx, c, []chat.Message{{Role: chat.RoleUser, Content: "z"}})
+	if err != nil {
+		return nil, err
+	}
+	tail := commonSuffix(u1, u2)
+	if len(u1) == 0 || u1[0] != c.TurnStart {
+		return nil, fail("a user turn does not start with the generation prompt's first token %d", c.TurnStart)
+	}
+	if len(tail) == 0 {
+		return nil, fail("user turns have no common closing tail")
+	}
+	c.Close = tail[0]
+	c.Separator = slices.Clone(tail[1:])
+	if c.Base[0] != c.TurnStart {
+		c.BOS = c.Base[0]
+	}
+
+	// B + [assistant "x", user "y"]: the assistant turn's rendering must end with the
+	// same close and separator, right before the user turn.
+	ax, err := t.rawDelta(ctx, c, []chat.Message{
+		{Role: chat.RoleAssistant, Content: "x"},
+		{Role: chat.RoleUser, Content: "y"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !hasSuffix(ax, u1) {
+		return nil, fail("the user turn after an assistant turn renders differently from one after the base")
+	}
+	if !hasSuffix(ax[:len(ax)-len(u1)], tail) {
+		return nil, fail("an assistant turn does not end with the close token %d and separator %v", c.Close, c.Separator)
+	}
+
+	// Tool runs: two results with newline-edged content; the turn count says whether
+	// the template merges them.
+	tools := []chat.Message{
+		{Role: chat.RoleTool, ToolCallID: "call_0_0", Content: "\nfirst result\n"},
+		{Role: chat.RoleTool, ToolCallID: "call_0_1", Content: "second result\n\n"},
+	}
+	d, err := t.rawRender(ctx, c, tools, false)
+	if err != nil {
+		return nil, err
+	}
+	c.MergesToolRuns = true
+	if checkShape(c, d, expectedTurns(c, tools), false) != nil {
+		c.MergesToolRuns = false
+		if err := checkShape(c, d, expectedTurns(c, tools), false); err != nil {
+			return nil, fail("tool results do not render as whole turns: %v", err)
+		}
+	}
+	if _, err := t.delta(ctx, c, tools, true); err != nil {
+		if errors.Is(err, ErrTemplateDrift) {
+			return nil, fail("tool results are not prefix-stable: %v", err)
+		}
+		return nil, err
+	}
+
+	// User messages (hints): allowed when prefix-stable.
+	hint := []chat.Message{{Role: chat.RoleUser, Content: "\nA hint.\n"}}
+	c.UserDelta = true
+	if _, err := t.delta(ctx, c, hint, false); err != nil {
+		if !errors.Is(err, ErrTemplateDrift) {
+			return nil, err
+		}
+		c.UserDelta = false
+	}
+	return c, nil
+}
+
+// rawDelta renders base+msgs without the generation prompt and returns the suffix
+// after the base, asserting the prefix.
+func (t *Template) rawDelta(ctx context.Context, c *Calibration, msgs []chat.Message) ([]int32, error) {
+	return t.rawRender(ctx, c, msgs, false)
+}
+
+func (t *Template) rawRender(ctx context.Context, c *Calibration, msgs []chat.Message, gen bool) ([]int32, error) {
+	r, err := t.Render(ctx, append(chat.Clone(t.cfg.Base), msgs...), gen)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: calibrating template: %w", err)
+	}
+	if !hasPrefix(r.Tokens, c.Base) {
+		return nil, fmt.Errorf("%w: rendering the base plus %s messages does not start with the base rendering",
+			ErrCalibration, msgs[0].Role)
+	}
+	return slices.Clone(r.Tokens[len(c.Base):]), nil
+}
+
+func hasPrefix(s, prefix []int32) bool {
+	return len(s) >= len(prefix) && slices.Equal(s[:len(prefix)], prefix)
+}
+
+func hasSuffix(s, suffix []int32) bool {
+	return len(s) >= len(suffix) && slices.Equal(s[len(s)-len(suffix):], suffix)
+}
+
+func commonSuffix(a, b []int32) []int32 {
+	n := 0
+	for n < len(a) && n < len(b) && a[len(a)-1-n] == b[len(b)-1-n] {
+		n++
+	}
+	return a[len(a)-n:]
+}
+
+func firstDiff(a, b []int32) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func count(s []int32, id int32) int {
+	n := 0
+	for _, v := range s {
+		if v == id {
+			n++
+		}
+	}
+	return n
+}
