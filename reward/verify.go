@@ -1,0 +1,182 @@
+package reward
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+// Verification defaults.
+const (
+	// DefaultVerifyTimeout bounds the test run, as in the original.
+	DefaultVerifyTimeout = 30 * time.Second
+	// DefaultPython is the interpreter the tests run with.
+	DefaultPython = "python3"
+	// DefaultMaxOutput is how much test output a Verification keeps.
+	DefaultMaxOutput = 16 << 10
+)
+
+// ErrNoTests is returned by [Verify] for a task without test code: such a task cannot be
+// verified, and its Verification has correctness 0.
+var ErrNoTests = errors.New("reward: task has no test code to verify with")
+
+// Rule names the row of the correctness table that decided a [Verification].
+type Rule string
+
+// Correctness rules, in the order they are tried.
+const (
+	// RulePassed: exit code 0 and "passed" in the output (C = 1.0).
+	RulePassed Rule = "passed"
+	// RuleExitZero: exit code 0 without "passed" (C = 0.8).
+	RuleExitZero Rule = "exit_zero"
+	// RuleAssertion: "assert" and "error" in the output, as an AssertionError prints (C = 0.2).
+	RuleAssertion Rule = "assertion"
+	// RuleFailed: any other failure: crash, syntax error, missing solution, timeout (C = 0.1).
+	RuleFailed Rule = "failed"
+	// RuleSandboxError: the sandbox could not run the tests (C = 0.0).
+	RuleSandboxError Rule = "sandbox_error"
+	// RuleNoTests: the task has no test code (C = 0.0).
+	RuleNoTests Rule = "no_tests"
+)
+
+// VerifyOptions configures [Verify]. The zero value is the default.
+type VerifyOptions struct {
+	// Timeout bounds the test run; 0 means DefaultVerifyTimeout.
+	Timeout time.Duration
+	// Python is the interpreter; "" means DefaultPython.
+	Python string
+	// MaxOutput is how many bytes of output the Verification keeps (head and tail,
+	// with the cut marked); 0 means DefaultMaxOutput. The rules always see the whole
+	// output the sandbox returned.
+	MaxOutput int
+}
+
+// Verification is the result of running a task's canonical tests.
+type Verification struct {
+	// Correctness is C, from the table in the package doc.
+	Correctness float64
+	// Rule is the row of the table that decided Correctness.
+	Rule Rule
+	// ExitCode is the test run's exit status (124 on timeout).
+	ExitCode int
+	// TimedOut reports that the run hit the timeout.
+	TimedOut bool
+	// Output is the run's stdout followed by its stderr, cut to MaxOutput.
+	Output string
+	// TestFile is the workspace file the tests were written to.
+	TestFile string
+	// Unconfined reports that the sandbox ran the tests without isolation.
+	Unconfined bool
+	// Duration is the run's wall time.
+	Duration time.Duration
+}
+
+// Passed reports whether the verification counts as a pass for pass-rate metrics (C ≥ 0.8,
+// as in the original).
+func (v Verification) Passed() bool { return v.Correctness >= 0.8 }
+
+// Verify writes t.TestCode to a new file in sb's workspace, named _verify_<random
+// hex>.py so that the agent cannot have prepared a file of that name, runs it with
+// python3 in the workspace root, and computes the correctness with [Correctness].
+//
+// The interpreter runs in isolated mode (-I: no PYTHON* variables, no user site
+// directory, the script's directory not first on the module path) with the workspace
+// appended to the module path, so `from solution import …` finds the agent's
+// solution.py while files the agent left in the workspace cannot shadow standard
+// modules. The agent's code still runs inside the test process when the tests import
+// it; the sandbox, not the verifier, confines what that code can do.
+//
+// A task without test code gives [ErrNoTests]. A sandbox failure gives an error and a
+// Verification with [RuleSandboxError] and correctness 0, so that callers may still
+// score the rollout; a test run that fails, crashes or times out is not an error.
+func Verify(ctx context.Context, sb rollout.Sandbox, t tasks.Task, opts VerifyOptions) (Verification, error) {
+	if !t.HasTests() {
+		return Verification{Rule: RuleNoTests}, fmt.Errorf("%w (task %q)", ErrNoTests, t.ID)
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultVerifyTimeout
+	}
+	python := opts.Python
+	if python == "" {
+		python = DefaultPython
+	}
+	maxOut := opts.MaxOutput
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutput
+	}
+	var nonce [12]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return Verification{Rule: RuleSandboxError}, fmt.Errorf("reward: verify: %w", err)
+	}
+	name := "_verify_" + hex.EncodeToString(nonce[:]) + ".py"
+	v := Verification{Rule: RuleSandboxError, TestFile: name}
+	if err := sb.WriteFile(name, []byte(t.TestCode)); err != nil {
+		return v, fmt.Errorf("reward: verify %q: write tests: %w", t.ID, err)
+	}
+	res, err := sb.Run(ctx, rollout.Command{
+		Argv:    []string{python, "-I", "-B", "-c", bootstrap, name},
+		Timeout: timeout,
+	})
+	if err != nil {
+		return v, fmt.Errorf("reward: verify %q: run tests: %w", t.ID, err)
+	}
+	out := string(res.Stdout) + string(res.Stderr)
+	v.Correctness, v.Rule = Correctness(res.ExitCode, out)
+	v.ExitCode = res.ExitCode
+	v.TimedOut = res.TimedOut
+	v.Unconfined = res.Unconfined
+	v.Duration = res.Duration
+	v.Output = capOutput(out, maxOut)
+	return v, nil
+}
+
+// bootstrap runs the test file given as the first argument as __main__, with the
+// workspace (the current directory) appended to the module path.
+const bootstrap = `import os, runpy, sys
+sys.path.append(os.getcwd())
+path = sys.argv[1]
+sys.argv = sys.argv[1:]
+runpy.run_path(path, run_name="__main__")
+`
+
+// Correctness maps a test run to C with the original's table (see the package doc):
+// the rules are tried in order on the exit code and the lower-cased output.
+func Correctness(exitCode int, output string) (float64, Rule) {
+	out := strings.ToLower(output)
+	switch {
+	case exitCode == 0 && strings.Contains(out, "passed"):
+		return 1.0, RulePassed
+	case exitCode == 0:
+		return 0.8, RuleExitZero
+	case strings.Contains(out, "assert") && strings.Contains(out, "error"):
+		return 0.2, RuleAssertion
+	default:
+		return 0.1, RuleFailed
+	}
+}
+
+// capOutput keeps the head and the tail of s, max bytes in all, marking the cut.
+func capOutput(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	marker := fmt.Sprintf("\n…[%d bytes cut]…\n", len(s)-max)
+	head := max / 2
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	tail := len(s) - (max - max/2)
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + marker + s[tail:]
+}

@@ -1,0 +1,48 @@
+// Package tasks holds the coding tasks agents are asked to solve: the [Task] type, the
+// eight built-in tasks ([Builtin]), loaders for JSONL ([LoadJSONL]), Parquet
+// ([LoadParquet]) and the Hugging Face Hub ([LoadHub]), a reproducible train/eval split
+// ([Split], [BuiltinSplit]), an endless seeded [Source] over the train split ([NewCycle]),
+// and the prompts that present a task to the agent ([Prompt]).
+//
+// # Tasks and their tests
+//
+// A task carries its canonical test code: a Python script that imports the solution from
+// the module solution (the file solution.py in the workspace), asserts, and prints a
+// line containing "passed" when every assertion holds. The test code is shown to the
+// agent in the prompt; the reward package runs it again, under a name the agent cannot
+// pre-empt, after the agent stops. [Task.ReferenceSolution] is a correct solution for the
+// built-in tasks, kept for tests and simulators; it is never shown to the agent.
+//
+// # Column rules
+//
+// The loaders read rows the way the Hermes agentic OPD environment reads a Hugging Face
+// dataset, with one deliberate change: a fallback column is used when the preferred one
+// is absent, null or empty (the original only fell back when the key was absent, so a
+// present but empty "prompt" dropped a row whose "task" had text).
+//   - Task text: the [LoadConfig.PromptField] column (default "prompt"), else "task".
+//     Rows without task text (missing, null, empty or only white space) are skipped and
+//     counted in [LoadReport.SkippedNoTask].
+//   - Test code: "test_code", else "tests"; rows without tests are kept (the prompt then
+//     has no Tests section, and the reward package cannot verify them).
+//   - Difficulty: "difficulty", else "unknown".
+//   - ID: "id" (a string or an integer), else "<source>:<row>".
+//
+// A value of the wrong type (a number where text belongs, a list, a struct) is an error
+// of type [*RowError] that names the file, the row and the column. Rows count from 1; in
+// a JSONL file the row is the line number.
+//
+// # Splits
+//
+// [Split] holds out max(EvalSize, ⌊n·EvalSplitRatio⌋) tasks for evaluation after a
+// shuffle seeded by [SplitConfig.Seed], so the same seed gives the same split on every
+// run (the original shuffled without a seed). A dataset with no task left for training
+// is an error wrapping [ErrDatasetTooSmall]. [BuiltinSplit] splits the eight built-in
+// tasks 6/2 as the original does.
+//
+// # Prompts
+//
+// [Prompt] builds the initial messages: a system prompt ([DefaultSystemPrompt]) and a
+// user prompt laid out as in the original ("## Task", "## Tests" with the test code in a
+// fenced python block, "## Instructions"). The defaults tell the agent to run python3
+// rather than python, since the sandbox provides /usr/bin/python3 and usually no python.
+package tasks

@@ -1,0 +1,181 @@
+package tasks
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Column names read by the loaders.
+const (
+	// DefaultPromptField is the column read first for the task text.
+	DefaultPromptField = "prompt"
+	// ColumnTask is the fallback column for the task text.
+	ColumnTask = "task"
+	// ColumnTestCode is the column read first for the test code.
+	ColumnTestCode = "test_code"
+	// ColumnTests is the fallback column for the test code.
+	ColumnTests = "tests"
+	// ColumnDifficulty holds the difficulty label.
+	ColumnDifficulty = "difficulty"
+	// ColumnID holds the task id (a string or an integer).
+	ColumnID = "id"
+)
+
+// ErrMalformed is wrapped by every [*RowError].
+var ErrMalformed = errors.New("malformed row")
+
+// LoadConfig configures the loaders. The zero value reads the default columns.
+type LoadConfig struct {
+	// PromptField is the column read first for the task text; "" means
+	// DefaultPromptField. The "task" column is the fallback.
+	PromptField string
+}
+
+func (c LoadConfig) promptField() string {
+	if c.PromptField == "" {
+		return DefaultPromptField
+	}
+	return c.PromptField
+}
+
+// LoadReport says what a loader read.
+type LoadReport struct {
+	// Files are the files read, in order.
+	Files []string
+	// Rows is the number of rows read (blank JSONL lines are not rows).
+	Rows int
+	// Loaded is the number of tasks returned.
+	Loaded int
+	// SkippedNoTask counts rows without task text.
+	SkippedNoTask int
+	// NoTests counts returned tasks without test code.
+	NoTests int
+}
+
+func (r *LoadReport) add(o LoadReport) {
+	r.Files = append(r.Files, o.Files...)
+	r.Rows += o.Rows
+	r.Loaded += o.Loaded
+	r.SkippedNoTask += o.SkippedNoTask
+	r.NoTests += o.NoTests
+}
+
+// RowError is a malformed row. It wraps [ErrMalformed].
+type RowError struct {
+	// File is the file (or source name) the row came from.
+	File string
+	// Row counts from 1; in a JSONL file it is the line number.
+	Row int
+	// Column is the offending column, or "" when the row as a whole is malformed.
+	Column string
+	// Reason says what is wrong.
+	Reason string
+}
+
+// Error implements error.
+func (e *RowError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tasks: %s: row %d", e.File, e.Row)
+	if e.Column != "" {
+		fmt.Fprintf(&b, ": column %q", e.Column)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// Unwrap returns [ErrMalformed].
+func (e *RowError) Unwrap() error { return ErrMalformed }
+
+// cell is one column value of a row, as the loaders see it.
+type cell struct {
+	null bool
+	// text is set for string values.
+	text   string
+	isText bool
+	// integer is set for integer values.
+	integer int64
+	isInt   bool
+	// kind names the value's type for error messages.
+	kind string
+}
+
+// rowReader builds tasks from rows with the column rules of the package doc.
+type rowReader struct {
+	file   string // for errors
+	source string // for generated ids
+	cfg    LoadConfig
+	report LoadReport
+}
+
+// columns lists the columns a row may need, so loaders convert only those.
+func (r *rowReader) columns() []string {
+	cols := []string{r.cfg.promptField(), ColumnTask, ColumnTestCode, ColumnTests, ColumnDifficulty, ColumnID}
+	if cols[0] == ColumnTask {
+		cols = cols[1:]
+	}
+	return cols
+}
+
+// add turns one row into a task. ok is false for a row without task text.
+func (r *rowReader) add(row int, cells map[string]cell) (t Task, ok bool, err error) {
+	r.report.Rows++
+	text := func(cols ...string) (string, error) {
+		for _, col := range cols {
+			c, present := cells[col]
+			if !present || c.null {
+				continue
+			}
+			if !c.isText {
+				return "", &RowError{File: r.file, Row: row, Column: col, Reason: "want a string, have " + c.kind}
+			}
+			if strings.TrimSpace(c.text) != "" {
+				return c.text, nil
+			}
+		}
+		return "", nil
+	}
+	statement, err := text(r.cfg.promptField(), ColumnTask)
+	if err != nil {
+		return Task{}, false, err
+	}
+	tests, err := text(ColumnTestCode, ColumnTests)
+	if err != nil {
+		return Task{}, false, err
+	}
+	difficulty, err := text(ColumnDifficulty)
+	if err != nil {
+		return Task{}, false, err
+	}
+	id := r.source + ":" + strconv.Itoa(row)
+	if c, present := cells[ColumnID]; present && !c.null {
+		switch {
+		case c.isText && c.text != "":
+			id = c.text
+		case c.isInt:
+			id = strconv.FormatInt(c.integer, 10)
+		case !c.isText:
+			return Task{}, false, &RowError{File: r.file, Row: row, Column: ColumnID, Reason: "want a string or an integer, have " + c.kind}
+		}
+	}
+	if statement == "" {
+		r.report.SkippedNoTask++
+		return Task{}, false, nil
+	}
+	if difficulty == "" {
+		difficulty = DifficultyUnknown
+	}
+	if tests == "" {
+		r.report.NoTests++
+	}
+	r.report.Loaded++
+	return Task{
+		ID:         id,
+		Statement:  statement,
+		TestCode:   tests,
+		Difficulty: difficulty,
+		Language:   LanguagePython,
+	}, true, nil
+}

@@ -1,0 +1,137 @@
+package tasks
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// LoadParquet reads tasks from a Parquet file, one task per row, with the column rules
+// of the package doc. Text columns must be byte-array (string) columns and "id" a string
+// or integer column; a value of another type is a [*RowError] naming the file, the
+// first row holding such a value and the column (a column of the wrong type that is null
+// in every row is treated as absent). A missing file is an error wrapping
+// [fs.ErrNotExist] that names the file; a file that is not Parquet is an error naming it.
+func LoadParquet(path string, cfg LoadConfig) ([]Task, LoadReport, error) {
+	return loadParquet(path, filepath.Base(path), cfg)
+}
+
+func loadParquet(path, source string, cfg LoadConfig) (ts []Task, report LoadReport, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, LoadReport{}, fmt.Errorf("tasks: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, LoadReport{}, fmt.Errorf("tasks: %w", err)
+	}
+	rr := &rowReader{file: path, source: source, cfg: cfg}
+	rr.report.Files = []string{path}
+	defer func() {
+		// parquet-go may panic on corrupt data; a bad file must not crash the caller.
+		if p := recover(); p != nil {
+			ts, report, err = nil, rr.report, fmt.Errorf("tasks: %s: corrupt Parquet data: %v", path, p)
+		}
+	}()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return nil, rr.report, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", path, err)
+	}
+	ts, err = readParquetRows(pf, rr)
+	return ts, rr.report, err
+}
+
+// parquetColumn is a wanted column's place in the file.
+type parquetColumn struct {
+	name   string
+	leaves map[int]bool // column indexes of the field's leaves
+	leaf   bool
+	kind   parquet.Kind
+	desc   string // the type, for errors
+}
+
+func (c parquetColumn) cell(row parquet.Row) cell {
+	var vals []parquet.Value
+	for _, v := range row {
+		if c.leaves[v.Column()] && !v.IsNull() {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return cell{null: true, kind: "null"}
+	}
+	if !c.leaf {
+		return cell{kind: c.desc}
+	}
+	v := vals[0]
+	switch c.kind {
+	case parquet.ByteArray:
+		return cell{text: string(v.ByteArray()), isText: true, kind: c.desc}
+	case parquet.Int32, parquet.Int64:
+		return cell{integer: v.Int64(), isInt: true, kind: c.desc}
+	default:
+		return cell{kind: c.desc}
+	}
+}
+
+func readParquetRows(pf *parquet.File, rr *rowReader) ([]Task, error) {
+	schema := pf.Schema()
+	paths := schema.Columns()
+	var cols []parquetColumn
+	for _, name := range rr.columns() {
+		for _, field := range schema.Fields() {
+			if field.Name() != name {
+				continue
+			}
+			c := parquetColumn{name: name, leaves: map[int]bool{}, leaf: field.Leaf()}
+			for i, p := range paths {
+				if len(p) > 0 && p[0] == name {
+					c.leaves[i] = true
+				}
+			}
+			switch {
+			case !c.leaf:
+				c.desc = "a list or struct column"
+			case field.Repeated():
+				c.leaf, c.desc = false, "a repeated column"
+			default:
+				c.kind = field.Type().Kind()
+				c.desc = "a column of type " + field.Type().String()
+			}
+			cols = append(cols, c)
+		}
+	}
+	r := parquet.NewReader(pf)
+	defer r.Close()
+	buf := make([]parquet.Row, 128)
+	var out []Task
+	rowNum := 0
+	for {
+		n, err := r.ReadRows(buf)
+		for _, row := range buf[:n] {
+			rowNum++
+			cells := make(map[string]cell, len(cols))
+			for _, c := range cols {
+				cells[c.name] = c.cell(row)
+			}
+			t, ok, aerr := rr.add(rowNum, cells)
+			if aerr != nil {
+				return nil, aerr
+			}
+			if ok {
+				out = append(out, t)
+			}
+		}
+		if errors.Is(err, io.EOF) || (n == 0 && err == nil) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tasks: %s: row %d: %w", rr.file, rowNum+1, err)
+		}
+	}
+}
