@@ -125,7 +125,7 @@ func decodeJSONError(e *APIError, body []byte) bool {
 	if json.Unmarshal(body, &top) != nil {
 		return false
 	}
-	if inner, ok := top["error"]; ok {
+	if inner, ok := top["error"]; ok && string(bytes.TrimSpace(inner)) != "null" {
 		var s string
 		if json.Unmarshal(inner, &s) == nil {
 			e.Message = s

@@ -1,0 +1,307 @@
+package vllm_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/vllm"
+)
+
+func TestNewClientRejectsBadBaseURL(t *testing.T) {
+	for _, tc := range []struct{ name, url string }{
+		{"empty", ""},
+		{"no scheme", "localhost:8000"},
+		{"ftp", "ftp://host"},
+		{"no host", "http://"},
+		{"unparsable", "http://[::1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := vllm.NewClient(tc.url)
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestNewClientRejectsBadScoreLimits(t *testing.T) {
+	_, err := vllm.NewClient("http://localhost:8000", vllm.WithScoreBatch(0, 10, 1))
+	require.ErrorContains(t, err, "score batch limits")
+}
+
+func TestBaseURLDropsV1(t *testing.T) {
+	c, err := vllm.NewClient("http://localhost:8000/v1/")
+	require.NoError(t, err)
+	require.Equal(t, "http://localhost:8000", c.BaseURL())
+}
+
+func TestModelsVersionHealth(t *testing.T) {
+	r := newReplay(t, map[string]route{
+		"GET /v1/models": {file: "models.json"},
+		"GET /version":   {file: "version.json"},
+		"GET /health":    {},
+	})
+	c := newTestClient(t, r.srv.URL+"/v1", vllm.WithAPIKey("sk-test"))
+
+	models, err := c.Models(bg)
+	require.NoError(t, err)
+	want := []vllm.Model{{ID: "Qwen/Qwen3-8B", Object: "model", Created: 1730000000, OwnedBy: "vllm", Root: "/models/Qwen3-8B", MaxModelLen: 32768}}
+	if d := cmp.Diff(want, models); d != "" {
+		t.Errorf("Models (-want +got):\n%s", d)
+	}
+	v, err := c.Version(bg)
+	require.NoError(t, err)
+	require.Equal(t, "0.10.1.1", v)
+	require.NoError(t, c.Health(bg))
+	for _, s := range r.reqs {
+		require.Equal(t, "Bearer sk-test", s.Header.Get("Authorization"), s.Path)
+	}
+}
+
+func TestHealthFailsWithoutRetry(t *testing.T) {
+	r := newReplay(t, map[string]route{"GET /health": {status: http.StatusServiceUnavailable}})
+	c := newTestClient(t, r.srv.URL)
+	err := c.Health(bg)
+	var ae *vllm.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusServiceUnavailable, ae.Status)
+	require.Len(t, r.requests("GET /health"), 1)
+	require.ErrorContains(t, err, "vllm: GET /health: 503")
+}
+
+func TestModelResolvedOnceAndSent(t *testing.T) {
+	r := newReplay(t, map[string]route{
+		"GET /v1/models":   {file: "models.json"},
+		"POST /detokenize": {file: "detokenize.json"},
+	})
+	c := newTestClient(t, r.srv.URL)
+	for range 3 {
+		text, err := c.Detokenize(bg, []int32{151644, 872, 198, 9707, 151645, 198})
+		require.NoError(t, err)
+		require.Equal(t, "<|im_start|>user\nHello<|im_end|>\n", text)
+	}
+	require.Len(t, r.requests("GET /v1/models"), 1)
+	for _, s := range r.requests("POST /detokenize") {
+		require.Equal(t, "Qwen/Qwen3-8B", s.Body["model"])
+		require.Equal(t, []any{151644.0, 872.0, 198.0, 9707.0, 151645.0, 198.0}, s.Body["tokens"])
+	}
+}
+
+func TestWithModelSkipsModelsCall(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /detokenize": {file: "detokenize.json"}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("served"))
+	_, err := c.Detokenize(bg, []int32{1})
+	require.NoError(t, err)
+	require.Empty(t, r.requests("GET /v1/models"))
+	require.Equal(t, "served", r.requests("POST /detokenize")[0].Body["model"])
+}
+
+func TestModelEmptyListIsAnError(t *testing.T) {
+	r := newReplay(t, map[string]route{"GET /v1/models": {body: `{"object":"list","data":[]}`}})
+	c := newTestClient(t, r.srv.URL)
+	_, err := c.Model(bg)
+	require.ErrorContains(t, err, "lists no model")
+}
+
+func TestTokenizeChatForm(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /tokenize": {file: "tokenize_chat.json"}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	tools := []chat.Tool{{Type: "function", Function: chat.ToolFunction{Name: "run", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	resp, err := c.Tokenize(bg, vllm.TokenizeRequest{
+		Messages:            []chat.Message{{Role: chat.RoleUser, Content: "Hello"}},
+		Tools:               tools,
+		AddGenerationPrompt: vllm.Ptr(true),
+		ChatTemplateKwargs:  map[string]any{"enable_thinking": false},
+		AddSpecialTokens:    vllm.Ptr(false),
+	})
+	require.NoError(t, err)
+	want := &vllm.TokenizeResponse{Count: 9, MaxModelLen: 32768, Tokens: []int32{151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198}}
+	if d := cmp.Diff(want, resp); d != "" {
+		t.Errorf("Tokenize (-want +got):\n%s", d)
+	}
+	body := r.requests("POST /tokenize")[0].Body
+	wantBody := map[string]any{
+		"model":                 "m",
+		"messages":              []any{map[string]any{"role": "user", "content": "Hello"}},
+		"tools":                 []any{map[string]any{"type": "function", "function": map[string]any{"name": "run", "parameters": map[string]any{"type": "object"}}}},
+		"add_generation_prompt": true,
+		"chat_template_kwargs":  map[string]any{"enable_thinking": false},
+		"add_special_tokens":    false,
+	}
+	if d := cmp.Diff(wantBody, body); d != "" {
+		t.Errorf("request body (-want +got):\n%s", d)
+	}
+}
+
+func TestTokenizePromptForm(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /tokenize": {body: `{"count":2,"max_model_len":4096,"tokens":[1,2],"token_strs":["a","b"]}`}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	resp, err := c.Tokenize(bg, vllm.TokenizeRequest{Prompt: vllm.Ptr("ab"), AddSpecialTokens: vllm.Ptr(false), ReturnTokenStrs: true})
+	require.NoError(t, err)
+	require.Equal(t, []int32{1, 2}, resp.Tokens)
+	require.Equal(t, map[string]any{"model": "m", "prompt": "ab", "add_special_tokens": false, "return_token_strs": true}, r.requests("POST /tokenize")[0].Body)
+}
+
+func TestTokenizeBadRequests(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /tokenize": {body: `{"count":3,"max_model_len":4096,"tokens":[1,2]}`}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: "x"}}
+	for _, tc := range []struct {
+		name string
+		req  vllm.TokenizeRequest
+		want string
+	}{
+		{"neither form", vllm.TokenizeRequest{}, "exactly one of Prompt and Messages"},
+		{"both forms", vllm.TokenizeRequest{Prompt: vllm.Ptr("x"), Messages: msgs}, "exactly one of Prompt and Messages"},
+		{"chat fields on prompt", vllm.TokenizeRequest{Prompt: vllm.Ptr("x"), AddGenerationPrompt: vllm.Ptr(true)}, "need Messages"},
+		{"both template switches", vllm.TokenizeRequest{Messages: msgs, AddGenerationPrompt: vllm.Ptr(true), ContinueFinalMessage: vllm.Ptr(true)}, "cannot both be true"},
+		{"count disagrees", vllm.TokenizeRequest{Messages: msgs}, "count 3 but 2 tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Tokenize(bg, tc.req)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	require.Len(t, r.requests("POST /tokenize"), 1, "only the well-formed request reaches the server")
+}
+
+func TestTokenizeContinueFinalMessageTurnsOffGenerationPrompt(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /tokenize": {file: "tokenize_chat.json"}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	_, err := c.Tokenize(bg, vllm.TokenizeRequest{
+		Messages:             []chat.Message{{Role: chat.RoleAssistant, Content: "par"}},
+		ContinueFinalMessage: vllm.Ptr(true),
+	})
+	require.NoError(t, err)
+	body := r.requests("POST /tokenize")[0].Body
+	require.Equal(t, false, body["add_generation_prompt"])
+	require.Equal(t, true, body["continue_final_message"])
+}
+
+func TestCompletionsRequestBody(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /v1/completions": {file: "completions_batched.json"}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	_, err := c.Completions(bg, vllm.CompletionRequest{
+		Prompts:                    [][]int32{{151644, 872, 198, 9707}, {151644, 100}},
+		N:                          2,
+		MaxTokens:                  1,
+		Temperature:                vllm.Ptr(0.0),
+		TopP:                       vllm.Ptr(1.0),
+		Seed:                       vllm.Ptr(int64(7)),
+		Stop:                       []string{"</s>"},
+		Logprobs:                   vllm.Ptr(0),
+		PromptLogprobs:             vllm.Ptr(2),
+		ReturnTokenIDs:             true,
+		ReturnTokensAsTokenIDs:     true,
+		SkipSpecialTokens:          vllm.Ptr(false),
+		SpacesBetweenSpecialTokens: vllm.Ptr(false),
+		Extra:                      map[string]any{"top_k": -1, "include_stop_str_in_output": true},
+	})
+	require.NoError(t, err)
+	want := map[string]any{
+		"model":                         "m",
+		"prompt":                        []any{[]any{151644.0, 872.0, 198.0, 9707.0}, []any{151644.0, 100.0}},
+		"n":                             2.0,
+		"max_tokens":                    1.0,
+		"temperature":                   0.0,
+		"top_p":                         1.0,
+		"seed":                          7.0,
+		"stop":                          []any{"</s>"},
+		"logprobs":                      0.0,
+		"prompt_logprobs":               2.0,
+		"return_token_ids":              true,
+		"return_tokens_as_token_ids":    true,
+		"skip_special_tokens":           false,
+		"spaces_between_special_tokens": false,
+		"top_k":                         -1.0,
+		"include_stop_str_in_output":    true,
+	}
+	if d := cmp.Diff(want, r.requests("POST /v1/completions")[0].Body); d != "" {
+		t.Errorf("request body (-want +got):\n%s", d)
+	}
+}
+
+func TestCompletionsSinglePromptIsFlat(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /v1/completions": {file: "completions_token_id_strings.json"}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	_, err := c.Completions(bg, vllm.CompletionRequest{Prompts: [][]int32{{1, 2, 3}}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"model": "m", "prompt": []any{1.0, 2.0, 3.0}}, r.requests("POST /v1/completions")[0].Body)
+}
+
+func TestCompletionsBadRequests(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /v1/completions": {file: "completions_batched.json"}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	for _, tc := range []struct {
+		name string
+		req  vllm.CompletionRequest
+		want string
+	}{
+		{"no prompt", vllm.CompletionRequest{}, "no prompt"},
+		{"empty prompt", vllm.CompletionRequest{Prompts: [][]int32{{1}, {}}}, "prompt 1 is empty"},
+		{"negative n", vllm.CompletionRequest{Prompts: [][]int32{{1}}, N: -1}, "negative N"},
+		{"extra collides", vllm.CompletionRequest{Prompts: [][]int32{{1}}, Extra: map[string]any{"model": "x"}}, `Extra key "model"`},
+		{"extra unencodable", vllm.CompletionRequest{Prompts: [][]int32{{1}}, Extra: map[string]any{"f": func() {}}}, `Extra key "f"`},
+		{"choice count", vllm.CompletionRequest{Prompts: [][]int32{{1}}}, "4 choices for 1 prompts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Completions(bg, tc.req)
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "vllm: POST /v1/completions: ")
+		})
+	}
+}
+
+func TestChatCompletions(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /v1/chat/completions": {file: "chat_completion.json"}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	msgs := []chat.Message{
+		{Role: chat.RoleUser, Content: "fix it"},
+		{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_1", Type: "function", Function: chat.FunctionCall{Name: "run_tests", Arguments: `{"path":"t.py"}`}}}},
+		{Role: chat.RoleTool, ToolCallID: "call_1", Content: "1 failed"},
+	}
+	resp, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{Messages: msgs, N: 2, Temperature: vllm.Ptr(0.7), MaxTokens: 64, Extra: map[string]any{"top_k": 20}})
+	require.NoError(t, err)
+	require.Len(t, resp.Choices, 2)
+	require.Equal(t, `The turn was fine. \boxed{-1}`, resp.Choices[0].Message.Content)
+	wantCall := []chat.ToolCall{{ID: "chatcmpl-tool-8f9e", Type: "function", Function: chat.FunctionCall{Name: "run_tests", Arguments: `{"path": "test_sol.py"}`}}}
+	if d := cmp.Diff(wantCall, resp.Choices[1].Message.ToolCalls); d != "" {
+		t.Errorf("tool calls (-want +got):\n%s", d)
+	}
+	require.Equal(t, "", resp.Choices[1].Message.Content)
+	require.Equal(t, "tool_calls", resp.Choices[1].FinishReason)
+
+	body := r.requests("POST /v1/chat/completions")[0].Body
+	require.Equal(t, 2.0, body["n"])
+	require.Equal(t, 20.0, body["top_k"])
+	sent, _ := json.Marshal(body["messages"])
+	var got []chat.Message
+	require.NoError(t, json.Unmarshal(sent, &got))
+	if d := cmp.Diff(msgs, got); d != "" {
+		t.Errorf("messages sent (-want +got):\n%s", d)
+	}
+}
+
+func TestChatCompletionsNoMessages(t *testing.T) {
+	c := newTestClient(t, "http://127.0.0.1:1", vllm.WithModel("m"))
+	_, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{})
+	require.ErrorContains(t, err, "no messages")
+}
+
+func TestMalformedSuccessBody(t *testing.T) {
+	r := newReplay(t, map[string]route{
+		"GET /version":         {body: `{"version":`},
+		"POST /v1/completions": {body: `{"choices":[{"index":0,"prompt_logprobs":[null,{"x":{}}]}]}`},
+	})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	_, err := c.Version(bg)
+	require.ErrorContains(t, err, "vllm: GET /version: decode response")
+	_, err = c.Completions(bg, vllm.CompletionRequest{Prompts: [][]int32{{1, 2}}})
+	require.ErrorContains(t, err, "vllm: POST /v1/completions: decode response")
+	var ae *vllm.APIError
+	require.False(t, errors.As(err, &ae))
+}
