@@ -1,0 +1,284 @@
+package vllmtest
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+type chatRequest struct {
+	Model                string            `json:"model"`
+	Messages             []wireMessage     `json:"messages"`
+	Tools                []json.RawMessage `json:"tools"`
+	ToolChoice           json.RawMessage   `json:"tool_choice"`
+	N                    *int              `json:"n"`
+	MaxTokens            *int              `json:"max_tokens"`
+	MaxCompletionTokens  *int              `json:"max_completion_tokens"`
+	Temperature          *float64          `json:"temperature"`
+	TopP                 *float64          `json:"top_p"`
+	Seed                 *int64            `json:"seed"`
+	Stop                 json.RawMessage   `json:"stop"`
+	StopTokenIDs         []int32           `json:"stop_token_ids"`
+	Logprobs             bool              `json:"logprobs"`
+	TopLogprobs          *int              `json:"top_logprobs"`
+	PromptLogprobs       *int              `json:"prompt_logprobs"`
+	ReturnTokenIDs       bool              `json:"return_token_ids"`
+	AddGenerationPrompt  *bool             `json:"add_generation_prompt"`
+	ContinueFinalMessage bool              `json:"continue_final_message"`
+	ChatTemplateKwargs   map[string]any    `json:"chat_template_kwargs"`
+	SkipSpecialTokens    *bool             `json:"skip_special_tokens"`
+	Stream               bool              `json:"stream"`
+}
+
+func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req chatRequest
+	if !s.decodeBody(w, body, &req) {
+		return
+	}
+	sp, prompt, text, e := s.validateChat(&req)
+	if e != nil {
+		s.writeAPIError(w, e)
+		return
+	}
+	var texts []string
+	if s.cfg.chatScript != nil {
+		texts = s.cfg.chatScript(ChatScriptInput{
+			Messages: toChatMessages(req.Messages), Tools: toChatTools(req.Tools), N: sp.n,
+			Prompt: text, PromptTokens: prompt,
+		})
+	}
+	choices := make([]genChoice, sp.n)
+	for j := range choices {
+		var c continuation
+		if len(texts) > 0 {
+			c = s.lm.force(prompt, s.scriptIDs(texts[j%len(texts)]), sp.maxTokens)
+		} else {
+			c = s.sample(prompt, sp, j)
+		}
+		choices[j] = s.finish(prompt, c, sp)
+	}
+	if r.Context().Err() != nil {
+		return
+	}
+	parseTools := len(req.Tools) > 0 && string(req.ToolChoice) != `"none"`
+	s.writeChat(w, &req, sp, prompt, choices, parseTools)
+}
+
+func (s *Server) validateChat(req *chatRequest) (sampling, []int32, string, *apiError) {
+	sp := sampling{n: 1, temperature: 1, topP: 1, seed: req.Seed, stopIDs: req.StopTokenIDs,
+		skipSpecial: true, logprobs: noLogprobs, promptLogprobs: noLogprobs}
+	if req.Stream {
+		return sp, nil, "", badRequest("streaming is not supported by vllmtest")
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		return sp, nil, "", e
+	}
+	if len(req.Messages) == 0 {
+		return sp, nil, "", badRequest("1 validation error: messages must be a non-empty list")
+	}
+	if req.N != nil {
+		sp.n = *req.N
+	}
+	if sp.n < 1 {
+		return sp, nil, "", badRequest("n must be at least 1, got %d.", sp.n)
+	}
+	if req.Temperature != nil {
+		sp.temperature = *req.Temperature
+	}
+	if sp.temperature < 0 {
+		return sp, nil, "", badRequest("temperature must be non-negative, got %g.", sp.temperature)
+	}
+	if req.TopP != nil {
+		sp.topP = *req.TopP
+	}
+	if sp.topP <= 0 || sp.topP > 1 {
+		return sp, nil, "", badRequest("top_p must be in (0, 1], got %g.", sp.topP)
+	}
+	if req.SkipSpecialTokens != nil {
+		sp.skipSpecial = *req.SkipSpecialTokens
+	}
+	var e *apiError
+	if sp.stop, e = parseStop(req.Stop); e != nil {
+		return sp, nil, "", e
+	}
+	if req.TopLogprobs != nil && !req.Logprobs {
+		return sp, nil, "", badRequest("1 validation error: Value error, when using `top_logprobs`, `logprobs` must be set to true.")
+	}
+	if req.Logprobs {
+		sp.logprobs = 0
+		if req.TopLogprobs != nil {
+			if *req.TopLogprobs < 0 && *req.TopLogprobs != -1 {
+				return sp, nil, "", badRequest("1 validation error: Value error, `top_logprobs` must be a positive value.")
+			}
+			sp.logprobs = *req.TopLogprobs
+		}
+	}
+	if req.PromptLogprobs != nil {
+		if *req.PromptLogprobs < 0 && *req.PromptLogprobs != -1 {
+			return sp, nil, "", badRequest("1 validation error: Value error, `prompt_logprobs` must be a positive value.")
+		}
+		sp.promptLogprobs = *req.PromptLogprobs
+	}
+	text, e := s.renderRequest(req.Messages, req.Tools, req.AddGenerationPrompt, req.ContinueFinalMessage, req.ChatTemplateKwargs)
+	if e != nil {
+		return sp, nil, "", e
+	}
+	prompt := s.tok.encode(text)
+	switch {
+	case req.MaxCompletionTokens != nil:
+		sp.maxTokens = *req.MaxCompletionTokens
+	case req.MaxTokens != nil:
+		sp.maxTokens = *req.MaxTokens
+	default:
+		sp.maxTokens = max(1, s.cfg.maxModelLen-len(prompt))
+	}
+	if e := s.checkContext(len(prompt), sp.maxTokens); e != nil {
+		return sp, nil, "", e
+	}
+	if sp.maxTokens < 1 {
+		return sp, nil, "", badRequest("max_tokens must be at least 1, got %d.", sp.maxTokens)
+	}
+	if sp.logprobs != noLogprobs {
+		if e := s.checkLogprobs("sample", sp.logprobs); e != nil {
+			return sp, nil, "", e
+		}
+	}
+	if sp.promptLogprobs != noLogprobs {
+		if e := s.checkLogprobs("prompt", sp.promptLogprobs); e != nil {
+			return sp, nil, "", e
+		}
+	}
+	return sp, prompt, text, nil
+}
+
+type chatLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float32          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+func (s *Server) writeChat(w http.ResponseWriter, req *chatRequest, sp sampling, prompt []int32, choices []genChoice, parseTools bool) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	defer bw.Flush()
+	j := &jw{w: bw}
+	id := s.newID("chatcmpl-")
+	j.raw(`{"id":`)
+	j.str(id)
+	j.raw(`,"object":"chat.completion","created":`)
+	j.int(time.Now().Unix())
+	j.raw(`,"model":`)
+	j.str(s.cfg.model)
+	j.raw(`,"choices":[`)
+	completion := 0
+	for i, c := range choices {
+		completion += len(c.ids)
+		if i > 0 {
+			j.raw(",")
+		}
+		msg := map[string]any{
+			"role": "assistant", "content": c.text, "refusal": nil, "annotations": nil, "audio": nil,
+			"function_call": nil, "tool_calls": []any{}, "reasoning_content": nil,
+		}
+		finish := c.finish
+		if parseTools {
+			if content, calls, ok := parseToolCalls(c.text, "chatcmpl-tool-"+id[len("chatcmpl-"):]+"-"); ok {
+				msg["tool_calls"] = calls
+				msg["content"] = nil
+				if content != "" {
+					msg["content"] = content
+				}
+				if finish == "stop" {
+					finish = "tool_calls"
+				}
+			}
+		}
+		j.raw(`{"index":`)
+		j.int(int64(i))
+		j.raw(`,"message":`)
+		j.value(msg)
+		j.raw(`,"logprobs":`)
+		if sp.logprobs != noLogprobs {
+			j.value(map[string]any{"content": s.chatLogprobs(c, sp.logprobs)})
+		} else {
+			j.raw("null")
+		}
+		j.raw(`,"finish_reason":`)
+		j.str(finish)
+		j.raw(`,"stop_reason":`)
+		j.value(c.stopReason)
+		j.raw(`,"token_ids":`)
+		if req.ReturnTokenIDs {
+			j.ids(c.ids)
+		} else {
+			j.raw("null")
+		}
+		j.raw("}")
+	}
+	j.raw(`],"usage":{"prompt_tokens":`)
+	j.int(int64(len(prompt)))
+	j.raw(`,"total_tokens":`)
+	j.int(int64(len(prompt) + completion))
+	j.raw(`,"completion_tokens":`)
+	j.int(int64(completion))
+	j.raw(`,"prompt_tokens_details":null},"prompt_logprobs":`)
+	if sp.promptLogprobs != noLogprobs {
+		s.writePromptLogprobs(j, prompt, sp.promptLogprobs)
+	} else {
+		j.raw("null")
+	}
+	j.raw(`,"prompt_token_ids":`)
+	if req.ReturnTokenIDs {
+		j.ids(prompt)
+	} else {
+		j.raw("null")
+	}
+	j.raw(`,"system_fingerprint":null,"service_tier":null,"kv_transfer_params":null}`)
+	j.raw("\n")
+}
+
+// chatLogprobs builds logprobs.content: per token, top_logprobs holds the sampled token
+// first, then the best others, k items in all (as vLLM V1 takes them in dict order).
+func (s *Server) chatLogprobs(c genChoice, k int) []chatLogprob {
+	k = s.topK(k)
+	seq := append(append([]int32(nil), c.prompt...), c.ids...)
+	out := make([]chatLogprob, len(c.ids))
+	var top []int32
+	for i, id := range c.ids {
+		d := s.lm.at(seq, len(c.prompt)+i)
+		tok := s.tokenKey(id, false)
+		out[i] = chatLogprob{Token: tok, Logprob: clampLogprob(d.logprob(id)), Bytes: byteInts(tok), TopLogprobs: []chatTopLogprob{}}
+		if k == 0 {
+			continue
+		}
+		entries := []int32{id}
+		top = d.topK(k, top[:0])
+		for _, t := range top {
+			if t != id {
+				entries = append(entries, t)
+			}
+		}
+		for _, t := range entries[:k] {
+			ts := s.tokenKey(t, false)
+			out[i].TopLogprobs = append(out[i].TopLogprobs, chatTopLogprob{Token: ts, Logprob: clampLogprob(d.logprob(t)), Bytes: byteInts(ts)})
+		}
+	}
+	return out
+}
+
+func byteInts(s string) []int {
+	out := make([]int, len(s))
+	for i := 0; i < len(s); i++ {
+		out[i] = int(s[i])
+	}
+	return out
+}

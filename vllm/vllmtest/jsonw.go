@@ -1,0 +1,63 @@
+package vllmtest
+
+import (
+	"bufio"
+	"encoding/json"
+	"math"
+	"strconv"
+)
+
+// jw writes JSON by hand, for responses that hold ordered objects (prompt_logprobs,
+// top_logprobs) or are too large to build in memory.
+type jw struct {
+	w   *bufio.Writer
+	buf []byte
+}
+
+func (j *jw) raw(s string) { _, _ = j.w.WriteString(s) }
+
+func (j *jw) bytes(b []byte) { _, _ = j.w.Write(b) }
+
+func (j *jw) str(s string) {
+	b, _ := json.Marshal(s)
+	_, _ = j.w.Write(b)
+}
+
+func (j *jw) int(n int64) {
+	j.buf = strconv.AppendInt(j.buf[:0], n, 10)
+	_, _ = j.w.Write(j.buf)
+}
+
+// logprob writes a logprob as vLLM does: a float32 value, −∞ clamped to -9999.
+func (j *jw) logprob(f float64) {
+	if math.IsInf(f, -1) || f < -9999 || math.IsNaN(f) {
+		f = -9999
+	}
+	j.buf = strconv.AppendFloat(j.buf[:0], float64(float32(f)), 'g', -1, 64)
+	_, _ = j.w.Write(j.buf)
+}
+
+func (j *jw) ids(ids []int32) {
+	j.raw("[")
+	for i, id := range ids {
+		if i > 0 {
+			j.raw(",")
+		}
+		j.int(int64(id))
+	}
+	j.raw("]")
+}
+
+// value writes v with encoding/json.
+func (j *jw) value(v any) {
+	b, _ := json.Marshal(v)
+	_, _ = j.w.Write(b)
+}
+
+// clampLogprob is the value a client decodes for f.
+func clampLogprob(f float64) float32 {
+	if math.IsInf(f, -1) || f < -9999 || math.IsNaN(f) {
+		return -9999
+	}
+	return float32(f)
+}

@@ -1,0 +1,342 @@
+package vllmtest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/agentic-opd/agenticopd/chat"
+)
+
+// wireMessage is a chat message as vLLM accepts it: content may be a string, null or a
+// list of text parts, and tool-call arguments may be a JSON string or an object.
+type wireMessage struct {
+	Role             string         `json:"role"`
+	Content          wireContent    `json:"content"`
+	ReasoningContent *string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string         `json:"tool_call_id,omitempty"`
+	Name             string         `json:"name,omitempty"`
+}
+
+type wireToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireContent string
+
+func (c *wireContent) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*c = ""
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*c = wireContent(s)
+		return nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return errors.New("content must be a string, null or a list of text parts")
+	}
+	var sb strings.Builder
+	for i, p := range parts {
+		if p.Type != "text" {
+			return fmt.Errorf("content part %d has type %q; only text parts are supported", i, p.Type)
+		}
+		if i > 0 {
+			sb.WriteString("\n")
+		}
+		sb.WriteString(p.Text)
+	}
+	*c = wireContent(sb.String())
+	return nil
+}
+
+// renderParams are the chat-template inputs besides the messages.
+type renderParams struct {
+	tools               []json.RawMessage
+	addGenerationPrompt bool
+	continueFinal       bool
+	enableThinking      *bool
+	thinkingTemplate    bool
+}
+
+const toolsHeader = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
+	"You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+
+const toolsFooter = "\n</tools>\n\nFor each function call, return a json object with function name and " +
+	"arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n" +
+	"{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+
+// renderChat renders msgs with the Qwen-style ChatML template (see the package doc).
+func renderChat(msgs []wireMessage, p renderParams) (string, error) {
+	if p.continueFinal && p.addGenerationPrompt {
+		return "", errors.New("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+	}
+	var b strings.Builder
+	first := 0
+	if len(p.tools) > 0 {
+		b.WriteString("<|im_start|>system\n")
+		if len(msgs) > 0 && msgs[0].Role == chat.RoleSystem {
+			b.WriteString(string(msgs[0].Content))
+			b.WriteString("\n\n")
+			first = 1
+		}
+		b.WriteString(toolsHeader)
+		for i, t := range p.tools {
+			s, err := pyJSON(t)
+			if err != nil {
+				return "", fmt.Errorf("tools[%d]: %v", i, err)
+			}
+			b.WriteString("\n")
+			b.WriteString(s)
+		}
+		b.WriteString(toolsFooter)
+	} else if len(msgs) > 0 && msgs[0].Role == chat.RoleSystem {
+		fmt.Fprintf(&b, "<|im_start|>system\n%s<|im_end|>\n", msgs[0].Content)
+		first = 1
+	}
+	lastQuery := len(msgs) - 1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		c := string(msgs[i].Content)
+		if msgs[i].Role == chat.RoleUser && !(strings.HasPrefix(c, "<tool_response>") && strings.HasSuffix(c, "</tool_response>")) {
+			lastQuery = i
+			break
+		}
+	}
+	for i := first; i < len(msgs); i++ {
+		m := msgs[i]
+		switch m.Role {
+		case chat.RoleSystem, chat.RoleUser:
+			fmt.Fprintf(&b, "<|im_start|>%s\n%s<|im_end|>\n", m.Role, m.Content)
+		case chat.RoleAssistant:
+			if err := renderAssistant(&b, m, p.thinkingTemplate && i > lastQuery, i == len(msgs)-1); err != nil {
+				return "", fmt.Errorf("messages[%d]: %v", i, err)
+			}
+		case chat.RoleTool:
+			if i == 0 || msgs[i-1].Role != chat.RoleTool {
+				b.WriteString("<|im_start|>user")
+			}
+			fmt.Fprintf(&b, "\n<tool_response>\n%s\n</tool_response>", m.Content)
+			if i == len(msgs)-1 || msgs[i+1].Role != chat.RoleTool {
+				b.WriteString("<|im_end|>\n")
+			}
+		default:
+			return "", fmt.Errorf("messages[%d]: unknown role %q (want system, user, assistant or tool)", i, m.Role)
+		}
+	}
+	out := b.String()
+	if p.continueFinal {
+		if len(msgs) == 0 {
+			return "", errors.New("continue_final_message needs at least one message")
+		}
+		final := strings.TrimSpace(string(msgs[len(msgs)-1].Content))
+		j := strings.LastIndex(out, final)
+		if final == "" || j < 0 {
+			return "", errors.New("continue_final_message is set but the final message does not appear in the chat after applying the chat template")
+		}
+		return out[:j+len(final)], nil
+	}
+	if p.addGenerationPrompt {
+		out += "<|im_start|>assistant\n"
+		if p.enableThinking != nil && !*p.enableThinking {
+			out += "<think>\n\n</think>\n\n"
+		}
+	}
+	return out, nil
+}
+
+// renderAssistant writes one assistant turn. afterQuery is true only for the thinking
+// template, for turns after the last user query: those keep their reasoning.
+func renderAssistant(b *strings.Builder, m wireMessage, afterQuery, last bool) error {
+	content := string(m.Content)
+	b.WriteString("<|im_start|>assistant\n")
+	if afterQuery {
+		reasoning := ""
+		if m.ReasoningContent != nil {
+			reasoning = *m.ReasoningContent
+		} else if j := strings.LastIndex(content, "</think>"); j >= 0 {
+			before := strings.TrimRight(content[:j], "\n")
+			if k := strings.LastIndex(before, "<think>"); k >= 0 {
+				before = before[k+len("<think>"):]
+			}
+			reasoning = strings.TrimLeft(before, "\n")
+			content = strings.TrimLeft(content[j+len("</think>"):], "\n")
+		}
+		if last || reasoning != "" {
+			fmt.Fprintf(b, "<think>\n%s\n</think>\n\n%s", strings.Trim(reasoning, "\n"), strings.TrimLeft(content, "\n"))
+		} else {
+			b.WriteString(content)
+		}
+	} else {
+		b.WriteString(content)
+	}
+	for k, tc := range m.ToolCalls {
+		if k > 0 || content != "" {
+			b.WriteString("\n")
+		}
+		args, err := toolCallArguments(tc.Function.Arguments)
+		if err != nil {
+			return fmt.Errorf("tool_calls[%d]: %v", k, err)
+		}
+		fmt.Fprintf(b, "<tool_call>\n{\"name\": \"%s\", \"arguments\": %s}\n</tool_call>", tc.Function.Name, args)
+	}
+	b.WriteString("<|im_end|>\n")
+	return nil
+}
+
+// toolCallArguments parses arguments (a JSON string holding an object, or an object) and
+// re-serialises them as the template's tojson does; vLLM parses string arguments before
+// rendering, and an empty string becomes {}.
+func toolCallArguments(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", err
+		}
+		if strings.TrimSpace(s) == "" {
+			return "{}", nil
+		}
+		raw = json.RawMessage(s)
+	}
+	out, err := pyJSON(raw)
+	if err != nil {
+		return "", fmt.Errorf("arguments are not valid JSON: %v", err)
+	}
+	return out, nil
+}
+
+// parseToolCalls finds Hermes-style <tool_call>{json}</tool_call> blocks in generated
+// text, as vLLM's hermes tool parser does. ok is false when there are none or one does
+// not parse; content is then the whole text.
+func parseToolCalls(text string, idBase string) (content string, calls []chat.ToolCall, ok bool) {
+	i := strings.Index(text, "<tool_call>")
+	if i < 0 {
+		return text, nil, false
+	}
+	rest := text[i:]
+	for k := 0; ; k++ {
+		s := strings.Index(rest, "<tool_call>")
+		if s < 0 {
+			break
+		}
+		e := strings.Index(rest[s:], "</tool_call>")
+		if e < 0 {
+			return text, nil, false
+		}
+		body := strings.TrimSpace(rest[s+len("<tool_call>") : s+e])
+		rest = rest[s+e+len("</tool_call>"):]
+		var call struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		if err := json.Unmarshal([]byte(body), &call); err != nil || call.Name == "" {
+			return text, nil, false
+		}
+		args := "{}"
+		if len(call.Arguments) > 0 {
+			a, err := pyJSON(call.Arguments)
+			if err != nil {
+				return text, nil, false
+			}
+			args = a
+		}
+		calls = append(calls, chat.ToolCall{
+			ID:       idBase + strconv.Itoa(k),
+			Type:     "function",
+			Function: chat.FunctionCall{Name: call.Name, Arguments: args},
+		})
+	}
+	return text[:i], calls, true
+}
+
+// parseConversation reads a rendered ChatML prompt back into messages. The open turn at
+// the end (the generation prompt) is not a message. The tools section of the system
+// prompt is removed; hasTools reports whether there was one.
+func parseConversation(text string) (msgs []chat.Message, hasTools bool) {
+	blocks := strings.Split(text, "<|im_start|>")
+	for _, blk := range blocks[1:] {
+		body, closed := strings.CutSuffix(strings.TrimSuffix(blk, "\n"), "<|im_end|>")
+		if !closed {
+			continue // the generation prompt or a partial turn
+		}
+		role, content, _ := strings.Cut(body, "\n")
+		switch role {
+		case chat.RoleSystem:
+			if j := strings.Index(content, "# Tools\n\n"); j >= 0 && strings.Contains(content[j:], "<tools>") {
+				hasTools = true
+				content = strings.TrimSuffix(content[:j], "\n\n")
+				if content == "" && len(msgs) == 0 {
+					continue
+				}
+			}
+			msgs = append(msgs, chat.Message{Role: role, Content: content})
+		case chat.RoleUser:
+			if rs, ok := splitToolResponses(content); ok {
+				for _, r := range rs {
+					msgs = append(msgs, chat.Message{Role: chat.RoleTool, Content: r})
+				}
+				continue
+			}
+			msgs = append(msgs, chat.Message{Role: role, Content: content})
+		case chat.RoleAssistant:
+			m := chat.Message{Role: role}
+			if rest, ok := strings.CutPrefix(content, "<think>\n"); ok {
+				if r, after, ok := strings.Cut(rest, "\n</think>\n\n"); ok {
+					m.ReasoningContent = r
+					content = after
+				}
+			}
+			if c, calls, ok := parseToolCalls(content, "call_"); ok {
+				m.Content = strings.TrimSuffix(c, "\n")
+				m.ToolCalls = calls
+			} else {
+				m.Content = content
+			}
+			msgs = append(msgs, m)
+		default:
+			msgs = append(msgs, chat.Message{Role: role, Content: content})
+		}
+	}
+	return msgs, hasTools
+}
+
+// splitToolResponses splits a user turn made only of <tool_response> blocks.
+func splitToolResponses(body string) ([]string, bool) {
+	if !strings.HasPrefix(body, "\n<tool_response>\n") && !strings.HasPrefix(body, "<tool_response>\n") {
+		return nil, false
+	}
+	var out []string
+	rest := body
+	for rest != "" {
+		r, ok := strings.CutPrefix(rest, "\n")
+		if !ok && len(out) > 0 {
+			return nil, false
+		}
+		r, ok = strings.CutPrefix(r, "<tool_response>\n")
+		if !ok {
+			return nil, false
+		}
+		c, after, ok := strings.Cut(r, "\n</tool_response>")
+		if !ok {
+			return nil, false
+		}
+		out = append(out, c)
+		rest = after
+	}
+	return out, true
+}
