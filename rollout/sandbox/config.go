@@ -1,0 +1,196 @@
+package sandbox
+
+import (
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Defaults used when a [Config] field is left at its zero value.
+const (
+	DefaultBwrapPath       = "/usr/bin/bwrap"
+	DefaultPython          = "/usr/bin/python3"
+	DefaultTimeout         = 30 * time.Second
+	DefaultMaxTimeout      = 10 * time.Minute
+	DefaultOutputLimit     = 64 << 10
+	DefaultKillOutputLimit = 16 << 20
+	DefaultUID             = 65534
+	DefaultGID             = 65534
+
+	DefaultAddressSpace = 1 << 30
+	DefaultProcesses    = 128
+	DefaultFileSize     = 64 << 20
+	DefaultOpenFiles    = 256
+	DefaultTmpSize      = 256 << 20
+	DefaultShmSize      = 64 << 20
+)
+
+// WorkspaceDir is where the workspace appears inside a bubblewrap sandbox, and the
+// working directory of every command (unless [rollout.Command.Dir] names a
+// subdirectory). Host paths never appear inside the sandbox.
+const WorkspaceDir = "/workspace"
+
+// prlimitPath is util-linux's prlimit, present on every Debian system (util-linux is
+// Essential). It applies the rlimits inside the sandbox.
+const prlimitPath = "/usr/bin/prlimit"
+
+// Config configures a [Factory]. The zero value of every field is a documented default,
+// so Config{} is a bubblewrap sandbox with the limits of the package documentation.
+type Config struct {
+	// BwrapPath is the bubblewrap binary. Default [DefaultBwrapPath]; the library does
+	// not search PATH.
+	BwrapPath string
+	// Python is the interpreter, an absolute path. Default [DefaultPython]. Inside the
+	// sandbox it is also reachable as "python" and "python3" through PATH. An
+	// interpreter outside /usr has its installation prefix bound read-only; it must
+	// be readable by the sandbox uid (not under a 0700 home directory).
+	Python string
+	// BaseDir is the host directory in which workspaces are created. Default
+	// os.TempDir(). It must be traversable by the sandbox uid.
+	BaseDir string
+
+	// Timeout is the wall-clock limit of a command whose [rollout.Command.Timeout] is
+	// zero. Default [DefaultTimeout].
+	Timeout time.Duration
+	// MaxTimeout caps any command's timeout, including one asked for by the agent.
+	// Default [DefaultMaxTimeout].
+	MaxTimeout time.Duration
+	// OutputLimit is how many bytes of each of stdout and stderr are kept. The rest
+	// is counted and discarded, and the result is marked truncated. Default
+	// [DefaultOutputLimit].
+	OutputLimit int
+	// KillOutputLimit is the total output (stdout plus stderr) after which the
+	// command is killed and the result marked [rollout.CommandResult.OutputKilled].
+	// Default [DefaultKillOutputLimit].
+	KillOutputLimit int64
+
+	// Limits are the rlimits applied inside the sandbox.
+	Limits Limits
+
+	// UID and GID are the host ids the sandbox runs as when the process runs as root.
+	// Zero means [DefaultUID] / [DefaultGID] (nobody); sandboxed code never runs as
+	// host root. When the process is not root, its own ids are used and these are
+	// ignored.
+	UID, GID int
+
+	// Unconfined, an explicit opt-in, runs commands without any isolation: same
+	// API, own workspace, timeouts, rlimits, process-group kill, output caps, and the
+	// uid drop when root, but the network, the host file system and the host's
+	// processes are open to the code. Every result is marked
+	// [rollout.CommandResult.Unconfined]. It is chosen only when set; it is never a
+	// silent fallback.
+	Unconfined bool
+
+	// Logger receives the probe outcome and kills at Debug/Info level. Nil means no
+	// logging.
+	Logger *slog.Logger
+}
+
+// Limits are rlimits set with prlimit inside the sandbox. Zero means the default;
+// a negative value means no limit from the sandbox (the library process's own limit
+// is inherited).
+type Limits struct {
+	// AddressSpace is RLIMIT_AS in bytes. Default [DefaultAddressSpace] (1 GiB).
+	// Runtimes that reserve large virtual ranges (JVM, Go) may need more.
+	AddressSpace int64
+	// Processes is RLIMIT_NPROC. Default [DefaultProcesses]. Under bubblewrap it
+	// counts per sandbox; in unconfined mode it counts every process of the uid.
+	Processes int
+	// FileSize is RLIMIT_FSIZE in bytes, the size of any single file written.
+	// Default [DefaultFileSize] (64 MiB).
+	FileSize int64
+	// OpenFiles is RLIMIT_NOFILE. Default [DefaultOpenFiles].
+	OpenFiles int
+	// CPUTime is RLIMIT_CPU, rounded up to whole seconds. Default: the command's
+	// timeout plus one second, a backstop behind the wall-clock timeout.
+	CPUTime time.Duration
+	// TmpSize caps the sandbox's private /tmp (bubblewrap only). Default
+	// [DefaultTmpSize] (256 MiB).
+	TmpSize int64
+	// ShmSize caps the sandbox's private /dev/shm (bubblewrap only). Default
+	// [DefaultShmSize] (64 MiB).
+	ShmSize int64
+}
+
+// withDefaults returns c with every zero field replaced by its default.
+func (c Config) withDefaults() Config {
+	if c.BwrapPath == "" {
+		c.BwrapPath = DefaultBwrapPath
+	}
+	if c.Python == "" {
+		c.Python = DefaultPython
+	}
+	if c.BaseDir == "" {
+		c.BaseDir = os.TempDir()
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = DefaultMaxTimeout
+	}
+	if c.OutputLimit == 0 {
+		c.OutputLimit = DefaultOutputLimit
+	}
+	if c.KillOutputLimit == 0 {
+		c.KillOutputLimit = DefaultKillOutputLimit
+	}
+	if c.UID == 0 {
+		c.UID = DefaultUID
+	}
+	if c.GID == 0 {
+		c.GID = DefaultGID
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	l := &c.Limits
+	if l.AddressSpace == 0 {
+		l.AddressSpace = DefaultAddressSpace
+	}
+	if l.Processes == 0 {
+		l.Processes = DefaultProcesses
+	}
+	if l.FileSize == 0 {
+		l.FileSize = DefaultFileSize
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = DefaultOpenFiles
+	}
+	if l.TmpSize == 0 {
+		l.TmpSize = DefaultTmpSize
+	}
+	if l.ShmSize == 0 {
+		l.ShmSize = DefaultShmSize
+	}
+	return c
+}
+
+// validate reports configuration a caller must fix.
+func (c Config) validate() error {
+	switch {
+	case c.Timeout < 0:
+		return configError("Timeout must not be negative")
+	case c.MaxTimeout < 0:
+		return configError("MaxTimeout must not be negative")
+	case c.Timeout > c.MaxTimeout:
+		return configError("Timeout must not exceed MaxTimeout")
+	case c.OutputLimit < 0:
+		return configError("OutputLimit must not be negative")
+	case c.KillOutputLimit < 0:
+		return configError("KillOutputLimit must not be negative")
+	case int64(c.OutputLimit) > c.KillOutputLimit:
+		return configError("OutputLimit must not exceed KillOutputLimit")
+	case c.UID < 0 || c.GID < 0:
+		return configError("UID and GID must not be negative")
+	case c.Limits.TmpSize < 0 || c.Limits.ShmSize < 0:
+		return configError("Limits.TmpSize and Limits.ShmSize must not be negative")
+	case !isAbs(c.Python):
+		return configError("Python must be an absolute path, got " + c.Python)
+	case !isAbs(c.BwrapPath) && !c.Unconfined:
+		return configError("BwrapPath must be an absolute path, got " + c.BwrapPath)
+	}
+	return nil
+}
+
+func isAbs(p string) bool { return len(p) > 0 && p[0] == '/' }

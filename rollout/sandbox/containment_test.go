@@ -1,0 +1,316 @@
+package sandbox_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+)
+
+// The hostile programs of the design reference (§9), each checked from the host.
+
+func TestNoNetwork(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+	require.NoError(t, sb.WriteFile("net.py", []byte(fmt.Sprintf(`
+import socket
+try:
+    socket.create_connection(("127.0.0.1", %d), timeout=2)
+    print("host: connected")
+except OSError as e:
+    print("host:", type(e).__name__)
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+c = socket.create_connection(srv.getsockname(), timeout=2)
+print("inside: ok")
+ifaces = sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:])
+print("ifaces:", ifaces)
+print("routes:", len(open("/proc/net/route").readlines()) - 1)
+`, port))))
+
+	res := run(t, sb, "python3 net.py", 10*time.Second)
+	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+	want := "host: ConnectionRefusedError\ninside: ok\nifaces: ['lo']\nroutes: 0\n"
+	if diff := cmp.Diff(want, string(res.Stdout)); diff != "" {
+		t.Errorf("network view (-want +got):\n%s", diff)
+	}
+
+	// Nothing reached the host listener.
+	require.NoError(t, l.(*net.TCPListener).SetDeadline(time.Now().Add(50*time.Millisecond)))
+	c, err := l.Accept()
+	if err == nil {
+		c.Close()
+	}
+	var ne net.Error
+	require.True(t, errors.As(err, &ne) && ne.Timeout(), "host listener got a connection: %v", err)
+}
+
+func TestWritesOutsideWorkspaceDoNotReachHost(t *testing.T) {
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+	other := newSandbox(t, f)
+	m := "outside_marker_" + marker()
+
+	targets := []string{
+		"/tmp/" + m,
+		"/var/tmp/" + m,
+		"/dev/shm/" + m,
+		"/etc/" + m,
+		"/usr/" + m,
+		"/root/" + m,
+		"/" + m,
+		"/workspace/../" + m,
+		filepath.Join(other.HostDir(), m), // another rollout's workspace, by host path
+		filepath.Join(sb.HostDir(), m),    // this workspace's own host path
+	}
+	var script strings.Builder
+	script.WriteString("import os\n")
+	for _, p := range targets {
+		fmt.Fprintf(&script, `
+try:
+    os.makedirs(os.path.dirname(%[1]q), exist_ok=True)
+    open(%[1]q, "w").write("x")
+    print("wrote", %[1]q)
+except OSError as e:
+    print("refused", %[1]q, e.strerror)
+`, p)
+	}
+	require.NoError(t, sb.WriteFile("w.py", []byte(script.String())))
+	res := run(t, sb, "python3 w.py", 10*time.Second)
+	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+	out := string(res.Stdout)
+	// The private /tmp and /dev/shm accept writes (inside only); the root refuses.
+	require.Contains(t, out, "wrote /tmp/"+m)
+	require.Contains(t, out, "wrote /dev/shm/"+m)
+	require.Contains(t, out, "refused /etc/"+m+" Read-only file system")
+	require.Contains(t, out, "refused /usr/"+m+" Read-only file system")
+
+	for _, p := range targets {
+		_, err := os.Lstat(p)
+		require.ErrorIs(t, err, fs.ErrNotExist, "%s reached the host (sandbox said: %s)", p, out)
+	}
+	_, err := other.ReadFile(m)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+func TestHostSecretsAndPrivilegesAreOutOfReach(t *testing.T) {
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+
+	res := run(t, sb, "id -u; id -g; touch owned", 0)
+	require.Equal(t, "1000\n1000\n", string(res.Stdout))
+	fi, err := os.Lstat(filepath.Join(sb.HostDir(), "owned"))
+	require.NoError(t, err)
+	require.Equal(t, sandboxHostUID(), hostUID(fi), "host uid of the sandboxed code")
+	if os.Geteuid() == 0 {
+		require.NotEqual(t, 0, hostUID(fi), "sandboxed code must not be host root")
+	}
+
+	cases := []struct {
+		name, shell, wantErr string
+	}{
+		{"shadow", "cat /etc/shadow", "No such file"},
+		{"passwd", "cat /etc/passwd", "No such file"},
+		{"home", "ls /root /home", "No such file"},
+		{"sysctl", "echo 60 > /proc/sys/vm/swappiness", "Read-only file system"},
+		{"nested userns", "unshare -Ur true", "unshare failed"},
+		{"dev", "touch /dev/x", "Read-only file system"},
+		{"mount", "mount -t tmpfs none /workspace", "must be superuser"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := run(t, sb, c.shell, 0)
+			require.NotEqual(t, 0, res.ExitCode, "stdout: %s", res.Stdout)
+			require.Contains(t, string(res.Stderr), c.wantErr)
+		})
+	}
+
+	// Only sandbox processes are visible; none of the host's.
+	res = run(t, sb, "ls /proc | grep -c '^[0-9]'", 0)
+	require.LessOrEqual(t, len(strings.TrimSpace(string(res.Stdout))), 1, "pids visible: %s", res.Stdout)
+}
+
+func TestSymlinkEscapeThroughFileToolsRefused(t *testing.T) {
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+
+	passwd, err := os.ReadFile("/etc/passwd")
+	require.NoError(t, err)
+	target := filepath.Join(t.TempDir(), "target")
+	require.NoError(t, os.WriteFile(target, []byte("host data"), 0o644))
+	parent := filepath.Dir(sb.HostDir())
+
+	res := run(t, sb, fmt.Sprintf(`ln -s /etc/passwd evil && ln -s %s abs && ln -s ../outside rel &&
+mkdir d && ln -s / d/root && ln -s .. up && echo inside > real.txt && ln -s real.txt good`, target), 0)
+	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+
+	for _, name := range []string{"evil", "abs", "rel", "d/root/etc/passwd", "up/workspace/real.txt", "/etc/passwd", "../x"} {
+		t.Run(name, func(t *testing.T) {
+			_, err := sb.ReadFile(name)
+			require.Error(t, err, "read through %s", name)
+			require.Error(t, sb.WriteFile(name, []byte("pwned")), "write through %s", name)
+			_, err = fs.ReadFile(sb.FS(), name)
+			require.Error(t, err, "FS read through %s", name)
+		})
+	}
+	// Nothing outside the workspace changed.
+	got, err := os.ReadFile("/etc/passwd")
+	require.NoError(t, err)
+	require.Equal(t, string(passwd), string(got))
+	got, err = os.ReadFile(target)
+	require.NoError(t, err)
+	require.Equal(t, "host data", string(got))
+	_, err = os.Lstat(filepath.Join(parent, "outside"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+
+	// A link that stays inside works.
+	got, err = sb.ReadFile("good")
+	require.NoError(t, err)
+	require.Equal(t, "inside\n", string(got))
+}
+
+func TestFIFOIsRefusedWithoutBlocking(t *testing.T) {
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+	res := run(t, sb, "mkfifo pipe", 0)
+	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+
+	_, err := sb.ReadFile("pipe")
+	require.ErrorIs(t, err, sandbox.ErrNotRegular)
+	require.Error(t, sb.WriteFile("pipe", []byte("x")))
+	_, err = sb.FS().Open("pipe")
+	require.ErrorIs(t, err, sandbox.ErrNotRegular)
+}
+
+func TestTimeoutKillsProcessGroupAndSetsidChildren(t *testing.T) {
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+	m := marker()
+
+	type out struct {
+		res rollout.CommandResult
+		err error
+	}
+	ch := make(chan out, 1)
+	go func() {
+		// A child, a setsid child, a double-forked setsid daemon, then a busy loop.
+		shell := fmt.Sprintf(`sleep %[1]s1 & setsid sleep %[1]s2 & (setsid sh -c 'sleep %[1]s3 &' &); echo started; while :; do :; done`, m)
+		res, err := sb.Run(t.Context(), rollout.Command{Shell: shell, Timeout: time.Second})
+		ch <- out{res, err}
+	}()
+	waitForProc(t, "sleep", m+"2")
+	waitForProc(t, "sleep", m+"3")
+	o := <-ch
+	require.NoError(t, o.err)
+	require.True(t, o.res.TimedOut)
+	require.Equal(t, 124, o.res.ExitCode)
+	require.Equal(t, "started\n", string(o.res.Stdout))
+	require.Empty(t, hostProcs(t, "sleep", m), "processes left on the host")
+}
+
+func TestBackgroundProcessesDieWithTheCommand(t *testing.T) {
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+	m := marker()
+	shell := fmt.Sprintf(`sleep %[1]s1 & setsid sleep %[1]s2 & (setsid sh -c 'sleep %[1]s3 &' &); sleep 0.2; exit 0`, m)
+	res, err := sb.Run(t.Context(), rollout.Command{Shell: shell, Timeout: 30 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode)
+	require.False(t, res.TimedOut)
+	require.Empty(t, hostProcs(t, "sleep", m), "processes left on the host")
+}
+
+func TestOutputBeyondCapIsCut(t *testing.T) {
+	f := newFactory(t, sandbox.Config{OutputLimit: 1000})
+	sb := newSandbox(t, f)
+	res, err := sb.RunDetailed(t.Context(), rollout.Command{
+		Shell: "head -c 200000 /dev/zero | tr '\\0' a; head -c 5000 /dev/zero | tr '\\0' b >&2",
+	})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode)
+	require.True(t, res.OutputTruncated)
+	require.False(t, res.OutputKilled)
+	require.Equal(t, strings.Repeat("a", 1000), string(res.Stdout))
+	require.Equal(t, strings.Repeat("b", 1000), string(res.Stderr))
+	require.Equal(t, int64(200000), res.StdoutBytes)
+	require.Equal(t, int64(5000), res.StderrBytes)
+
+	res, err = sb.RunDetailed(t.Context(), rollout.Command{Shell: "echo short"})
+	require.NoError(t, err)
+	require.False(t, res.OutputTruncated)
+}
+
+func TestRunawayWriterIsKilled(t *testing.T) {
+	f := newFactory(t, sandbox.Config{KillOutputLimit: 4 << 20})
+	sb := newSandbox(t, f)
+	m := "runaway" + marker()
+	res, err := sb.RunDetailed(t.Context(), rollout.Command{Argv: []string{"yes", m}, Timeout: time.Minute})
+	require.NoError(t, err)
+	require.True(t, res.OutputKilled)
+	require.False(t, res.TimedOut)
+	require.True(t, res.OutputTruncated)
+	require.Equal(t, 128+9, res.ExitCode)
+	require.Len(t, res.Stdout, sandbox.DefaultOutputLimit)
+	require.True(t, strings.HasPrefix(string(res.Stdout), m+"\n"+m+"\n"))
+	require.Greater(t, res.StdoutBytes, int64(4<<20))
+	require.Empty(t, hostProcs(t, "yes", m))
+}
+
+func TestResourceLimits(t *testing.T) {
+	f := newFactory(t, sandbox.Config{Limits: sandbox.Limits{
+		AddressSpace: 256 << 20, FileSize: 1 << 20, Processes: 32,
+	}})
+	sb := newSandbox(t, f)
+	require.NoError(t, sb.WriteFile("limits.py", []byte(`
+import os, sys, time
+try:
+    b = bytearray(512 << 20)
+    print("memory: allocated")
+except MemoryError:
+    print("memory: MemoryError")
+try:
+    open("big", "wb").write(b"x" * (2 << 20))
+    print("fsize: wrote")
+except OSError as e:
+    print("fsize:", e.strerror)
+children = []
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(20)
+        os._exit(0)
+    children.append(pid)
+print("forks:", len(children))
+`)))
+	res := run(t, sb, "python3 limits.py", 20*time.Second)
+	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+	out := string(res.Stdout)
+	require.Contains(t, out, "memory: MemoryError")
+	require.Contains(t, out, "fsize: File too large")
+	var forks int
+	_, err := fmt.Sscanf(out[strings.Index(out, "forks:"):], "forks: %d", &forks)
+	require.NoError(t, err)
+	require.Greater(t, forks, 0)
+	require.Less(t, forks, 32, "RLIMIT_NPROC")
+	fi, err := sb.FS().(fs.StatFS).Stat("big")
+	require.NoError(t, err)
+	require.Equal(t, int64(1<<20), fi.Size())
+}

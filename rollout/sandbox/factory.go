@@ -1,0 +1,368 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+)
+
+// Factory makes one [Sandbox] per rollout. It implements [rollout.SandboxFactory] and is
+// safe for concurrent use. A Factory holds no resources of its own: each Sandbox is
+// closed by whoever made it.
+type Factory struct {
+	cfg Config
+	// asRoot is true when the library runs as root and sandboxes run as cfg.UID/GID.
+	asRoot bool
+	// rootLinks are the /bin, /lib… entries of the host root, reproduced inside.
+	rootLinks []rootEntry
+	// pythonBinds are host directories bound read-only for an interpreter outside /usr.
+	pythonBinds []string
+}
+
+var _ rollout.SandboxFactory = (*Factory)(nil)
+
+// New checks cfg, then runs a probe: a trivial Python command in a fresh workspace,
+// through bubblewrap with the full flag list, as the sandbox uid (or unconfined, when
+// cfg.Unconfined is set). It returns a [*ProbeError] when the probe fails: wrapping
+// [ErrBwrapNotFound] (the message says how to install bubblewrap and mentions the
+// unconfined opt-in), [ErrNamespacesDenied] (the kernel refused the namespaces), or
+// [ErrProbeFailed]. A bad cfg gives an error wrapping [ErrInvalidConfig].
+func New(ctx context.Context, cfg Config) (*Factory, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	f := &Factory{cfg: cfg, asRoot: os.Geteuid() == 0, rootLinks: hostRootEntries()}
+	err := f.checkBinaries()
+	if err == nil && !cfg.Unconfined {
+		f.pythonBinds, err = pythonPrefixes(ctx, cfg.Python)
+		if err != nil {
+			err = &ProbeError{Kind: ErrProbeFailed, Command: []string{cfg.Python}, ExitCode: -1, Err: err,
+				Advice: "Config.Python must be a working interpreter"}
+		}
+	}
+	if err == nil {
+		err = f.runProbe(ctx)
+	}
+	if err != nil {
+		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: probe failed", slog.Any("error", err))
+		return nil, err
+	}
+	cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: ready", slog.String("backend", f.backend()),
+		slog.Int("uid", f.uid()), slog.String("python", cfg.Python), slog.Any("python_binds", f.pythonBinds))
+	return f, nil
+}
+
+// Probe runs the construction probe again: a trivial Python command in a fresh
+// workspace. It returns nil or a [*ProbeError], as [New] does.
+func (f *Factory) Probe(ctx context.Context) error {
+	if err := f.checkBinaries(); err != nil {
+		return err
+	}
+	return f.runProbe(ctx)
+}
+
+// checkBinaries reports a missing bwrap, prlimit or interpreter.
+func (f *Factory) checkBinaries() error {
+	cfg := f.cfg
+	if !cfg.Unconfined {
+		if _, err := os.Stat(cfg.BwrapPath); err != nil {
+			return &ProbeError{
+				Kind: ErrBwrapNotFound, Command: []string{cfg.BwrapPath}, ExitCode: -1, Err: err,
+				Advice: "install it (apt-get install -y --no-install-recommends bubblewrap) " + unconfinedAdvice,
+			}
+		}
+	}
+	if _, err := os.Stat(prlimitPath); err != nil {
+		return &ProbeError{Kind: ErrProbeFailed, Command: []string{prlimitPath}, ExitCode: -1, Err: err,
+			Advice: "install util-linux, which provides prlimit"}
+	}
+	if _, err := os.Stat(cfg.Python); err != nil {
+		return &ProbeError{Kind: ErrProbeFailed, Command: []string{cfg.Python}, ExitCode: -1, Err: err,
+			Advice: "install python3 (apt-get install -y --no-install-recommends python3) or set Config.Python"}
+	}
+	return nil
+}
+
+// runProbe runs a trivial Python command in a fresh workspace.
+func (f *Factory) runProbe(ctx context.Context) error {
+	cfg := f.cfg
+	sb, err := f.create(ctx)
+	if err != nil {
+		return &ProbeError{Kind: ErrProbeFailed, ExitCode: -1, Err: err,
+			Advice: "Config.BaseDir must be a writable directory"}
+	}
+	defer sb.Close()
+	argv := []string{cfg.Python, "-c", "import sys; print('sandbox ok')"}
+	res, err := sb.RunDetailed(ctx, rollout.Command{Argv: argv, Timeout: cfg.Timeout})
+	cmdline := append([]string{f.backend()}, argv...)
+	switch {
+	case errors.Is(err, ErrStart):
+		return classifyProbe(cmdline, string(res.Stderr), res.ExitCode, nil, f.uid())
+	case err != nil:
+		return &ProbeError{Kind: ErrProbeFailed, Command: cmdline, ExitCode: -1, Err: err}
+	case res.ExitCode != 0 || string(res.Stdout) != "sandbox ok\n":
+		return classifyProbe(cmdline, string(res.Stderr), res.ExitCode, nil, f.uid())
+	}
+	return nil
+}
+
+// NewSandbox creates a fresh workspace directory under Config.BaseDir, owned by the
+// sandbox uid, and returns a sandbox on it. The dynamic type of the result is
+// [*Sandbox]. The caller closes it.
+func (f *Factory) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
+	return f.create(ctx)
+}
+
+// Unconfined reports whether this factory's sandboxes run commands without isolation.
+func (f *Factory) Unconfined() bool { return f.cfg.Unconfined }
+
+// Python is the interpreter commands run with (also "python" and "python3" on the
+// sandbox's PATH).
+func (f *Factory) Python() string { return f.cfg.Python }
+
+func (f *Factory) backend() string {
+	if f.cfg.Unconfined {
+		return "unconfined"
+	}
+	return f.cfg.BwrapPath
+}
+
+// uid is the host uid sandboxed code runs as.
+func (f *Factory) uid() int {
+	if f.asRoot {
+		return f.cfg.UID
+	}
+	return os.Geteuid()
+}
+
+// credential is the SysProcAttr credential that drops root, or nil.
+func (f *Factory) credential() *syscall.Credential {
+	if !f.asRoot {
+		return nil
+	}
+	return &syscall.Credential{Uid: uint32(f.cfg.UID), Gid: uint32(f.cfg.GID), Groups: []uint32{}}
+}
+
+func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sandbox: new: %w", err)
+	}
+	dir, err := os.MkdirTemp(f.cfg.BaseDir, "agenticopd-sandbox-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: new: %w", err)
+	}
+	ws := filepath.Join(dir, "workspace")
+	fail := func(err error) (*Sandbox, error) {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("sandbox: new: %w", err)
+	}
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return fail(err)
+	}
+	if f.cfg.Unconfined {
+		bin := filepath.Join(dir, "bin")
+		if err := os.Mkdir(bin, 0o755); err != nil {
+			return fail(err)
+		}
+		for _, name := range []string{"python", "python3"} {
+			if err := os.Symlink(f.cfg.Python, filepath.Join(bin, name)); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if f.asRoot {
+		for _, p := range []string{dir, ws} {
+			if err := os.Chown(p, f.cfg.UID, f.cfg.GID); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return fail(err)
+	}
+	return &Sandbox{f: f, dir: dir, ws: ws, root: root, procs: map[*proc]struct{}{}}, nil
+}
+
+// rootEntry is one top-level host entry reproduced in the sandbox root: a symlink
+// (merged /usr) or a directory bound read-only.
+type rootEntry struct {
+	name, link string
+}
+
+// hostRootEntries looks at /bin, /sbin and the /lib directories of the host.
+func hostRootEntries() []rootEntry {
+	entries := []rootEntry{}
+	for _, name := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(name)
+		if err != nil {
+			continue
+		}
+		e := rootEntry{name: name}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if e.link, err = os.Readlink(name); err != nil {
+				continue
+			}
+		} else if !fi.IsDir() {
+			continue
+		}
+		entries = append(entries, e)
+	}
+	return entries
+}
+
+// pythonPrefixes returns the host directories to bind read-only so that an
+// interpreter outside /usr works inside the sandbox: its directory and its
+// installation prefixes.
+func pythonPrefixes(ctx context.Context, python string) ([]string, error) {
+	resolved, err := filepath.EvalSymlinks(python)
+	if err != nil {
+		return nil, err
+	}
+	if underUsr(python) && underUsr(resolved) {
+		return []string{}, nil
+	}
+	cmd := exec.CommandContext(ctx, python, "-I", "-S", "-c", "import sys;print(sys.base_prefix);print(sys.prefix)")
+	cmd.Env = []string{}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", python, err, strings.TrimSpace(errb.String()))
+	}
+	cands := append(strings.Fields(out.String()), filepath.Dir(python), filepath.Dir(resolved))
+	var binds []string
+	for _, c := range cands {
+		c = filepath.Clean(c)
+		if c == "/" || !filepath.IsAbs(c) {
+			return nil, fmt.Errorf("%s: refusing to bind %q into the sandbox", python, c)
+		}
+		if !underUsr(c) {
+			binds = append(binds, c)
+		}
+	}
+	slices.Sort(binds)
+	binds = slices.Compact(binds)
+	// Drop directories already covered by a parent in the list.
+	out2 := binds[:0]
+	for _, b := range binds {
+		if len(out2) > 0 && strings.HasPrefix(b, out2[len(out2)-1]+"/") {
+			continue
+		}
+		out2 = append(out2, b)
+	}
+	return out2, nil
+}
+
+func underUsr(p string) bool { return p == "/usr" || strings.HasPrefix(p, "/usr/") }
+
+// Sandbox is one workspace and the commands run in it. It implements
+// [rollout.Sandbox] and is safe for concurrent use.
+type Sandbox struct {
+	f    *Factory
+	dir  string // host directory holding the workspace (and, unconfined, bin/)
+	ws   string // host path of the workspace
+	root *os.Root
+
+	mu     sync.Mutex
+	closed bool
+	procs  map[*proc]struct{}
+	active sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ rollout.Sandbox = (*Sandbox)(nil)
+
+// Dir is the workspace path as commands see it: [WorkspaceDir] under bubblewrap, the
+// host path in unconfined mode.
+func (s *Sandbox) Dir() string {
+	if s.f.cfg.Unconfined {
+		return s.ws
+	}
+	return WorkspaceDir
+}
+
+// HostDir is the workspace's path on the host. Code on the host must not follow
+// paths under it by name: the sandboxed code can plant symlinks there. Use the file
+// methods, which go through [os.Root].
+func (s *Sandbox) HostDir() string { return s.ws }
+
+// Close kills every command still running, waits for them, and removes the
+// workspace. It is idempotent and safe to call concurrently with Run.
+func (s *Sandbox) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		for p := range s.procs {
+			p.kill(reasonClosed)
+		}
+		s.mu.Unlock()
+		s.active.Wait()
+		err := s.root.Close()
+		if rerr := removeAll(s.dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		if err != nil {
+			s.closeErr = fmt.Errorf("sandbox: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// removeAll removes dir; if the sandboxed code left directories without write or
+// search permission (only possible to deny when not running as root), it restores
+// them and tries again.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700) // before WalkDir reads it
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// enter registers a Run; it reports false after Close.
+func (s *Sandbox) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.active.Add(1)
+	return true
+}
+
+// track registers a started process so Close can kill it.
+func (s *Sandbox) track(p *proc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		p.kill(reasonClosed)
+		return
+	}
+	s.procs[p] = struct{}{}
+}
+
+func (s *Sandbox) untrack(p *proc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.procs, p)
+}

@@ -1,0 +1,163 @@
+package sandbox_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+)
+
+func TestCloseKillsEverythingAndRemovesWorkspace(t *testing.T) {
+	f := newFactory(t, sandbox.Config{})
+	sbi, err := f.NewSandbox(t.Context())
+	require.NoError(t, err)
+	sb := sbi.(*sandbox.Sandbox)
+	host := sb.HostDir()
+	require.NoError(t, sb.WriteFile("a/b.txt", []byte("x")))
+	m := marker()
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := sb.Run(t.Context(), rollout.Command{Shell: "setsid sleep " + m + " & sleep " + m, Timeout: time.Minute})
+		errc <- err
+	}()
+	waitForProc(t, "sleep", m)
+	require.NoError(t, sb.Close())
+	require.ErrorIs(t, <-errc, sandbox.ErrClosed)
+	require.Empty(t, hostProcs(t, "sleep", m), "processes left after Close")
+	_, err = os.Lstat(host)
+	require.ErrorIs(t, err, fs.ErrNotExist, "workspace not removed")
+	_, err = os.Lstat(filepath.Dir(host))
+	require.ErrorIs(t, err, fs.ErrNotExist, "sandbox directory not removed")
+
+	require.NoError(t, sb.Close(), "Close is idempotent")
+	_, err = sb.Run(t.Context(), rollout.Command{Shell: "true"})
+	require.ErrorIs(t, err, sandbox.ErrClosed)
+	_, err = sb.ReadFile("a/b.txt")
+	require.Error(t, err)
+	require.Error(t, sb.WriteFile("c", nil))
+}
+
+func TestFileToolsRefuseNamesOutsideWorkspace(t *testing.T) {
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+	for _, name := range []string{"", "/etc/passwd", "../x", "a/../../x", "/workspace/x"} {
+		require.ErrorIs(t, sb.WriteFile(name, []byte("x")), fs.ErrInvalid, "WriteFile(%q)", name)
+		_, err := sb.ReadFile(name)
+		require.ErrorIs(t, err, fs.ErrInvalid, "ReadFile(%q)", name)
+	}
+	_, err := sb.ReadFile("missing")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	// A name with ".." that stays inside is fine.
+	require.NoError(t, sb.WriteFile("a/../b.txt", []byte("b")))
+	got, err := sb.ReadFile("b.txt")
+	require.NoError(t, err)
+	require.Equal(t, "b", string(got))
+}
+
+func TestFSConformance(t *testing.T) {
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+	require.NoError(t, sb.WriteFile("solution.py", []byte("x = 1\n")))
+	require.NoError(t, sb.WriteFile("tests/test_a.py", []byte("assert True\n")))
+	res := run(t, sb, "mkdir -p deep/er && echo made > deep/er/c.txt", 0)
+	require.Equal(t, 0, res.ExitCode)
+
+	require.NoError(t, fstest.TestFS(sb.FS(), "solution.py", "tests/test_a.py", "deep/er/c.txt"))
+	var files []string
+	require.NoError(t, fs.WalkDir(sb.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	}))
+	require.Equal(t, "deep/er/c.txt solution.py tests/test_a.py", strings.Join(files, " "))
+}
+
+func TestProbeErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-bwrap")
+	_, err := sandbox.New(t.Context(), sandbox.Config{BwrapPath: missing})
+	require.ErrorIs(t, err, sandbox.ErrBwrapNotFound)
+	var pe *sandbox.ProbeError
+	require.ErrorAs(t, err, &pe)
+	for _, want := range []string{missing, "apt-get install", "bubblewrap", "Config.Unconfined"} {
+		require.Contains(t, err.Error(), want)
+	}
+
+	// A bwrap that fails the way it does when the kernel refuses user namespaces.
+	dir := reachableTempDir(t)
+	fake := filepath.Join(dir, "bwrap")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\n"+
+		"echo 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\n"+
+		"exit 1\n"), 0o755))
+	_, err = sandbox.New(t.Context(), sandbox.Config{BwrapPath: fake})
+	require.ErrorIs(t, err, sandbox.ErrNamespacesDenied)
+	require.Contains(t, err.Error(), "user namespaces")
+	require.Contains(t, err.Error(), "Config.Unconfined")
+
+	_, err = sandbox.New(t.Context(), sandbox.Config{Python: "/nonexistent/python3"})
+	require.ErrorIs(t, err, sandbox.ErrProbeFailed)
+	require.Contains(t, err.Error(), "/nonexistent/python3")
+
+	_, err = sandbox.New(t.Context(), sandbox.Config{BaseDir: filepath.Join(t.TempDir(), "missing")})
+	require.ErrorIs(t, err, sandbox.ErrProbeFailed)
+}
+
+func TestInterpreterOutsideUsr(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the unreachable-interpreter case needs a root process dropping to another uid")
+	}
+	// A 0700 directory (like a pyenv install under root's home) is out of the
+	// sandbox uid's reach: the probe says so instead of running another interpreter.
+	hidden := t.TempDir()
+	require.NoError(t, os.Chmod(hidden, 0o700))
+	require.NoError(t, os.Symlink("/usr/bin/python3", filepath.Join(hidden, "python3")))
+	_, err := sandbox.New(t.Context(), sandbox.Config{Python: filepath.Join(hidden, "python3")})
+	require.ErrorIs(t, err, sandbox.ErrProbeFailed)
+	require.Contains(t, err.Error(), "reachable by host uid")
+
+	// Made reachable, its directory is bound read-only and it is what "python" runs.
+	dir := reachableTempDir(t)
+	py := filepath.Join(dir, "python3")
+	require.NoError(t, os.Symlink("/usr/bin/python3", py))
+	f := newFactory(t, sandbox.Config{Python: py})
+	sb := newSandbox(t, f)
+	res := run(t, sb, `readlink /run/sandbox/bin/python; python -c 'print("ok")'; touch `+dir+`/x`, 0)
+	require.Equal(t, py+"\nok\n", string(res.Stdout))
+	require.Contains(t, string(res.Stderr), "Read-only file system")
+}
+
+func TestInvalidConfig(t *testing.T) {
+	cases := map[string]sandbox.Config{
+		"negative timeout":     {Timeout: -time.Second},
+		"timeout over max":     {Timeout: time.Hour, MaxTimeout: time.Minute},
+		"output over kill cap": {OutputLimit: 2 << 20, KillOutputLimit: 1 << 20},
+		"relative python":      {Python: "python3"},
+		"relative bwrap":       {BwrapPath: "bwrap"},
+		"negative uid":         {UID: -1},
+	}
+	for name, cfg := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := sandbox.New(t.Context(), cfg)
+			require.ErrorIs(t, err, sandbox.ErrInvalidConfig)
+		})
+	}
+}
+
+// reachableTempDir is a temporary directory the sandbox uid can traverse.
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		require.NoError(t, os.Chmod(p, 0o755))
+	}
+	return dir
+}

@@ -1,0 +1,464 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+)
+
+// waitDelay bounds how long Wait waits for output pipes after the process exited
+// (held open only by a process that escaped the kill; see §4.5 of the design).
+const waitDelay = 500 * time.Millisecond
+
+// Result is a [rollout.CommandResult] plus the byte counts of the full output.
+type Result struct {
+	rollout.CommandResult
+	// StdoutBytes and StderrBytes count everything the command wrote, including
+	// what was cut at the per-stream cap.
+	StdoutBytes, StderrBytes int64
+}
+
+// Run runs cmd in the sandbox. See [Sandbox.RunDetailed].
+func (s *Sandbox) Run(ctx context.Context, cmd rollout.Command) (rollout.CommandResult, error) {
+	res, err := s.RunDetailed(ctx, cmd)
+	return res.CommandResult, err
+}
+
+// RunDetailed runs cmd in the sandbox and reports what it did.
+//
+// A command that fails, times out or is killed for its output is reported in the
+// result: ExitCode 124 and TimedOut on timeout, OutputKilled (with the 128+9 of
+// SIGKILL) past the hard output cap. The error is for the sandbox itself: a bad
+// command ([ErrInvalidCommand]), a closed sandbox ([ErrClosed]), bubblewrap failing
+// to set up ([ErrStart], with bubblewrap's message in Stderr), or ctx ending (the
+// command is killed and the partial result returned with ctx's error). In every
+// case no process of the command is left running when it returns.
+func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, error) {
+	argv, err := commandArgv(c)
+	if err != nil {
+		return Result{}, err
+	}
+	rel, err := s.workDir(c.Dir)
+	if err != nil {
+		return Result{}, err
+	}
+	if c.Timeout < 0 {
+		return Result{}, commandError("negative timeout %v", c.Timeout)
+	}
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = s.f.cfg.Timeout
+	}
+	timeout = min(timeout, s.f.cfg.MaxTimeout)
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("sandbox: run: %w", err)
+	}
+	if !s.enter() {
+		return Result{}, ErrClosed
+	}
+	defer s.active.Done()
+
+	var spec runSpec
+	if s.f.cfg.Unconfined {
+		spec, err = s.unconfinedCommand(rel, timeout, argv)
+	} else {
+		spec, err = s.bwrapCommand(rel, timeout, argv)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: run: %w", err)
+	}
+	if c.Stdin != nil {
+		spec.cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
+	return s.execute(ctx, spec, timeout)
+}
+
+// commandArgv is the argv a Command asks for.
+func commandArgv(c rollout.Command) ([]string, error) {
+	if len(c.Argv) > 0 {
+		if c.Argv[0] == "" {
+			return nil, commandError("empty program name in Argv")
+		}
+		return c.Argv, nil
+	}
+	if strings.TrimSpace(c.Shell) == "" {
+		return nil, commandError("neither Argv nor Shell is set")
+	}
+	return []string{"/bin/sh", "-c", c.Shell}, nil
+}
+
+// workDir checks Command.Dir and returns it as a clean slash path relative to the
+// workspace ("." for the root).
+func (s *Sandbox) workDir(dir string) (string, error) {
+	if dir == "" || dir == "." {
+		return ".", nil
+	}
+	if !filepath.IsLocal(dir) {
+		return "", commandError("working directory %q is not inside the workspace", dir)
+	}
+	fi, err := s.root.Stat(dir)
+	if err != nil {
+		return "", commandError("working directory: %v", err)
+	}
+	if !fi.IsDir() {
+		return "", commandError("working directory %q is not a directory", dir)
+	}
+	return filepath.ToSlash(filepath.Clean(dir)), nil
+}
+
+// runSpec is a prepared command.
+type runSpec struct {
+	cmd *exec.Cmd
+	// status is the read end of bwrap's --json-status-fd (nil when unconfined).
+	status *os.File
+	// marker is the environment entry that tags every process of an unconfined
+	// command, so the ones that left the process group can be found.
+	marker string
+}
+
+func (s *Sandbox) baseEnv(home, bin string) []string {
+	return []string{
+		"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + home,
+		"LANG=C.UTF-8",
+		"PYTHONDONTWRITEBYTECODE=1",
+		"PYTHONUNBUFFERED=1",
+		"TMPDIR=/tmp",
+		"OPENBLAS_NUM_THREADS=1",
+		"OMP_NUM_THREADS=1",
+	}
+}
+
+func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string) (runSpec, error) {
+	f := s.f
+	args := bwrapArgs(f, s.ws, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
+	args = append(args, "--json-status-fd", "3", "--")
+	args = append(args, f.prlimitArgs(timeout)...)
+	args = append(args, argv...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		return runSpec{}, err
+	}
+	cmd := exec.Command(f.cfg.BwrapPath, args...)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{w}
+	return runSpec{cmd: cmd, status: r}, nil
+}
+
+func (s *Sandbox) unconfinedCommand(rel string, timeout time.Duration, argv []string) (runSpec, error) {
+	var token [16]byte
+	_, _ = rand.Read(token[:])
+	marker := markerKey + "=" + hex.EncodeToString(token[:])
+	args := append(s.f.prlimitArgs(timeout), argv...)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(s.baseEnv(s.ws, filepath.Join(s.dir, "bin")), marker)
+	cmd.Dir = filepath.Join(s.ws, filepath.FromSlash(rel))
+	return runSpec{cmd: cmd, marker: marker}, nil
+}
+
+// killReason says why a command's process group was killed.
+type killReason int
+
+const (
+	reasonNone killReason = iota
+	reasonTimeout
+	reasonOutput
+	reasonContext
+	reasonClosed
+)
+
+var reasonNames = [...]string{"", "timeout", "output cap", "context ended", "sandbox closed"}
+
+// proc is a started command. Its process group is killed only while the leader
+// has not been reaped, so the pgid can never belong to someone else.
+type proc struct {
+	mu     sync.Mutex
+	pid    int
+	exited bool
+	reason killReason
+}
+
+// setPID records the leader's pid, killing at once if a kill was already asked for.
+func (p *proc) setPID(pid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pid = pid
+	if p.reason != reasonNone {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// kill SIGKILLs the process group, recording the first reason.
+func (p *proc) kill(r killReason) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited {
+		return
+	}
+	if p.reason == reasonNone {
+		p.reason = r
+	}
+	if p.pid > 0 {
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	}
+}
+
+// exit is called once the leader has exited but before it is reaped: it kills
+// whatever is left in the group (background children) and stops further kills.
+func (p *proc) exit() killReason {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	p.exited = true
+	return p.reason
+}
+
+// capture keeps the head of a stream and counts the rest. Every stream of a command
+// also adds to a shared total; past the hard cap it calls over.
+type capture struct {
+	limit int
+	buf   []byte
+	total int64
+	all   *atomic.Int64
+	hard  int64
+	over  func()
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	if room := c.limit - len(c.buf); room > 0 {
+		c.buf = append(c.buf, b[:min(room, len(b))]...)
+	}
+	c.total += int64(len(b))
+	if c.all.Add(int64(len(b))) > c.hard {
+		c.over()
+	}
+	return len(b), nil
+}
+
+func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Duration) (Result, error) {
+	cfg := s.f.cfg
+	cmd := spec.cmd
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
+		Credential: s.f.credential(),
+	}
+	cmd.WaitDelay = waitDelay
+	p := &proc{}
+	var all atomic.Int64
+	over := sync.OnceFunc(func() { p.kill(reasonOutput) })
+	stdout := &capture{limit: cfg.OutputLimit, all: &all, hard: cfg.KillOutputLimit, over: over}
+	stderr := &capture{limit: cfg.OutputLimit, all: &all, hard: cfg.KillOutputLimit, over: over}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+
+	start := time.Now()
+	err := cmd.Start()
+	for _, f := range cmd.ExtraFiles {
+		_ = f.Close() // the child holds its copy
+	}
+	if spec.status != nil {
+		defer spec.status.Close()
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	pid := cmd.Process.Pid
+	p.setPID(pid)
+	s.track(p)
+	defer s.untrack(p)
+
+	var status chan bwrapStatus
+	if spec.status != nil {
+		status = make(chan bwrapStatus, 1)
+		go func() { status <- readStatus(spec.status, pid) }()
+	}
+	done := make(chan struct{})
+	var watcher sync.WaitGroup
+	watcher.Go(func() {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			p.kill(reasonContext)
+		case <-timer.C:
+			p.kill(reasonTimeout)
+		case <-done:
+		}
+	})
+
+	waitExited(pid)
+	reason := p.exit()
+	if spec.marker != "" {
+		sweep(spec.marker)
+	}
+	waitErr := cmd.Wait()
+	close(done)
+	watcher.Wait()
+	ran := true
+	if status != nil {
+		_ = spec.status.SetReadDeadline(time.Now().Add(waitDelay))
+		st := <-status
+		ran = st.ran
+		st.waitNamespace()
+	}
+
+	res := Result{
+		CommandResult: rollout.CommandResult{
+			ExitCode:        exitCode(cmd.ProcessState),
+			Stdout:          stdout.buf,
+			Stderr:          stderr.buf,
+			OutputTruncated: stdout.total > int64(len(stdout.buf)) || stderr.total > int64(len(stderr.buf)),
+			Unconfined:      cfg.Unconfined,
+			Duration:        time.Since(start),
+		},
+		StdoutBytes: stdout.total,
+		StderrBytes: stderr.total,
+	}
+	if waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)) && !errors.Is(waitErr, exec.ErrWaitDelay) {
+		return res, fmt.Errorf("sandbox: run: %w", waitErr)
+	}
+	if reason != reasonNone {
+		cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "sandbox: killed",
+			slog.String("reason", reasonNames[reason]), slog.Int("pid", cmd.Process.Pid),
+			slog.Int64("output_bytes", all.Load()), slog.Duration("elapsed", res.Duration))
+	}
+	switch reason {
+	case reasonTimeout:
+		res.TimedOut = true
+		res.ExitCode = 124
+	case reasonOutput:
+		res.OutputKilled = true
+	case reasonContext:
+		return res, fmt.Errorf("sandbox: run: %w", context.Cause(ctx))
+	case reasonClosed:
+		return res, ErrClosed
+	case reasonNone:
+		if !ran {
+			return res, fmt.Errorf("%w: %s", ErrStart, strings.TrimSpace(string(res.Stderr)))
+		}
+	}
+	return res, nil
+}
+
+// waitExited blocks until the process has exited, without reaping it.
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// exitCode maps a wait status to the shell's convention: the exit status, or
+// 128+signal.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// bwrapStatus is what bwrap's --json-status-fd said.
+type bwrapStatus struct {
+	// ran is true when bwrap reported the command's exit status; it does not when
+	// it fails to set up the sandbox (after it has already reported the child pid).
+	ran bool
+	// pidfd refers to the sandbox's pid-namespace init (-1 when unknown).
+	pidfd int
+}
+
+// readStatus reads bwrap's JSON status stream until it ends. When bwrap reports the
+// namespace init's pid, it opens a pidfd on it, checking that it is still bwrap's
+// child so that the pidfd cannot refer to a recycled pid.
+func readStatus(r io.Reader, bwrapPID int) bwrapStatus {
+	st := bwrapStatus{pidfd: -1}
+	dec := json.NewDecoder(io.LimitReader(r, 1<<16))
+	for {
+		var m struct {
+			ChildPID *int `json:"child-pid"`
+			ExitCode *int `json:"exit-code"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			return st
+		}
+		if m.ExitCode != nil {
+			st.ran = true
+		}
+		if m.ChildPID == nil || st.pidfd >= 0 {
+			continue
+		}
+		fd, err := unix.PidfdOpen(*m.ChildPID, 0)
+		if err != nil {
+			continue
+		}
+		if parentPID(*m.ChildPID) != bwrapPID {
+			_ = unix.Close(fd)
+			continue
+		}
+		st.pidfd = fd
+	}
+}
+
+// waitNamespace waits (at most a second) for the pid namespace's init to exit. The
+// kernel lets it finish exiting only after every other process in the namespace is
+// gone, so afterwards nothing of the command is left.
+func (st bwrapStatus) waitNamespace() {
+	if st.pidfd < 0 {
+		return
+	}
+	defer unix.Close(st.pidfd)
+	fds := []unix.PollFd{{Fd: int32(st.pidfd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(time.Second)
+	for {
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		if n > 0 || (err != nil && err != unix.EINTR) || time.Now().After(deadline) {
+			return
+		}
+	}
+}
+
+// parentPID reads a process's parent pid from /proc (0 when unknown).
+func parentPID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold
+	// anything, are: state ppid …
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}

@@ -1,0 +1,132 @@
+package sandbox_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+)
+
+func TestUnconfined(t *testing.T) {
+	// Unconfined is an explicit choice and needs no bubblewrap at all.
+	f := newFactory(t, sandbox.Config{Unconfined: true, BwrapPath: "/nonexistent/bwrap", OutputLimit: 100})
+	require.True(t, f.Unconfined())
+	sb := newSandbox(t, f)
+	require.Equal(t, sb.HostDir(), sb.Dir(), "commands see the host path")
+
+	t.Run("runs python, marked unconfined", func(t *testing.T) {
+		res := run(t, sb, `python -c "open('out.txt','w').write('unconfined')"; pwd`, 0)
+		require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+		require.True(t, res.Unconfined)
+		require.Equal(t, sb.HostDir()+"\n", string(res.Stdout))
+		got, err := sb.ReadFile("out.txt")
+		require.NoError(t, err)
+		require.Equal(t, "unconfined", string(got))
+		fi, err := os.Lstat(filepath.Join(sb.HostDir(), "out.txt"))
+		require.NoError(t, err)
+		require.Equal(t, sandboxHostUID(), hostUID(fi), "uid drop when root")
+	})
+
+	t.Run("no isolation", func(t *testing.T) {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		shell := fmt.Sprintf(`python3 -c "import socket; socket.create_connection(('127.0.0.1', %d), timeout=2); print('connected')"`,
+			l.Addr().(*net.TCPAddr).Port)
+		res := run(t, sb, shell, 10*time.Second)
+		require.Equal(t, "connected\n", string(res.Stdout), "stderr: %s", res.Stderr)
+		require.True(t, res.Unconfined)
+	})
+
+	t.Run("timeout kills group and setsid children", func(t *testing.T) {
+		m := marker()
+		shell := fmt.Sprintf(`sleep %[1]s1 & setsid sleep %[1]s2 & (setsid sh -c 'sleep %[1]s3 &' &); while :; do :; done`, m)
+		type out struct {
+			res rollout.CommandResult
+			err error
+		}
+		ch := make(chan out, 1)
+		go func() {
+			res, err := sb.Run(t.Context(), rollout.Command{Shell: shell, Timeout: time.Second})
+			ch <- out{res, err}
+		}()
+		waitForProc(t, "sleep", m+"2")
+		waitForProc(t, "sleep", m+"3")
+		o := <-ch
+		require.NoError(t, o.err)
+		require.True(t, o.res.TimedOut)
+		require.True(t, o.res.Unconfined)
+		require.Equal(t, 124, o.res.ExitCode)
+		require.Empty(t, hostProcs(t, "sleep", m), "processes left on the host")
+	})
+
+	t.Run("background processes die with the command", func(t *testing.T) {
+		m := marker()
+		res := run(t, sb, fmt.Sprintf(`sleep %[1]s1 & setsid sleep %[1]s2 & exit 0`, m), 0)
+		require.Equal(t, 0, res.ExitCode)
+		require.Empty(t, hostProcs(t, "sleep", m), "processes left on the host")
+	})
+
+	t.Run("output cap", func(t *testing.T) {
+		res, err := sb.RunDetailed(t.Context(), rollout.Command{Shell: "head -c 1000 /dev/zero | tr '\\0' z"})
+		require.NoError(t, err)
+		require.True(t, res.OutputTruncated)
+		require.True(t, res.Unconfined)
+		require.Equal(t, strings.Repeat("z", 100), string(res.Stdout))
+		require.Equal(t, int64(1000), res.StdoutBytes)
+	})
+}
+
+func TestUnconfinedRunawayWriterIsKilled(t *testing.T) {
+	f := newFactory(t, sandbox.Config{Unconfined: true, KillOutputLimit: 1 << 20})
+	sb := newSandbox(t, f)
+	res, err := sb.Run(t.Context(), rollout.Command{Argv: []string{"yes", "unconfined-runaway"}, Timeout: time.Minute})
+	require.NoError(t, err)
+	require.True(t, res.OutputKilled)
+	require.True(t, res.Unconfined)
+	require.Empty(t, hostProcs(t, "yes", "unconfined-runaway"))
+}
+
+func BenchmarkRunTrue(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		cfg  sandbox.Config
+	}{
+		{"bwrap", sandbox.Config{}},
+		{"unconfined", sandbox.Config{Unconfined: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			f := newFactory(b, bc.cfg)
+			sb := newSandbox(b, f)
+			cmd := rollout.Command{Argv: []string{"/bin/true"}}
+			for b.Loop() {
+				res, err := sb.Run(b.Context(), cmd)
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("run: %v, exit %d", err, res.ExitCode)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/run")
+		})
+	}
+}
+
+func BenchmarkRunPython(b *testing.B) {
+	f := newFactory(b, sandbox.Config{})
+	sb := newSandbox(b, f)
+	cmd := rollout.Command{Argv: []string{"python3", "-c", "pass"}}
+	for b.Loop() {
+		res, err := sb.Run(b.Context(), cmd)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("run: %v, exit %d", err, res.ExitCode)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/run")
+}
