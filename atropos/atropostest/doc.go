@@ -1,0 +1,48 @@
+// Package atropostest is an in-process fake of the Atropos trajectory API (the FastAPI
+// app started by run-api) that speaks the real protocol over loopback HTTP, so that the
+// real [atropos.Client] and [atropos.Trainer] are what tests exercise.
+//
+// Use [NewServer] in tests (it registers cleanup) or [Start] in programs, then point a
+// client at [Server.URL]. State is reachable directly ([Server.RegisterTrainer],
+// [Server.StartTrainer], [Server.Queue], [Server.Received], [Server.Envs]), faults can
+// be injected ([Server.SetError], [Server.FailNext], [Server.SetDown]) and requests are
+// counted ([Server.Count], [Server.Requests]).
+//
+// # Faithful to upstream
+//
+//   - Endpoints, request and reply shapes, and status codes: GET /, POST /register,
+//     POST /register-env, POST /disconnect-env, GET /wandb_info, GET /info, GET /batch,
+//     GET /latest_example, POST /scored_data, POST /scored_data_list, GET /status,
+//     GET /status-env (JSON body on a GET; 422 without a body, 500 for an unknown env,
+//     405 for other methods), GET /reset_data.
+//   - Registration order: /register initialises state only when no queue exists yet;
+//     /register-env answers "wait for trainer to start" until the trainer's first
+//     /batch; wandb_name is desired_name + "_" + the count of earlier envs with that
+//     name; the uuid is a random 128-bit integer.
+//   - The wedge: data posted before a trainer registered is accepted and creates the
+//     queue, after which /register no longer initialises anything; /info stays -1 and
+//     /batch keeps answering "Trainer not registered" until /reset_data.
+//   - Buffering of groups whose size differs from the env's group size, released to the
+//     queue when some buffered groups sum exactly to it (greedy FIFO first, then a
+//     subset search preferring earlier groups); "buffered" replies with buffer_size.
+//   - Batch formation: exact-sum batches from packs of the largest group size, as many
+//     batches as possible at once, the step counter moved by that many, batches served
+//     newest first; the minimum-allocation variant when any env set
+//     min_batch_allocation (with starvation while a reserved env has nothing packable).
+//   - /status-env formulas (env_weight, unallocated_fraction, max_group_size, the
+//     group size written back, self_queue_size, queue_size).
+//   - gzip request bodies (400 "Invalid gzip payload" when undecodable) and gzip
+//     replies from 1000 bytes when the client accepts them.
+//   - 422 "Message must have 'role' and 'content' fields" for such a message; every
+//     stored group re-emitted with all 14 keys.
+//
+// # Simplified
+//
+//   - Groups are decoded by [atropos.ScoredDataGroup.UnmarshalJSON], which is stricter
+//     than pydantic's lax mode: numeric strings in integer fields, NaN and Infinity, and
+//     distill arrays whose ids and logprobs differ in shape get 422 instead of being
+//     accepted (upstream would then fail a /batch with 500 for NaN).
+//   - 422 bodies carry one FastAPI-style detail entry, not pydantic's full list.
+//   - Per-env packs of the minimum-allocation path use the queue's largest group size.
+//   - No CORS headers, no wandb, nothing persisted.
+package atropostest

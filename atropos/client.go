@@ -1,0 +1,329 @@
+package atropos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// ErrTotalStepsReached is returned by [Client.Ready] and [Client.WaitReady] once the stop
+// rule holds: the trainer step plus the batches already queued exceed the total steps.
+var ErrTotalStepsReached = errors.New("atropos: total steps reached")
+
+// ClientConfig configures an env-side [Client]. The zero value of each field, except
+// EnvName, GroupSize and SpoolDir, is a documented default.
+type ClientConfig struct {
+	// EnvName is sent as desired_name at registration (required).
+	EnvName string
+	// GroupSize is the number of sequences per group (required).
+	GroupSize int
+	// MaxTokenLength is sent as max_token_length at registration; it weighs this env
+	// in /status-env's env_weight. Default 2048.
+	MaxTokenLength int
+	// Weight is sent as weight at registration. Default 1.0.
+	Weight float64
+	// MinBatchAllocation, when not nil, is the fraction of every batch reserved for this
+	// env (0 to 1).
+	MinBatchAllocation *float64
+	// MaxBatchesOffPolicy is how many batches' worth of data may sit in the queue before
+	// the env pauses. Default 3; negative never pauses for queue size.
+	MaxBatchesOffPolicy int
+	// TotalSteps is the stop rule's limit. Zero takes num_steps from the registration
+	// reply; negative never stops.
+	TotalSteps int
+	// MaxWorkers caps the work [Client.Pace] lets run at once; zero means no cap beyond
+	// the back-pressure formula.
+	MaxWorkers int
+	// AllowNonPowerOfTwo accepts group sizes that are not powers of two (see
+	// [ValidateOptions]).
+	AllowNonPowerOfTwo bool
+	// RequireInferenceLogprobs refuses groups without inference_logprobs, which the
+	// reference trainer needs.
+	RequireInferenceLogprobs bool
+	// Encode sets how groups are encoded, e.g. the dense zero-padded distill layout.
+	Encode EncodeOptions
+
+	// SpoolDir holds groups until the API accepted them (required). It is created when
+	// first needed. Only one Client may use a spool directory at a time.
+	SpoolDir string
+	// DeadLetter is the JSON Lines file where groups the API rejected (4xx) are kept with
+	// the server's message. Default SpoolDir/dead-letter.jsonl.
+	DeadLetter string
+
+	// HTTPClient sends the requests. Default http.DefaultClient. Give it no overall
+	// Timeout shorter than a large group's upload; use Retry.AttemptTimeout instead.
+	HTTPClient *http.Client
+	// Logger receives retry, dead-letter and replay messages. Default: none.
+	Logger *slog.Logger
+	// Retry sets the retry policy for network errors and 5xx replies.
+	Retry RetryConfig
+	// PollInterval is the wait between polls of /info and /register-env during
+	// [Client.Register]. Default 1s.
+	PollInterval time.Duration
+	// StatusInterval is the wait between /status-env polls in [Client.WaitReady].
+	// Default 100ms, as BaseEnv.
+	StatusInterval time.Duration
+}
+
+// RetryConfig is the retry policy for network errors and 5xx replies: exponential
+// backoff with full jitter. The caller's context bounds all attempts.
+type RetryConfig struct {
+	// MaxAttempts is the number of attempts per request; zero retries until the context
+	// ends.
+	MaxAttempts int
+	// MinBackoff and MaxBackoff bound the wait between attempts. Defaults 500ms and 10s.
+	MinBackoff, MaxBackoff time.Duration
+	// AttemptTimeout bounds one attempt; zero means only the context bounds it.
+	AttemptTimeout time.Duration
+}
+
+// Registration is what the API told the env at registration.
+type Registration struct {
+	EnvID              int
+	WandbName          string
+	CheckpointDir      string
+	StartingStep       int
+	CheckpointInterval int
+	NumSteps           int
+	// BatchSize and MaxTokenLen come from /info.
+	BatchSize, MaxTokenLen int
+}
+
+// Client is the env side of the trajectory API: registration, back-pressure, and sending
+// scored groups through a durable spool. It is safe for concurrent use; it starts no
+// goroutines.
+//
+// Delivery is at least once: a group handed to [Client.Send] is written to the spool
+// and fsynced before any request, and removed only after the API answered "received" or
+// "buffered". If the process dies in between, the group is sent again by the next
+// [Client.Flush] (which [Client.Register] runs), so the API may see it twice, never zero
+// times.
+type Client struct {
+	api *api
+	cfg ClientConfig
+
+	mu       sync.Mutex
+	reg      *Registration
+	inflight map[string]bool // spool files being sent
+	seq      uint64
+	dlMu     sync.Mutex // serialises appends to the dead-letter file
+}
+
+// NewClient returns a client for the trajectory API at baseURL (e.g.
+// "http://localhost:8000"). It does no I/O.
+func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
+	if cfg.EnvName == "" {
+		return nil, errors.New("atropos: ClientConfig.EnvName is required")
+	}
+	if cfg.GroupSize < 1 {
+		return nil, fmt.Errorf("atropos: ClientConfig.GroupSize %d: want at least 1", cfg.GroupSize)
+	}
+	if !cfg.AllowNonPowerOfTwo && cfg.GroupSize&(cfg.GroupSize-1) != 0 {
+		return nil, fmt.Errorf("atropos: ClientConfig.GroupSize %d is not a power of two; set AllowNonPowerOfTwo to use it", cfg.GroupSize)
+	}
+	if cfg.SpoolDir == "" {
+		return nil, errors.New("atropos: ClientConfig.SpoolDir is required: groups are kept there until the API accepts them")
+	}
+	if m := cfg.MinBatchAllocation; m != nil && (*m < 0 || *m > 1) {
+		return nil, fmt.Errorf("atropos: ClientConfig.MinBatchAllocation %v: want 0 to 1", *m)
+	}
+	if cfg.MaxTokenLength == 0 {
+		cfg.MaxTokenLength = 2048
+	}
+	if cfg.Weight == 0 {
+		cfg.Weight = 1
+	}
+	if cfg.MaxBatchesOffPolicy == 0 {
+		cfg.MaxBatchesOffPolicy = 3
+	}
+	if cfg.DeadLetter == "" {
+		cfg.DeadLetter = filepath.Join(cfg.SpoolDir, "dead-letter.jsonl")
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.StatusInterval <= 0 {
+		cfg.StatusInterval = 100 * time.Millisecond
+	}
+	if cfg.Retry.MinBackoff <= 0 {
+		cfg.Retry.MinBackoff = 500 * time.Millisecond
+	}
+	if cfg.Retry.MaxBackoff < cfg.Retry.MinBackoff {
+		cfg.Retry.MaxBackoff = max(10*time.Second, cfg.Retry.MinBackoff)
+	}
+	a, err := newAPI(baseURL, cfg.HTTPClient, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{api: a, cfg: cfg, inflight: map[string]bool{}}, nil
+}
+
+// Registration returns the registration, or nil before [Client.Register] succeeded.
+func (c *Client) Registration() *Registration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reg == nil {
+		return nil
+	}
+	r := *c.reg
+	return &r
+}
+
+// Info is the reply of GET /info: -1 for both before a trainer registered.
+type Info struct {
+	BatchSize   int `json:"batch_size"`
+	MaxTokenLen int `json:"max_token_len"`
+}
+
+// Register performs the start-up the API needs, in order: it polls GET /info until a
+// trainer has registered (batch_size != -1), then POST /register-env until the reply is
+// "success" (the API answers "wait for trainer to start" until the trainer's first
+// /batch), then sends the groups left in the spool by an earlier run ([Client.Flush]).
+// Nothing is posted before the trainer registered: data that arrives earlier wedges the
+// upstream server. Register blocks until this is done or ctx ends.
+func (c *Client) Register(ctx context.Context) error {
+	var info Info
+	for {
+		err := c.retry(ctx, "GET /info", func(ctx context.Context) error {
+			return c.api.do(ctx, http.MethodGet, "/info", nil, &info)
+		})
+		if err != nil {
+			return err
+		}
+		if info.BatchSize > 0 {
+			break
+		}
+		c.api.logger.Debug("atropos: waiting for a trainer to register")
+		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
+			return err
+		}
+	}
+	if c.cfg.GroupSize > info.BatchSize {
+		return fmt.Errorf("atropos: group size %d is larger than the trainer's batch size %d", c.cfg.GroupSize, info.BatchSize)
+	}
+	body := registerEnvRequest{
+		MaxTokenLength:     c.cfg.MaxTokenLength,
+		DesiredName:        c.cfg.EnvName,
+		Weight:             c.cfg.Weight,
+		GroupSize:          c.cfg.GroupSize,
+		MinBatchAllocation: c.cfg.MinBatchAllocation,
+	}
+	var reply registerEnvReply
+	for {
+		err := c.retry(ctx, "POST /register-env", func(ctx context.Context) error {
+			return c.api.postJSON(ctx, "/register-env", body, &reply)
+		})
+		if err != nil {
+			return err
+		}
+		if reply.Status == "success" && reply.EnvID != nil {
+			break
+		}
+		c.api.logger.Debug("atropos: register-env", "status", reply.Status)
+		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
+			return err
+		}
+	}
+	reg := &Registration{
+		EnvID: *reply.EnvID, WandbName: reply.WandbName, CheckpointDir: reply.CheckpointDir,
+		StartingStep: reply.StartingStep, CheckpointInterval: reply.CheckpointInterval,
+		NumSteps: reply.NumSteps, BatchSize: info.BatchSize, MaxTokenLen: info.MaxTokenLen,
+	}
+	c.mu.Lock()
+	c.reg = reg
+	c.mu.Unlock()
+	c.api.logger.Info("atropos: registered", "env_id", reg.EnvID, "wandb_name", reg.WandbName, "batch_size", reg.BatchSize)
+	return c.Flush(ctx)
+}
+
+type registerEnvRequest struct {
+	MaxTokenLength     int      `json:"max_token_length"`
+	DesiredName        string   `json:"desired_name"`
+	Weight             float64  `json:"weight"`
+	GroupSize          int      `json:"group_size"`
+	MinBatchAllocation *float64 `json:"min_batch_allocation"`
+}
+
+type registerEnvReply struct {
+	Status             string `json:"status"`
+	EnvID              *int   `json:"env_id"`
+	WandbName          string `json:"wandb_name"`
+	CheckpointDir      string `json:"checkpoint_dir"`
+	StartingStep       int    `json:"starting_step"`
+	CheckpointInterval int    `json:"checkpoint_interval"`
+	NumSteps           int    `json:"num_steps"`
+}
+
+// Disconnect tells the API this env is gone (POST /disconnect-env). Its queued data stays
+// and is still batched. Call it on clean shutdown, after the last Send.
+func (c *Client) Disconnect(ctx context.Context) error {
+	reg := c.Registration()
+	if reg == nil {
+		return ErrNotRegistered
+	}
+	var reply struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	}
+	if err := c.api.postJSON(ctx, "/disconnect-env", map[string]int{"env_id": reg.EnvID}, &reply); err != nil {
+		return err
+	}
+	if reply.Status != "success" {
+		return &APIError{Method: http.MethodPost, Path: "/disconnect-env", Status: http.StatusOK, Message: reply.Error}
+	}
+	c.mu.Lock()
+	c.reg = nil
+	c.mu.Unlock()
+	return nil
+}
+
+// retry runs op until it succeeds, fails permanently, or the attempts or ctx run out.
+func (c *Client) retry(ctx context.Context, what string, op func(context.Context) error) error {
+	r := c.cfg.Retry
+	for attempt := 1; ; attempt++ {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if r.AttemptTimeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, r.AttemptTimeout)
+		}
+		err := op(actx)
+		cancel()
+		if err == nil || !retryable(ctx, err) {
+			return err
+		}
+		if r.MaxAttempts > 0 && attempt >= r.MaxAttempts {
+			return fmt.Errorf("atropos: %s: giving up after %d attempts: %w", what, attempt, err)
+		}
+		wait := backoff(r, attempt)
+		c.api.logger.Warn("atropos: retrying", "op", what, "attempt", attempt, "wait", wait, "err", err)
+		if serr := sleep(ctx, wait); serr != nil {
+			return fmt.Errorf("atropos: %s: %w (last error: %v)", what, serr, err)
+		}
+	}
+}
+
+// backoff returns the wait after the given attempt: full jitter over an exponentially
+// growing cap.
+func backoff(r RetryConfig, attempt int) time.Duration {
+	ceil := r.MinBackoff << min(attempt-1, 30)
+	if ceil <= 0 || ceil > r.MaxBackoff {
+		ceil = r.MaxBackoff
+	}
+	return r.MinBackoff/2 + rand.N(ceil-r.MinBackoff/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

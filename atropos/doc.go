@@ -1,0 +1,66 @@
+// Package atropos speaks the Atropos trajectory API (NousResearch's run-api, port 8000):
+// the scored-group data model, the env side that registers and sends groups, the
+// trainer side that pulls batches, and the JSON Lines files of BaseEnv's process mode.
+//
+// # Groups
+//
+// [ScoredDataGroup] has the 14 keys of the API's ScoredData with their exact JSON names.
+// Encoding always writes all 14 keys in a fixed order, null for absent optional fields,
+// which is also how the API re-serialises groups. Floats are written in the shortest
+// form that parses back to the same value (float32 for teacher logprobs, float64
+// elsewhere). Build a group one sequence at a time with [ScoredDataGroup.Add]; check it
+// with [ScoredDataGroup.Validate] (the API checks almost nothing, and a NaN makes it lose
+// a whole batch later).
+//
+// The distill fields (distill_token_ids / distill_logprobs, ragged [seq][pos][k]) are
+// held per sequence as [DistillRows]: flat int32 ids and float32 logprobs with
+// per-position offsets, one row per token, an empty row where the teacher was not
+// asked. Encoding and decoding stream them without nested slices. [EncodeOptions]
+// DenseZeroPad writes the fixed L×K zero-padded layout some trainers expect.
+//
+// Messages are stored as raw JSON objects ([encoding/json.RawMessage]), one per message,
+// rather than as [chat.Message]: groups read back from the API or from files may carry
+// fields chat.Message has no room for (content parts, "reward"), and the API passes
+// them through unchanged. [Sequence.Messages] takes chat.Message values for building, and
+// [ScoredDataGroup.ChatMessages] decodes them back.
+//
+// inference_logprobs follows Atropos: aligned 1:1 with tokens, [MaskedLogprob] (1.0) at
+// masked positions, the sampling logprob at trained ones. The reference trainer crashes
+// when it is null; set [ClientConfig.RequireInferenceLogprobs] to refuse such groups.
+//
+// # Env side
+//
+// [Client] follows BaseEnv's contract. [Client.Register] waits until /info shows a
+// trainer, then posts /register-env until "success" (the API says "wait for trainer to
+// start" until the trainer's first /batch), then replays the spool. [Client.Ready],
+// [Client.WaitReady] and [Client.Pace] apply BaseEnv's back-pressure rules ([Pace]) to
+// GET /status-env (a GET with a JSON body, kept behind one function). [Client.Send]
+// posts one group to /scored_data or several to /scored_data_list, gzipped from
+// [GzipMinBytes]; "received" and "buffered" both mean accepted.
+//
+// Delivery is at least once. Every group handed to Send is written to the spool
+// directory and fsynced (file and directory) before the first request, and removed only
+// after the API accepted it. Network errors and 5xx replies are retried with backoff;
+// when the context ends first, the groups stay in the spool ([ErrSpooled]) and the next
+// [Client.Flush] — which Register runs, so a restarted process sends them first — sends
+// them again. Killing the process at any moment after Send wrote the spool file loses no
+// group, but a group may reach the API twice. A 4xx reply is permanent: the group goes
+// to the dead-letter file with the server's message ([ErrRejected], [ReadDeadLetters]),
+// never silently dropped. Call [Client.Disconnect] on clean shutdown.
+//
+// # Trainer side
+//
+// [Trainer] registers (the 128-bit uuid is decoded into a [math/big.Int]) and polls
+// [Trainer.Batch], which handles {"batch": null}, the 200 error object of an
+// unregistered API ([ErrNotRegistered]) and decodes groups into ScoredDataGroup. The
+// API forms every batch it can at once, jumps the step counter by that many, and serves
+// them newest first.
+//
+// # Files
+//
+// [Encoder] / [WriteJSONL] and [Decoder] / [ReadJSONL] read and write one group per line,
+// the format of BaseEnv's process mode, holding one group at a time.
+//
+// The package uses only the standard library besides [chat]. The fake API for tests is
+// in package atropostest.
+package atropos

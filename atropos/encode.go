@@ -1,0 +1,358 @@
+package atropos
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+)
+
+// ErrNonFinite reports a NaN or ±Inf value: JSON cannot carry it, and the API would accept
+// it from Python and then lose a whole batch.
+var ErrNonFinite = errors.New("atropos: NaN or Inf value")
+
+// EncodeOptions change how groups are encoded. The zero value writes the compact, exact
+// form.
+type EncodeOptions struct {
+	// DenseZeroPad, when positive, writes the distill rows in the fixed L×K layout of the
+	// hermes OPD environment with K = DenseZeroPad (see [DistillRows.DenseZeroPad]).
+	DenseZeroPad int
+}
+
+// flushSize is the buffer size at which a streaming encoder hands bytes to its writer.
+const flushSize = 64 << 10
+
+// jsonWriter appends JSON to buf and, when w is set, flushes it to w in chunks.
+type jsonWriter struct {
+	buf []byte
+	w   io.Writer
+	err error
+}
+
+func (jw *jsonWriter) maybeFlush() {
+	if jw.w != nil && len(jw.buf) >= flushSize {
+		jw.flush()
+	}
+}
+
+func (jw *jsonWriter) flush() {
+	if jw.w == nil || jw.err != nil || len(jw.buf) == 0 {
+		return
+	}
+	_, jw.err = jw.w.Write(jw.buf)
+	jw.buf = jw.buf[:0]
+}
+
+// MarshalJSON encodes g with all 14 keys. It fails with [ErrNonFinite] for NaN or ±Inf
+// and when a raw message or the images payload is not valid JSON.
+func (g *ScoredDataGroup) MarshalJSON() ([]byte, error) {
+	return g.AppendJSON(nil, nil)
+}
+
+// AppendJSON appends the JSON encoding of g to dst, as [ScoredDataGroup.MarshalJSON]
+// does; opts may be nil.
+func (g *ScoredDataGroup) AppendJSON(dst []byte, opts *EncodeOptions) ([]byte, error) {
+	jw := jsonWriter{buf: dst}
+	if err := g.encode(&jw, opts); err != nil {
+		return dst, err
+	}
+	return jw.buf, nil
+}
+
+func (g *ScoredDataGroup) encode(jw *jsonWriter, opts *EncodeOptions) error {
+	if opts == nil {
+		opts = &EncodeOptions{}
+	}
+	jw.buf = append(jw.buf, `{"tokens":`...)
+	jw.intMatrix(g.Tokens)
+	jw.buf = append(jw.buf, `,"masks":`...)
+	jw.intMatrix(g.Masks)
+	jw.buf = append(jw.buf, `,"scores":`...)
+	if err := jw.floats(g.Scores, "scores", -1); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, `,"advantages":`...)
+	if err := jw.floatMatrix(g.Advantages, "advantages"); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, `,"ref_logprobs":`...)
+	if err := jw.floatMatrix(g.RefLogprobs, "ref_logprobs"); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, `,"messages":`...)
+	if err := jw.messages(g.Messages); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, `,"generation_params":`...)
+	if err := jw.value(g.GenerationParams, g.GenerationParams == nil, "generation_params"); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, `,"inference_logprobs":`...)
+	if err := jw.floatMatrix(g.InferenceLogprobs, "inference_logprobs"); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, `,"overrides":`...)
+	if err := jw.value(g.Overrides, g.Overrides == nil, "overrides"); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, `,"group_overrides":`...)
+	if err := jw.value(g.GroupOverrides, g.GroupOverrides == nil, "group_overrides"); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, `,"images":`...)
+	if err := jw.raw(g.Images, "images"); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, `,"env_id":`...)
+	if g.EnvID == nil {
+		jw.buf = append(jw.buf, "null"...)
+	} else {
+		jw.buf = strconv.AppendInt(jw.buf, int64(*g.EnvID), 10)
+	}
+	jw.buf = append(jw.buf, `,"distill_token_ids":`...)
+	jw.distillIDs(g.Distill, opts.DenseZeroPad)
+	jw.buf = append(jw.buf, `,"distill_logprobs":`...)
+	if err := jw.distillLogprobs(g.Distill, opts.DenseZeroPad); err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, '}')
+	return jw.err
+}
+
+func (jw *jsonWriter) intMatrix(m [][]int) {
+	if m == nil {
+		jw.buf = append(jw.buf, "[]"...) // required fields are never null
+		return
+	}
+	jw.buf = append(jw.buf, '[')
+	for i, row := range m {
+		if i > 0 {
+			jw.buf = append(jw.buf, ',')
+		}
+		jw.buf = append(jw.buf, '[')
+		for j, v := range row {
+			if j > 0 {
+				jw.buf = append(jw.buf, ',')
+			}
+			jw.buf = strconv.AppendInt(jw.buf, int64(v), 10)
+			if j&1023 == 1023 {
+				jw.maybeFlush()
+			}
+		}
+		jw.buf = append(jw.buf, ']')
+		jw.maybeFlush()
+	}
+	jw.buf = append(jw.buf, ']')
+}
+
+// floats writes a list of float64 values; seq is the sequence index for errors or -1.
+func (jw *jsonWriter) floats(v []float64, field string, seq int) error {
+	if v == nil && seq < 0 {
+		jw.buf = append(jw.buf, "[]"...)
+		return nil
+	}
+	jw.buf = append(jw.buf, '[')
+	for j, f := range v {
+		if j > 0 {
+			jw.buf = append(jw.buf, ',')
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			if seq < 0 {
+				return fmt.Errorf("%w: %s[%d] = %v", ErrNonFinite, field, j, f)
+			}
+			return fmt.Errorf("%w: %s[%d][%d] = %v", ErrNonFinite, field, seq, j, f)
+		}
+		jw.buf = appendFloat(jw.buf, f, 64)
+		if j&1023 == 1023 {
+			jw.maybeFlush()
+		}
+	}
+	jw.buf = append(jw.buf, ']')
+	return nil
+}
+
+func (jw *jsonWriter) floatMatrix(m [][]float64, field string) error {
+	if m == nil {
+		jw.buf = append(jw.buf, "null"...)
+		return nil
+	}
+	jw.buf = append(jw.buf, '[')
+	for i, row := range m {
+		if i > 0 {
+			jw.buf = append(jw.buf, ',')
+		}
+		if err := jw.floats(row, field, i); err != nil {
+			return err
+		}
+		jw.maybeFlush()
+	}
+	jw.buf = append(jw.buf, ']')
+	return nil
+}
+
+func (jw *jsonWriter) messages(m [][]json.RawMessage) error {
+	if m == nil {
+		jw.buf = append(jw.buf, "null"...)
+		return nil
+	}
+	jw.buf = append(jw.buf, '[')
+	for i, seq := range m {
+		if i > 0 {
+			jw.buf = append(jw.buf, ',')
+		}
+		jw.buf = append(jw.buf, '[')
+		for j, msg := range seq {
+			if j > 0 {
+				jw.buf = append(jw.buf, ',')
+			}
+			if err := jw.raw(msg, fmt.Sprintf("messages[%d][%d]", i, j)); err != nil {
+				return err
+			}
+		}
+		jw.buf = append(jw.buf, ']')
+		jw.maybeFlush()
+	}
+	jw.buf = append(jw.buf, ']')
+	return nil
+}
+
+// raw writes a raw JSON value compacted onto one line (JSONL needs it), null when empty.
+func (jw *jsonWriter) raw(v json.RawMessage, field string) error {
+	if len(v) == 0 {
+		jw.buf = append(jw.buf, "null"...)
+		return nil
+	}
+	b := bytes.NewBuffer(jw.buf)
+	if err := json.Compact(b, v); err != nil {
+		return fmt.Errorf("atropos: %s: invalid JSON: %w", field, err)
+	}
+	jw.buf = b.Bytes()
+	return nil
+}
+
+// value writes a free-form value with encoding/json (keys sorted), null when isNil.
+func (jw *jsonWriter) value(v any, isNil bool, field string) error {
+	if isNil {
+		jw.buf = append(jw.buf, "null"...)
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		var uv *json.UnsupportedValueError
+		if errors.As(err, &uv) {
+			return fmt.Errorf("%w: %s: %v", ErrNonFinite, field, err)
+		}
+		return fmt.Errorf("atropos: %s: %w", field, err)
+	}
+	jw.buf = append(jw.buf, b...)
+	return nil
+}
+
+func (jw *jsonWriter) distillIDs(d []*DistillRows, k int) {
+	if d == nil {
+		jw.buf = append(jw.buf, "null"...)
+		return
+	}
+	jw.buf = append(jw.buf, '[')
+	for i, r := range d {
+		if i > 0 {
+			jw.buf = append(jw.buf, ',')
+		}
+		jw.buf = append(jw.buf, '[')
+		for pos := range r.Len() {
+			if pos > 0 {
+				jw.buf = append(jw.buf, ',')
+			}
+			ids, _ := r.Row(pos)
+			jw.buf = append(jw.buf, '[')
+			n := len(ids)
+			if k > 0 {
+				n = k
+			}
+			for j := range n {
+				if j > 0 {
+					jw.buf = append(jw.buf, ',')
+				}
+				if j < len(ids) {
+					jw.buf = strconv.AppendInt(jw.buf, int64(ids[j]), 10)
+				} else {
+					jw.buf = append(jw.buf, '0')
+				}
+			}
+			jw.buf = append(jw.buf, ']')
+			jw.maybeFlush()
+		}
+		jw.buf = append(jw.buf, ']')
+	}
+	jw.buf = append(jw.buf, ']')
+}
+
+func (jw *jsonWriter) distillLogprobs(d []*DistillRows, k int) error {
+	if d == nil {
+		jw.buf = append(jw.buf, "null"...)
+		return nil
+	}
+	jw.buf = append(jw.buf, '[')
+	for i, r := range d {
+		if i > 0 {
+			jw.buf = append(jw.buf, ',')
+		}
+		jw.buf = append(jw.buf, '[')
+		for pos := range r.Len() {
+			if pos > 0 {
+				jw.buf = append(jw.buf, ',')
+			}
+			_, lps := r.Row(pos)
+			jw.buf = append(jw.buf, '[')
+			n := len(lps)
+			if k > 0 {
+				n = k
+			}
+			for j := range n {
+				if j > 0 {
+					jw.buf = append(jw.buf, ',')
+				}
+				if j >= len(lps) {
+					jw.buf = append(jw.buf, '0')
+					continue
+				}
+				f := float64(lps[j])
+				if math.IsNaN(f) || math.IsInf(f, 0) {
+					return fmt.Errorf("%w: distill_logprobs[%d][%d][%d] = %v", ErrNonFinite, i, pos, j, f)
+				}
+				jw.buf = appendFloat(jw.buf, f, 32)
+			}
+			jw.buf = append(jw.buf, ']')
+			jw.maybeFlush()
+		}
+		jw.buf = append(jw.buf, ']')
+	}
+	jw.buf = append(jw.buf, ']')
+	return nil
+}
+
+// appendFloat writes f in the shortest form that parses back to the same value at the
+// given bit size, in plain notation for moderate magnitudes and exponent notation
+// otherwise (like encoding/json).
+func appendFloat(b []byte, f float64, bits int) []byte {
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	b = strconv.AppendFloat(b, f, format, -1, bits)
+	if format == 'e' {
+		// Clean up e-09 to e-9.
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}

@@ -1,0 +1,205 @@
+package atropos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// EnvStatus is the reply of GET /status-env: the back-pressure inputs of one env.
+type EnvStatus struct {
+	CurrentStep int `json:"current_step"`
+	// QueueSize counts queued data in groups of this env's size, including other envs'
+	// data beyond their reserved minimums.
+	QueueSize int `json:"queue_size"`
+	// UnallocatedFraction is 1 minus the minimum allocations of the connected envs.
+	UnallocatedFraction float64 `json:"unallocated_fraction"`
+	// SelfQueueSize counts this env's own queued groups.
+	SelfQueueSize int `json:"self_queue_size"`
+	// MaxGroupSize is the largest group size in the queue (at least 1).
+	MaxGroupSize int `json:"max_group_size"`
+	// EnvWeight is this env's share of inference capacity (at least 0.01).
+	EnvWeight float64 `json:"env_weight"`
+}
+
+// Status polls GET /status-env for this env. The API wants the env id as a JSON body on
+// a GET; this is the only place that knows it.
+func (c *Client) Status(ctx context.Context) (EnvStatus, error) {
+	reg := c.Registration()
+	if reg == nil {
+		return EnvStatus{}, ErrNotRegistered
+	}
+	var st EnvStatus
+	err := c.retry(ctx, "GET /status-env", func(ctx context.Context) error {
+		return c.api.statusEnv(ctx, reg.EnvID, &st)
+	})
+	return st, err
+}
+
+// statusEnv sends GET /status-env with the body {"env_id": id}. Should the API move to
+// a query parameter (?env_id=), only this function changes.
+func (a *api) statusEnv(ctx context.Context, envID int, out *EnvStatus) error {
+	body := fmt.Appendf(nil, `{"env_id":%d}`, envID)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base.String()+"/status-env", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("atropos: GET /status-env: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("atropos: GET /status-env: %w", err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return fmt.Errorf("atropos: GET /status-env: reading reply: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return &APIError{Method: http.MethodGet, Path: "/status-env", Status: resp.StatusCode, Message: errorMessage(buf.Bytes())}
+	}
+	if err := json.Unmarshal(buf.Bytes(), out); err != nil {
+		return &APIError{Method: http.MethodGet, Path: "/status-env", Status: http.StatusOK, Message: fmt.Sprintf("unexpected reply %.200q: %v", buf.Bytes(), err)}
+	}
+	return nil
+}
+
+// PacingParams are the env settings the back-pressure rules need.
+type PacingParams struct {
+	BatchSize           int      // the trainer's batch size, from /info
+	GroupSize           int      // this env's group size
+	MaxBatchesOffPolicy int      // pause threshold in batches; <= 0 never pauses for queue size
+	TotalSteps          int      // stop rule limit; <= 0 never stops
+	MinBatchAllocation  *float64 // this env's reserved share, or nil
+	MaxWorkers          int      // cap on running work; 0 = no cap
+}
+
+// Decision is what an env should do now.
+type Decision struct {
+	// Stop: the trainer will have all the steps it needs; stop producing.
+	Stop bool
+	// Pause: enough data is queued; cancel or hold new work.
+	Pause bool
+	// Start is how many more units of work (groups in flight) may start.
+	Start int
+}
+
+// unlimited stands for "no bound" in Decision.Start computations.
+const unlimited = 1 << 30
+
+// Pace applies BaseEnv's rules to a status, with running units of work in flight:
+//   - Stop when current_step + queue_size×group_size / batch_size > TotalSteps.
+//   - Pause when queue_size×group_size >= MaxBatchesOffPolicy×batch_size (and, for an env
+//     with a minimum allocation, its own queue already covers its reserved share
+//     ceil(min×batch_size×MaxBatchesOffPolicy / max_group_size)×(max_group_size /
+//     group_size)), or while the batch size is unknown.
+//   - Otherwise allow up to min(MaxWorkers, MaxBatchesOffPolicy×derived_batch_size /
+//     group_size − queue_size) units in flight, where derived_batch_size =
+//     int(batch_size×(unallocated_fraction + min allocation)); for a min-allocation env
+//     at least its unfilled reserved share.
+func Pace(st EnvStatus, p PacingParams, running int) Decision {
+	var d Decision
+	if p.BatchSize <= 0 || p.GroupSize <= 0 {
+		d.Pause = true
+		return d
+	}
+	if p.TotalSteps > 0 && st.CurrentStep+st.QueueSize*p.GroupSize/p.BatchSize > p.TotalSteps {
+		d.Stop, d.Pause = true, true
+		return d
+	}
+	minAlloc := 0.0
+	if p.MinBatchAllocation != nil {
+		minAlloc = *p.MinBatchAllocation
+	}
+	ownLeft := 0
+	if p.MinBatchAllocation != nil {
+		mg := max(st.MaxGroupSize, 1)
+		share := ceilDiv(minAlloc*float64(p.BatchSize*max(p.MaxBatchesOffPolicy, 1)), float64(mg))
+		ownLeft = share*max(mg/p.GroupSize, 1) - st.SelfQueueSize
+	}
+	if p.MaxBatchesOffPolicy > 0 && st.QueueSize*p.GroupSize >= p.MaxBatchesOffPolicy*p.BatchSize &&
+		(p.MinBatchAllocation == nil || ownLeft <= 0) {
+		d.Pause = true
+		return d
+	}
+	derived := int(float64(p.BatchSize) * (st.UnallocatedFraction + minAlloc))
+	target := unlimited
+	if p.MaxBatchesOffPolicy > 0 {
+		target = p.MaxBatchesOffPolicy*derived/p.GroupSize - st.QueueSize
+		if p.MinBatchAllocation != nil {
+			target = max(target, ownLeft)
+		}
+	}
+	if p.MaxWorkers > 0 {
+		target = min(target, p.MaxWorkers)
+	}
+	d.Start = max(target-running, 0)
+	return d
+}
+
+func ceilDiv(a, b float64) int {
+	q := a / b
+	n := int(q)
+	if float64(n) < q {
+		n++
+	}
+	return n
+}
+
+// params returns the pacing parameters of this client, or false before registration.
+func (c *Client) params() (PacingParams, bool) {
+	reg := c.Registration()
+	if reg == nil {
+		return PacingParams{}, false
+	}
+	total := c.cfg.TotalSteps
+	if total == 0 {
+		total = reg.NumSteps
+	}
+	return PacingParams{
+		BatchSize: reg.BatchSize, GroupSize: c.cfg.GroupSize,
+		MaxBatchesOffPolicy: c.cfg.MaxBatchesOffPolicy, TotalSteps: total,
+		MinBatchAllocation: c.cfg.MinBatchAllocation, MaxWorkers: c.cfg.MaxWorkers,
+	}, true
+}
+
+// Pace polls /status-env and applies [Pace] with running units of work in flight.
+func (c *Client) Pace(ctx context.Context, running int) (Decision, EnvStatus, error) {
+	p, ok := c.params()
+	if !ok {
+		return Decision{}, EnvStatus{}, ErrNotRegistered
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		return Decision{}, st, err
+	}
+	return Pace(st, p, running), st, nil
+}
+
+// Ready answers "may I start more work?" with one /status-env poll, taking no work to be
+// in flight. It returns [ErrTotalStepsReached] once the stop rule holds.
+func (c *Client) Ready(ctx context.Context) (bool, error) {
+	d, _, err := c.Pace(ctx, 0)
+	if err != nil {
+		return false, err
+	}
+	if d.Stop {
+		return false, ErrTotalStepsReached
+	}
+	return !d.Pause && d.Start > 0, nil
+}
+
+// WaitReady polls /status-env every StatusInterval until the env may start more work,
+// the stop rule holds ([ErrTotalStepsReached]) or ctx ends.
+func (c *Client) WaitReady(ctx context.Context) error {
+	for {
+		ok, err := c.Ready(ctx)
+		if err != nil || ok {
+			return err
+		}
+		if err := sleep(ctx, c.cfg.StatusInterval); err != nil {
+			return err
+		}
+	}
+}

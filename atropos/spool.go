@@ -1,0 +1,393 @@
+package atropos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrSpooled is matched by a [Client.Send] or [Client.Flush] error when the groups were
+// not delivered yet but are safe in the spool: the next Flush (or the next process's
+// Register) sends them.
+var ErrSpooled = errors.New("atropos: groups kept in the spool")
+
+// ErrRejected is matched by a [Client.Send] or [Client.Flush] error when the API refused
+// some groups with a 4xx reply. They were written to the dead-letter file with the
+// server's message and are not retried.
+var ErrRejected = errors.New("atropos: groups rejected by the API")
+
+const spoolExt = ".jsonl"
+
+// Send delivers groups to the API: one group to /scored_data, several to
+// /scored_data_list, each group stamped with this env's id. The groups are checked with
+// [ScoredDataGroup.Validate] first (an invalid group fails the call before anything is
+// written or sent), then written durably to the spool, then posted; "received" and
+// "buffered" replies are success and remove the spool file.
+//
+// Network errors and 5xx replies are retried with backoff until ctx ends or
+// Retry.MaxAttempts is reached; then Send returns an error matching [ErrSpooled] and the
+// groups stay in the spool. A 4xx reply is permanent: the groups go to the dead-letter
+// file (for a list, each group is resent alone first so that only the bad ones are kept
+// there) and Send returns an error matching [ErrRejected]. Send returns
+// [ErrNotRegistered] before [Client.Register] succeeded: data posted before the trainer
+// registered wedges the upstream server.
+func (c *Client) Send(ctx context.Context, groups ...*ScoredDataGroup) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	reg := c.Registration()
+	if reg == nil {
+		return ErrNotRegistered
+	}
+	vopts := ValidateOptions{
+		MaxTokenLen: reg.MaxTokenLen, GroupSize: c.cfg.GroupSize,
+		AllowNonPowerOfTwo: c.cfg.AllowNonPowerOfTwo, RequireInferenceLogprobs: c.cfg.RequireInferenceLogprobs,
+	}
+	lines := make([][]byte, len(groups))
+	for i, g := range groups {
+		if err := g.Validate(vopts); err != nil {
+			return fmt.Errorf("atropos: Send: group %d: %w", i, err)
+		}
+		b, err := c.encode(g, reg.EnvID)
+		if err != nil {
+			return fmt.Errorf("atropos: Send: group %d: %w", i, err)
+		}
+		lines[i] = b
+	}
+	name, err := c.spoolWrite(lines)
+	if err != nil {
+		return err
+	}
+	defer c.release(name)
+	return c.deliver(ctx, name, lines)
+}
+
+// encode returns the JSON of g with env_id set to envID; g is not modified.
+func (c *Client) encode(g *ScoredDataGroup, envID int) ([]byte, error) {
+	cp := *g
+	cp.EnvID = &envID
+	return cp.AppendJSON(nil, &c.cfg.Encode)
+}
+
+// spoolWrite writes lines as one spool file durably and returns its name, marked in
+// flight: the file is written under a temporary name, fsynced, renamed, and the
+// directory fsynced.
+func (c *Client) spoolWrite(lines [][]byte) (string, error) {
+	dir := c.cfg.SpoolDir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("atropos: spool: %w", err)
+	}
+	c.mu.Lock()
+	c.seq++
+	name := fmt.Sprintf("%020d-%06d%s", time.Now().UnixNano(), c.seq%1e6, spoolExt)
+	c.inflight[name] = true
+	c.mu.Unlock()
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	err := writeFileSync(tmp, lines)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		c.release(name)
+		return "", fmt.Errorf("atropos: spool: %w", err)
+	}
+	return name, nil
+}
+
+func writeFileSync(path string, lines [][]byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	for _, l := range lines {
+		if _, err = f.Write(l); err == nil {
+			_, err = f.Write([]byte{'\n'})
+		}
+		if err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func (c *Client) release(name string) {
+	c.mu.Lock()
+	delete(c.inflight, name)
+	c.mu.Unlock()
+}
+
+// deliver posts the groups of one spool file and settles the file: removed after
+// success or dead-lettering, kept otherwise.
+func (c *Client) deliver(ctx context.Context, name string, lines [][]byte) error {
+	err := c.post(ctx, lines)
+	var ae *APIError
+	switch {
+	case err == nil:
+	case errors.As(err, &ae) && !ae.Temporary():
+		err = c.reject(ctx, lines, ae)
+		if errors.Is(err, ErrSpooled) {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w (%s): %w", ErrSpooled, name, err)
+	}
+	if rerr := os.Remove(filepath.Join(c.cfg.SpoolDir, name)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		c.api.logger.Warn("atropos: spool: removing a delivered file", "file", name, "err", rerr)
+	}
+	return err
+}
+
+// reject handles a 4xx reply: a single group goes to the dead-letter file; a list is
+// split and each group resent alone so that only the groups the API refuses are kept.
+func (c *Client) reject(ctx context.Context, lines [][]byte, ae *APIError) error {
+	if len(lines) == 1 {
+		if err := c.deadLetter(lines[0], ae); err != nil {
+			return fmt.Errorf("%w: writing the dead letter: %w", ErrSpooled, err)
+		}
+		return fmt.Errorf("%w: %w", ErrRejected, ae)
+	}
+	var rejected []error
+	for i, l := range lines {
+		err := c.post(ctx, [][]byte{l})
+		var one *APIError
+		switch {
+		case err == nil:
+		case errors.As(err, &one) && !one.Temporary():
+			if derr := c.deadLetter(l, one); derr != nil {
+				return fmt.Errorf("%w: writing the dead letter: %w", ErrSpooled, derr)
+			}
+			rejected = append(rejected, fmt.Errorf("group %d: %w", i, one))
+		default:
+			// The earlier groups of the list may be sent again with the rest: at least once.
+			return fmt.Errorf("%w: %w", ErrSpooled, err)
+		}
+	}
+	if len(rejected) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrRejected, errors.Join(rejected...))
+}
+
+// post sends lines (each one encoded group) with retries and checks the reply.
+func (c *Client) post(ctx context.Context, lines [][]byte) error {
+	path := "/scored_data"
+	body := lines[0]
+	if len(lines) > 1 {
+		path = "/scored_data_list"
+		body = append([]byte{'['}, bytes.Join(lines, []byte{','})...)
+		body = append(body, ']')
+	}
+	return c.retry(ctx, "POST "+path, func(ctx context.Context) error {
+		var reply struct {
+			Status string `json:"status"`
+		}
+		if err := c.api.do(ctx, http.MethodPost, path, body, &reply); err != nil {
+			return err
+		}
+		if reply.Status != "received" && reply.Status != "buffered" {
+			return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: fmt.Sprintf("unexpected status %q", reply.Status)}
+		}
+		return nil
+	})
+}
+
+// DeadLetter is one line of the dead-letter file: a group the API refused, with why.
+type DeadLetter struct {
+	Time   time.Time        `json:"time"`
+	Path   string           `json:"path"`
+	Status int              `json:"status"`
+	Error  string           `json:"error"`
+	Group  *ScoredDataGroup `json:"group"`
+}
+
+// deadLetter appends a group (its encoded JSON) to the dead-letter file durably.
+func (c *Client) deadLetter(group []byte, ae *APIError) error {
+	head, err := json.Marshal(struct {
+		Time   time.Time `json:"time"`
+		Path   string    `json:"path"`
+		Status int       `json:"status"`
+		Error  string    `json:"error"`
+	}{time.Now().UTC(), ae.Path, ae.Status, ae.Message})
+	if err != nil {
+		return err
+	}
+	line := make([]byte, 0, len(head)+len(group)+12)
+	line = append(line, head[:len(head)-1]...)
+	line = append(line, `,"group":`...)
+	line = append(line, group...)
+	line = append(line, "}\n"...)
+	c.api.logger.Error("atropos: group rejected, kept in the dead-letter file", "file", c.cfg.DeadLetter, "status", ae.Status, "error", ae.Message)
+	c.dlMu.Lock()
+	defer c.dlMu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(c.cfg.DeadLetter), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(c.cfg.DeadLetter, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ReadDeadLetters calls fn for each entry of a dead-letter file's contents, in order.
+func ReadDeadLetters(r io.Reader, fn func(DeadLetter) error) error {
+	dec := json.NewDecoder(r)
+	for {
+		var dl DeadLetter
+		err := dec.Decode(&dl)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("atropos: dead letter: %w", err)
+		}
+		if err := fn(dl); err != nil {
+			return err
+		}
+	}
+}
+
+// Spooled returns the number of spool files waiting (each holding the groups of one
+// Send), including those being sent right now.
+func (c *Client) Spooled() (int, error) {
+	names, err := c.spoolFiles()
+	return len(names), err
+}
+
+func (c *Client) spoolFiles() ([]string, error) {
+	entries, err := os.ReadDir(c.cfg.SpoolDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("atropos: spool: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.Type().IsRegular() && strings.HasSuffix(n, spoolExt) && !strings.HasPrefix(n, ".") && n != filepath.Base(c.cfg.DeadLetter) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Flush sends every group waiting in the spool, oldest first, stamped with this env's
+// current id; files another call is sending right now are skipped. [Client.Register]
+// calls it, so groups spooled by an earlier process are sent before new ones. It stops at
+// the first error that leaves groups in the spool ([ErrSpooled]); dead-lettered groups
+// ([ErrRejected]) do not stop it and are reported at the end. Leftover temporary files of
+// an interrupted spool write are removed: their Send never returned.
+func (c *Client) Flush(ctx context.Context) error {
+	reg := c.Registration()
+	if reg == nil {
+		return ErrNotRegistered
+	}
+	c.removeTemps()
+	names, err := c.spoolFiles()
+	if err != nil {
+		return err
+	}
+	var rejected []error
+	for _, name := range names {
+		c.mu.Lock()
+		busy := c.inflight[name]
+		c.inflight[name] = true
+		c.mu.Unlock()
+		if busy {
+			continue
+		}
+		err := c.replay(ctx, name, reg.EnvID)
+		c.release(name)
+		if errors.Is(err, ErrRejected) {
+			rejected = append(rejected, err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return errors.Join(rejected...)
+}
+
+// replay re-encodes the groups of one spool file with envID and delivers them. A file
+// that cannot be read as groups is renamed with a ".corrupt" suffix and reported.
+func (c *Client) replay(ctx context.Context, name string, envID int) error {
+	path := filepath.Join(c.cfg.SpoolDir, name)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // delivered meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSpooled, err)
+	}
+	var lines [][]byte
+	err = ReadJSONL(f, func(g *ScoredDataGroup) error {
+		b, err := c.encode(g, envID)
+		lines = append(lines, b)
+		return err
+	})
+	f.Close()
+	if err != nil || len(lines) == 0 {
+		bad := path + ".corrupt"
+		if rerr := os.Rename(path, bad); rerr != nil {
+			return fmt.Errorf("%w: %s: %v (rename: %v)", ErrSpooled, name, err, rerr)
+		}
+		c.api.logger.Error("atropos: spool: unreadable file set aside", "file", bad, "err", err)
+		return fmt.Errorf("%w: spool file %s is unreadable (moved to %s): %v", ErrRejected, name, bad, err)
+	}
+	c.api.logger.Info("atropos: spool: replaying", "file", name, "groups", len(lines))
+	return c.deliver(ctx, name, lines)
+}
+
+func (c *Client) removeTemps() {
+	entries, _ := os.ReadDir(c.cfg.SpoolDir)
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") && strings.HasSuffix(n, ".tmp") {
+			name := strings.TrimSuffix(strings.TrimPrefix(n, "."), ".tmp")
+			c.mu.Lock()
+			busy := c.inflight[name]
+			c.mu.Unlock()
+			if !busy {
+				os.Remove(filepath.Join(c.cfg.SpoolDir, n))
+			}
+		}
+	}
+}
