@@ -24,7 +24,7 @@ type ChatCompletionRequest struct {
 	Seed        *int64   `json:"seed,omitempty"`
 	Stop        []string `json:"stop,omitempty"`
 	// ChatTemplateKwargs is passed to the template, for example {"enable_thinking": false}.
-	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitzero"`
 	// Extra members are merged into the JSON body; a key that a field above already
 	// sends is an error.
 	Extra map[string]any `json:"-"`

@@ -30,7 +30,8 @@ type TokenizeRequest struct {
 	// AddGenerationPrompt.
 	ContinueFinalMessage *bool `json:"continue_final_message,omitempty"`
 	// ChatTemplateKwargs is passed to the template, for example {"enable_thinking": false}.
-	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+	// nil sends nothing; an empty map sends {}.
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitzero"`
 
 	AddSpecialTokens *bool `json:"add_special_tokens,omitempty"`
 	ReturnTokenStrs  bool  `json:"return_token_strs,omitempty"`

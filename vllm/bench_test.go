@@ -1,0 +1,135 @@
+package vllm_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/vllm"
+)
+
+// promptLogprobsPayload builds a /v1/completions response whose one choice carries
+// prompt_logprobs for positions prompt positions with k top entries each, plus the
+// actual token when it ranks below k (so k or k+1 entries), as vLLM writes them.
+func promptLogprobsPayload(positions, k int) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 0, positions*(k+1)*70)
+	buf = append(buf, `{"id":"cmpl-bench","object":"text_completion","created":1730000000,"model":"m","choices":[{"index":0,"text":"x","logprobs":null,"finish_reason":"length","stop_reason":null,"prompt_logprobs":[null`...)
+	for p := 1; p < positions; p++ {
+		buf = append(buf, ",{"...)
+		actual := rng.IntN(151000)
+		rank := 1 + rng.IntN(2*k)
+		entry := func(id, rank int, lp float64) {
+			buf = append(buf, '"')
+			buf = strconv.AppendInt(buf, int64(id), 10)
+			buf = append(buf, `":{"logprob":`...)
+			if rng.IntN(500) == 0 {
+				buf = append(buf, "-9999.0"...)
+			} else {
+				buf = strconv.AppendFloat(buf, lp, 'g', -1, 32)
+			}
+			buf = append(buf, `,"rank":`...)
+			buf = strconv.AppendInt(buf, int64(rank), 10)
+			buf = append(buf, `,"decoded_token":"`...)
+			buf = append(buf, "tok"...)
+			buf = strconv.AppendInt(buf, int64(id%977), 10)
+			buf = append(buf, `"}`...)
+		}
+		lp := -rng.Float64() * 0.5
+		if rank > k {
+			entry(actual, rank, lp-float64(rank)) // the actual token first, as V1 does
+			buf = append(buf, ',')
+		}
+		for r := 1; r <= k; r++ {
+			id := (actual + r*7919) % 151000
+			if r == rank {
+				id = actual
+			}
+			entry(id, r, lp-float64(r)*0.37)
+			if r < k {
+				buf = append(buf, ',')
+			}
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, `],"prompt_token_ids":null,"token_ids":null}],"usage":{"prompt_tokens":16384,"completion_tokens":1,"total_tokens":16385}}`...)
+	return buf
+}
+
+// plainResponse is how a client without a scanner decodes the same answer.
+type plainResponse struct {
+	Choices []struct {
+		Index          int `json:"index"`
+		PromptLogprobs []map[string]struct {
+			Logprob      float32 `json:"logprob"`
+			Rank         *int    `json:"rank"`
+			DecodedToken *string `json:"decoded_token"`
+		} `json:"prompt_logprobs"`
+	} `json:"choices"`
+}
+
+func TestBenchPayloadDecodesAlike(t *testing.T) {
+	data := promptLogprobsPayload(64, 5)
+	resp, err := vllm.DecodeCompletionResponse(data)
+	require.NoError(t, err)
+	var plain plainResponse
+	require.NoError(t, json.Unmarshal(data, &plain))
+	pl := resp.Choices[0].PromptLogprobs
+	require.Equal(t, len(plain.Choices[0].PromptLogprobs), pl.Len())
+	for j, m := range plain.Choices[0].PromptLogprobs {
+		ids, lps, ranks := pl.Entries(j)
+		require.Len(t, ids, len(m), "position %d", j)
+		for e, id := range ids {
+			want := m[strconv.Itoa(int(id))]
+			require.Equal(t, want.Logprob, lps[e])
+			require.Equal(t, int32(*want.Rank), ranks[e])
+		}
+	}
+}
+
+// BenchmarkDecodePromptLogprobs decodes one 16384-position answer with 50 top entries
+// per position (51 with the actual token) with the package's scanner and with plain
+// encoding/json into maps, timing both in the same run, and reports how many times
+// faster the scanner is.
+func BenchmarkDecodePromptLogprobs(b *testing.B) {
+	data := promptLogprobsPayload(16384, 50)
+	b.SetBytes(int64(len(data)) * 2)
+	b.ReportAllocs()
+	var scan, plain time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		resp, err := vllm.DecodeCompletionResponse(data)
+		if err != nil || resp.Choices[0].PromptLogprobs.Len() != 16384 {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		var p plainResponse
+		if err := json.Unmarshal(data, &p); err != nil || len(p.Choices[0].PromptLogprobs) != 16384 {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		scan += t1.Sub(t0)
+		plain += t2.Sub(t1)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(len(data))/1e6, "payload-MB")
+	b.ReportMetric(scan.Seconds()*1e3/n, "scanner-ms/op")
+	b.ReportMetric(plain.Seconds()*1e3/n, "encoding-json-ms/op")
+	b.ReportMetric(plain.Seconds()/scan.Seconds(), "x-vs-encoding-json")
+}
+
+func ExampleDecodePromptLogprobs() {
+	pl, err := vllm.DecodePromptLogprobs([]byte(`[null,{"9707":{"logprob":-1.5,"rank":2,"decoded_token":"Hello"},"40":{"logprob":-0.75,"rank":1,"decoded_token":"I"},"13":{"logprob":-9999.0,"rank":151000,"decoded_token":"."}}]`))
+	if err != nil {
+		panic(err)
+	}
+	ids, lps, _ := pl.AppendTopK(1, 2, nil, nil)
+	lp, rank, _ := pl.Lookup(1, 13)
+	fmt.Println(ids, lps, lp, rank)
+	// Output: [40 9707] [-0.75 -1.5] -9999 151000
+}
