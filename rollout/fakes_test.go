@@ -151,14 +151,7 @@ func (p *fakePolicy) renderText(req rollout.RenderRequest) (string, error) {
 				}
 				fmt.Fprintf(&b, "<|im_start|>%s\n%s<|im_end|>\n", m.Role, body)
 			case chat.RoleAssistant:
-				b.WriteString("<|im_start|>assistant\n" + m.Content)
-				for k, tc := range m.ToolCalls {
-					if k > 0 || m.Content != "" {
-						b.WriteString("\n")
-					}
-					fmt.Fprintf(&b, "<tool_call>\n{\"name\": %q, \"arguments\": %s}\n</tool_call>", tc.Function.Name, tc.Function.Arguments)
-				}
-				b.WriteString("<|im_end|>\n")
+				b.WriteString("<|im_start|>assistant\n" + assistantBody(m) + "<|im_end|>\n")
 			case chat.RoleTool:
 				if i == 0 || msgs[i-1].Role != chat.RoleTool {
 					b.WriteString("<|im_start|>user")
@@ -184,6 +177,9 @@ func (p *fakePolicy) renderText(req rollout.RenderRequest) (string, error) {
 			if i == 0 && role == chat.RoleSystem {
 				body += toolsText
 			}
+			if role == chat.RoleAssistant {
+				body = assistantBody(m)
+			}
 			fmt.Fprintf(&b, "<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>", role, body)
 		}
 		if req.AddGenerationPrompt {
@@ -191,6 +187,19 @@ func (p *fakePolicy) renderText(req rollout.RenderRequest) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// assistantBody renders content and tool calls the Qwen way.
+func assistantBody(m chat.Message) string {
+	var b strings.Builder
+	b.WriteString(m.Content)
+	for k, tc := range m.ToolCalls {
+		if k > 0 || m.Content != "" {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "<tool_call>\n{\"name\": %q, \"arguments\": %s}\n</tool_call>", tc.Function.Name, tc.Function.Arguments)
+	}
+	return b.String()
 }
 
 func (p *fakePolicy) close() int32 {

@@ -1,0 +1,159 @@
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+)
+
+func toolByName(t *testing.T, tools []rollout.Tool, name string) rollout.Tool {
+	t.Helper()
+	for _, tl := range tools {
+		if tl.Definition().Function.Name == name {
+			return tl
+		}
+	}
+	t.Fatalf("no tool %q", name)
+	return nil
+}
+
+func callTool(t *testing.T, tools []rollout.Tool, sb rollout.Sandbox, name, args string) map[string]any {
+	t.Helper()
+	out := toolByName(t, tools, name).Call(context.Background(), sb, json.RawMessage(args))
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &m), "result %q is not a JSON object", out)
+	return m
+}
+
+func TestDefaultToolDefinitions(t *testing.T) {
+	var names []string
+	for _, tl := range rollout.DefaultTools() {
+		d := tl.Definition()
+		require.Equal(t, "function", d.Type)
+		var schema map[string]any
+		require.NoError(t, json.Unmarshal(d.Function.Parameters, &schema), d.Function.Name)
+		require.Equal(t, "object", schema["type"])
+		require.NotEmpty(t, schema["required"])
+		names = append(names, d.Function.Name)
+	}
+	if diff := cmp.Diff([]string{"terminal", "read_file", "write_file", "patch", "search_files"}, names); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+}
+
+func TestTerminalTool(t *testing.T) {
+	tools := rollout.NewTools(rollout.ToolsConfig{MaxOutputChars: 40})
+	sb := newTempSandbox(t)
+	tests := []struct {
+		name string
+		args string
+		want map[string]any
+	}{
+		{"stdout and stderr in order", `{"command": "echo out; echo err >&2; exit 3"}`,
+			map[string]any{"output": "out\nerr", "exit_code": 3.0, "error": ""}},
+		{"timeout", `{"command": "sleep 5", "timeout": 1}`,
+			map[string]any{"output": "", "exit_code": 124.0, "error": "command timed out after 1s and was killed"}},
+		{"long output keeps head and tail", `{"command": "seq 1 100"}`,
+			map[string]any{"output": "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n...[251 characters cut]...\n4\n95\n96\n97\n98\n99\n100", "exit_code": 0.0, "error": ""}},
+		{"missing command", `{}`, map[string]any{"error": `terminal: "command" is required`}},
+		{"unknown argument", `{"command": "ls", "cwd": "/"}`,
+			map[string]any{"error": `terminal: invalid arguments: json: unknown field "cwd"`}},
+		{"bad timeout", `{"command": "ls", "timeout": 0}`,
+			map[string]any{"error": `terminal: "timeout" must be at least 1 second`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := callTool(t, tools, sb, "terminal", tc.args)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFileTools(t *testing.T) {
+	tools := rollout.DefaultTools()
+	sb := newTempSandbox(t)
+	steps := []struct {
+		name, tool, args string
+		want             map[string]any
+	}{
+		{"write creates directories", "write_file", `{"path": "pkg/sol.py", "content": "def f():\n    return 1\n\nprint(f())\n"}`,
+			map[string]any{"path": "pkg/sol.py", "bytes_written": 34.0}},
+		{"read numbers lines", "read_file", `{"path": "pkg/sol.py"}`,
+			map[string]any{"path": "pkg/sol.py", "content": "     1|def f():\n     2|    return 1\n     3|\n     4|print(f())\n", "total_lines": 4.0, "truncated": false}},
+		{"read with offset and limit", "read_file", `{"path": "./pkg/sol.py", "offset": 2, "limit": 2}`,
+			map[string]any{"path": "pkg/sol.py", "content": "     2|    return 1\n     3|\n", "total_lines": 4.0, "truncated": true}},
+		{"read past the end", "read_file", `{"path": "pkg/sol.py", "offset": 9}`,
+			map[string]any{"error": "read_file: offset 9 is past the end of pkg/sol.py (4 lines)"}},
+		{"patch replaces a unique string", "patch", `{"path": "pkg/sol.py", "old_string": "return 1", "new_string": "return 2"}`,
+			map[string]any{"path": "pkg/sol.py", "replacements": 1.0}},
+		{"patch refuses a missing string", "patch", `{"path": "pkg/sol.py", "old_string": "return 1", "new_string": "x"}`,
+			map[string]any{"error": "patch: old_string not found in pkg/sol.py"}},
+		{"patch refuses an ambiguous string", "patch", `{"path": "pkg/sol.py", "old_string": "f()", "new_string": "g()"}`,
+			map[string]any{"error": "patch: old_string occurs 2 times in pkg/sol.py; make it unique or set replace_all"}},
+		{"patch replace_all", "patch", `{"path": "pkg/sol.py", "old_string": "f()", "new_string": "g()", "replace_all": true}`,
+			map[string]any{"path": "pkg/sol.py", "replacements": 2.0}},
+		{"read after patches", "read_file", `{"path": "pkg/sol.py", "limit": 2}`,
+			map[string]any{"path": "pkg/sol.py", "content": "     1|def g():\n     2|    return 2\n", "total_lines": 4.0, "truncated": true}},
+		{"write needs content", "write_file", `{"path": "a"}`, map[string]any{"error": `write_file: "content" is required`}},
+		{"read needs a path", "read_file", `{}`, map[string]any{"error": `read_file: "path" is required`}},
+		{"search by regexp and glob", "search_files", `{"pattern": "return \\d", "glob": "*.py"}`,
+			map[string]any{"matches": "pkg/sol.py:2:     return 2", "total": 1.0, "truncated": false}},
+		{"search with a glob that matches nothing", "search_files", `{"pattern": "return", "glob": "*.txt"}`,
+			map[string]any{"matches": "", "total": 0.0, "truncated": false}},
+		{"search a sub-directory", "search_files", `{"pattern": "def", "path": "pkg"}`,
+			map[string]any{"matches": "pkg/sol.py:1: def g():", "total": 1.0, "truncated": false}},
+		{"search with an invalid pattern", "search_files", `{"pattern": "("}`,
+			map[string]any{"error": "search_files: invalid pattern: error parsing regexp: missing closing ): `(`"}},
+		{"search outside the workspace", "search_files", `{"pattern": "x", "path": "../.."}`,
+			map[string]any{"error": `search_files: path "../.." leaves the workspace`}},
+	}
+	for _, st := range steps {
+		got := callTool(t, tools, sb, st.tool, st.args)
+		if diff := cmp.Diff(st.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", st.name, diff)
+		}
+	}
+	t.Run("missing file", func(t *testing.T) {
+		got := callTool(t, tools, sb, "read_file", `{"path": "nope.py"}`)
+		require.Contains(t, got["error"], "read_file: ")
+		require.Contains(t, got["error"], "nope.py")
+	})
+	t.Run("escape refused", func(t *testing.T) {
+		got := callTool(t, tools, sb, "write_file", `{"path": "../outside", "content": "x"}`)
+		require.Contains(t, got["error"], "write_file: ")
+	})
+}
+
+func TestCapText(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		max  int
+		want string
+	}{
+		{"short", "hello", 10, "hello"},
+		{"no cap", "hello", 0, "hello"},
+		{"cut", "abcdefghij", 4, "ab\n...[6 characters cut]...\nij"},
+		{"runes, not bytes", "ααββγγ", 2, "α\n...[4 characters cut]...\nγ"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, rollout.CapText(tc.in, tc.max))
+		})
+	}
+}
+
+func TestFuncTool(t *testing.T) {
+	tl := rollout.FuncTool{Fn: func(_ context.Context, _ rollout.Sandbox, args json.RawMessage) string {
+		return strings.ToUpper(string(args))
+	}}
+	require.Equal(t, `{"A":1}`, tl.Call(context.Background(), nil, json.RawMessage(`{"a":1}`)))
+}
