@@ -101,7 +101,7 @@ func readParquetRows(pf *parquet.File, rr *rowReader) ([]Task, error) {
 				c.leaf, c.desc = false, "a repeated column"
 			default:
 				c.kind = field.Type().Kind()
-				c.desc = "a column of type " + field.Type().String()
+				c.desc = "a column of type " + c.kind.String()
 			}
 			cols = append(cols, c)
 		}
