@@ -26,6 +26,10 @@
 //   - a cleared environment: PATH (with "python" and "python3" linked to
 //     Config.Python first), HOME=/workspace, LANG=C.UTF-8, TMPDIR=/tmp,
 //     PYTHONDONTWRITEBYTECODE, PYTHONUNBUFFERED, one-thread BLAS/OpenMP;
+//   - no descriptor but stdin, stdout and stderr: before each command the library
+//     marks every descriptor its process inherited without close-on-exec as
+//     close-on-exec (neither exec nor bubblewrap would close them), a process-wide
+//     side effect; pass descriptors to other children through exec.Cmd.ExtraFiles;
 //   - rlimits set inside by prlimit(1): address space 1 GiB, 128 processes, 64 MiB
 //     per file, 256 open files, CPU time = timeout + 1 s, no core dumps (see [Limits]).
 //

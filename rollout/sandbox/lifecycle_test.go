@@ -1,8 +1,11 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"io/fs"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -160,4 +163,56 @@ func reachableTempDir(t *testing.T) string {
 		require.NoError(t, os.Chmod(p, 0o755))
 	}
 	return dir
+}
+
+// helperEnv makes the test binary act as a library process that is killed mid-run.
+const helperEnv = "AGENTICOPD_SANDBOX_TEST_HELPER"
+
+func TestLibraryProcessKilledMidRun(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		return // the helper itself runs in TestHelperLibraryProcess
+	}
+	base := reachableTempDir(t)
+	m := marker()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLibraryProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+base+":"+m)
+	require.NoError(t, cmd.Start())
+	waitForProc(t, "sleep", m+"2")
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+
+	// Pdeathsig on bwrap and --die-with-parent take the sandbox down with the
+	// library process; the kernel does it asynchronously, so allow it a moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(hostProcs(t, "sleep", m)) > 0 {
+		require.True(t, time.Now().Before(deadline), "sandbox processes outlived the library process")
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHelperLibraryProcess is the process TestLibraryProcessKilledMidRun kills.
+func TestHelperLibraryProcess(t *testing.T) {
+	env := os.Getenv(helperEnv)
+	if env == "" {
+		t.Skip("helper process for TestLibraryProcessKilledMidRun")
+	}
+	base, m, _ := strings.Cut(env, ":")
+	f := newFactory(t, sandbox.Config{BaseDir: base})
+	sb := newSandbox(t, f)
+	_, _ = sb.Run(t.Context(), rollout.Command{
+		Shell:   "sleep " + m + "1 & setsid sleep " + m + "2 & sleep " + m + "3",
+		Timeout: time.Minute,
+	})
+	t.Error("the helper should have been killed")
+}
+
+func TestLogger(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f := newFactory(t, sandbox.Config{Logger: logger})
+	require.Contains(t, buf.String(), "sandbox: ready")
+	sb := newSandbox(t, f)
+	res := run(t, sb, "sleep 5", 100*time.Millisecond)
+	require.True(t, res.TimedOut)
+	require.Contains(t, buf.String(), "reason=timeout")
 }

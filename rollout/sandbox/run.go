@@ -272,6 +272,7 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	stderr := &capture{limit: cfg.OutputLimit, all: &all, hard: cfg.KillOutputLimit, over: over}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 
+	closeInheritedOnExec()
 	start := time.Now()
 	err := cmd.Start()
 	for _, f := range cmd.ExtraFiles {
@@ -350,7 +351,7 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	case reasonOutput:
 		res.OutputKilled = true
 	case reasonContext:
-		return res, fmt.Errorf("sandbox: run: %w", context.Cause(ctx))
+		return res, fmt.Errorf("sandbox: run: %w", ctx.Err())
 	case reasonClosed:
 		return res, ErrClosed
 	case reasonNone:

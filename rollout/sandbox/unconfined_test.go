@@ -35,6 +35,11 @@ func TestUnconfined(t *testing.T) {
 		require.Equal(t, sandboxHostUID(), hostUID(fi), "uid drop when root")
 	})
 
+	t.Run("no descriptor leaks in", func(t *testing.T) {
+		res := run(t, sb, "ls /proc/self/fd | tr '\\n' ' '", 0)
+		require.Equal(t, "0 1 2 3 ", string(res.Stdout))
+	})
+
 	t.Run("no isolation", func(t *testing.T) {
 		l, err := net.Listen("tcp4", "127.0.0.1:0")
 		require.NoError(t, err)
