@@ -456,31 +456,34 @@ func (s *Server) writePromptLogprobs(j *jw, prompt []int32, k int) {
 	for i := 1; i < len(prompt); i++ {
 		d := s.lm.at(prompt, i)
 		actual := prompt[i]
-		j.raw(",{")
-		s.writePromptEntry(j, &d, actual, d.rank(actual))
+		b := append(j.buf[:0], ",{"...)
+		b = s.appendPromptEntry(b, &d, actual, d.rank(actual))
 		top = d.topK(k, top[:0])
 		for r, id := range top {
 			if id == actual {
 				continue
 			}
-			j.raw(",")
-			s.writePromptEntry(j, &d, id, r+1)
+			b = append(b, ',')
+			b = s.appendPromptEntry(b, &d, id, r+1)
 		}
-		j.raw("}")
+		b = append(b, '}')
+		j.bytes(b)
+		j.buf = b
 	}
 	j.raw("]")
 }
 
-func (s *Server) writePromptEntry(j *jw, d *dist, id int32, rank int) {
-	j.raw(`"`)
-	j.int(int64(id))
-	j.raw(`":{"logprob":`)
-	j.logprob(d.logprob(id))
-	j.raw(`,"rank":`)
-	j.int(int64(rank))
-	j.raw(`,"decoded_token":`)
-	j.bytes(s.tok.jsonPiece[id])
-	j.raw("}")
+// appendPromptEntry appends "id":{"logprob":…,"rank":…,"decoded_token":…}.
+func (s *Server) appendPromptEntry(b []byte, d *dist, id int32, rank int) []byte {
+	b = append(b, '"')
+	b = strconv.AppendInt(b, int64(id), 10)
+	b = append(b, `":{"logprob":`...)
+	b = strconv.AppendFloat(b, float64(clampLogprob(d.logprob(id))), 'g', -1, 64)
+	b = append(b, `,"rank":`...)
+	b = strconv.AppendInt(b, int64(rank), 10)
+	b = append(b, `,"decoded_token":`...)
+	b = append(b, s.tok.jsonPiece[id]...)
+	return append(b, '}')
 }
 
 // tokenKey is a token's string in the legacy logprobs block.

@@ -97,3 +97,5 @@ type tokenizeResponse struct {
 	Tokens      []int32  `json:"tokens"`
 	TokenStrs   []string `json:"token_strs"`
 }
+
+func stringsReader(s string) io.Reader { return bytes.NewReader([]byte(s)) }

@@ -121,7 +121,7 @@ func renderChat(msgs []wireMessage, p renderParams) (string, error) {
 		case chat.RoleSystem, chat.RoleUser:
 			fmt.Fprintf(&b, "<|im_start|>%s\n%s<|im_end|>\n", m.Role, m.Content)
 		case chat.RoleAssistant:
-			if err := renderAssistant(&b, m, p.thinkingTemplate && i > lastQuery, i == len(msgs)-1); err != nil {
+			if err := renderAssistant(&b, m, p.thinkingTemplate, i > lastQuery, i == len(msgs)-1); err != nil {
 				return "", fmt.Errorf("messages[%d]: %v", i, err)
 			}
 		case chat.RoleTool:
@@ -157,12 +157,14 @@ func renderChat(msgs []wireMessage, p renderParams) (string, error) {
 	return out, nil
 }
 
-// renderAssistant writes one assistant turn. afterQuery is true only for the thinking
-// template, for turns after the last user query: those keep their reasoning.
-func renderAssistant(b *strings.Builder, m wireMessage, afterQuery, last bool) error {
+// renderAssistant writes one assistant turn. With the thinking template, reasoning is
+// split from the content and kept only for turns after the last user query (afterQuery).
+func renderAssistant(b *strings.Builder, m wireMessage, thinking, afterQuery, last bool) error {
 	content := string(m.Content)
 	b.WriteString("<|im_start|>assistant\n")
-	if afterQuery {
+	if !thinking {
+		b.WriteString(content)
+	} else {
 		reasoning := ""
 		if m.ReasoningContent != nil {
 			reasoning = *m.ReasoningContent
@@ -174,13 +176,11 @@ func renderAssistant(b *strings.Builder, m wireMessage, afterQuery, last bool) e
 			reasoning = strings.TrimLeft(before, "\n")
 			content = strings.TrimLeft(content[j+len("</think>"):], "\n")
 		}
-		if last || reasoning != "" {
+		if afterQuery && (last || reasoning != "") {
 			fmt.Fprintf(b, "<think>\n%s\n</think>\n\n%s", strings.Trim(reasoning, "\n"), strings.TrimLeft(content, "\n"))
 		} else {
 			b.WriteString(content)
 		}
-	} else {
-		b.WriteString(content)
 	}
 	for k, tc := range m.ToolCalls {
 		if k > 0 || content != "" {
@@ -212,6 +212,9 @@ func toolCallArguments(raw json.RawMessage) (string, error) {
 			return "{}", nil
 		}
 		raw = json.RawMessage(s)
+	}
+	if !json.Valid(raw) {
+		return "", fmt.Errorf("arguments are not valid JSON: %q", raw)
 	}
 	out, err := pyJSON(raw)
 	if err != nil {
