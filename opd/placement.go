@@ -1,0 +1,94 @@
+package opd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/judge"
+	"github.com/agentic-opd/agenticopd/rollout"
+)
+
+// Placement says where a hint goes in the teacher's input.
+type Placement int
+
+const (
+	// Inline (the default) inserts each hint as a user message right before the
+	// generation prompt of the turn it is for. Its tokens come from the [Templater], so
+	// every student id stays in place and the teacher positions of a turn are its
+	// student positions shifted by the lengths of the hints inserted before it. All
+	// hinted turns of a rollout are scored in one teacher sequence; a hint is seen by
+	// its own turn and by later turns, never by earlier ones.
+	Inline Placement = iota
+	// TaskPrompt is the reference's placement, for comparison: the hint is appended to
+	// the last user message before the turn ([AppendHint]), the enhanced context is
+	// rendered with the generation prompt by the [Renderer], and the student's own ids
+	// of the turn follow. One teacher sequence per hinted turn.
+	TaskPrompt
+)
+
+// String returns "inline" or "task_prompt".
+func (p Placement) String() string {
+	switch p {
+	case Inline:
+		return "inline"
+	case TaskPrompt:
+		return "task_prompt"
+	default:
+		return fmt.Sprintf("Placement(%d)", int(p))
+	}
+}
+
+// Templater gives the template tokens for appending messages to a conversation whose
+// last turn is closed: for a hint before an assistant turn, the [Distiller] calls
+// Delta(ctx, []chat.Message{HintMessage(hint)}, false) and inserts the result right
+// before the turn's generation prompt. [rollout.Template] implements it.
+//
+// An error matching [rollout.ErrTemplateDrift] or [rollout.ErrRoleUnsupported] leaves
+// that turn unscored and is counted; any other error fails the call to Distill.
+// Implementations must be safe for concurrent use.
+type Templater interface {
+	Delta(ctx context.Context, msgs []chat.Message, addGenerationPrompt bool) ([]int32, error)
+}
+
+// Renderer renders a whole conversation with the server's chat template (and the
+// tools the student saw). [rollout.Template] implements it. Implementations must be
+// safe for concurrent use.
+type Renderer interface {
+	Render(ctx context.Context, msgs []chat.Message, addGenerationPrompt bool) (rollout.Rendered, error)
+}
+
+// HintMarker introduces a hint in the teacher's input, in both placements.
+const HintMarker = "[user's hint / instruction]"
+
+// HintMessage is the user message an Inline hint becomes: [HintMarker], a newline and
+// the hint.
+func HintMessage(hint string) chat.Message {
+	return chat.Message{Role: chat.RoleUser, Content: HintMarker + "\n" + hint}
+}
+
+// AppendHint returns a copy of context with hint added as the reference adds it:
+//
+//   - an empty context becomes one user message, [HintMarker] + "\n" + hint, with the
+//     hint as given (not stripped);
+//   - otherwise the target is the last user message, or the last message when there is
+//     none (for example a lone system message); its content becomes
+//     strip(content + "\n\n" + HintMarker + "\n" + strip(hint)), where strip removes
+//     surrounding white space as [judge.Strip] does.
+//
+// context itself is not modified.
+func AppendHint(context []chat.Message, hint string) []chat.Message {
+	if len(context) == 0 {
+		return []chat.Message{HintMessage(hint)}
+	}
+	out := chat.Clone(context)
+	target := len(out) - 1
+	for i := len(out) - 1; i >= 0; i-- {
+		if out[i].Role == chat.RoleUser {
+			target = i
+			break
+		}
+	}
+	out[target].Content = judge.Strip(out[target].Content + "\n\n" + HintMarker + "\n" + judge.Strip(hint))
+	return out
+}
