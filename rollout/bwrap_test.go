@@ -1,0 +1,38 @@
+package rollout_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+)
+
+// TestAgentInBubblewrapSandbox runs the fix loop in the real sandbox: the model's code
+// runs confined, and the file tools go through the sandbox's os.Root.
+func TestAgentInBubblewrapSandbox(t *testing.T) {
+	ctx := context.Background()
+	f, err := sandbox.New(ctx, sandbox.Config{})
+	require.NoError(t, err, "bubblewrap and /usr/bin/python3 are required (.ci/run installs them)")
+	sb, err := f.NewSandbox(ctx)
+	require.NoError(t, err)
+	defer sb.Close()
+
+	s, client, rec := simulator(t, fixScript)
+	a, err := rollout.NewAgent(client, rollout.Config{})
+	require.NoError(t, err)
+	tr, err := a.Run(ctx, startMessages, sb)
+	require.NoError(t, err)
+	require.Equal(t, rollout.StopNoToolCalls, tr.Stop, tr.Err)
+	checkAgainstSimulator(t, tr, s, rec)
+	require.Equal(t, 1.0, toolResult(t, tr.Messages[6])["exit_code"], tr.Messages[6].Content)
+	require.Equal(t, 0.0, toolResult(t, tr.Messages[10])["exit_code"], tr.Messages[10].Content)
+	require.Equal(t, "All tests passed!", toolResult(t, tr.Messages[10])["output"])
+
+	res, err := sb.Run(ctx, rollout.Command{Shell: "cat solution.py"})
+	require.NoError(t, err)
+	require.False(t, res.Unconfined)
+	require.Equal(t, "def add(a, b):\n    return a + b\n", string(res.Stdout))
+}
