@@ -220,8 +220,8 @@ func TestTimeoutKillsProcessGroupAndSetsidChildren(t *testing.T) {
 		res, err := sb.Run(t.Context(), rollout.Command{Shell: shell, Timeout: time.Second})
 		ch <- out{res, err}
 	}()
-	waitForProc(t, "sleep", m+"2")
-	waitForProc(t, "sleep", m+"3")
+	waitForSleep(t, m+"2")
+	waitForSleep(t, m+"3")
 	o := <-ch
 	require.NoError(t, o.err)
 	require.True(t, o.res.TimedOut)

@@ -76,6 +76,11 @@
 // sandbox, then the timeout), memory (RLIMIT_AS), CPU (RLIMIT_CPU and the wall
 // clock), single-file size (RLIMIT_FSIZE), output volume, and leftover processes.
 //
+// If the library process itself is killed (SIGKILL) mid-command, Pdeathsig on bwrap and
+// --die-with-parent take the sandbox down with it; only in the few milliseconds while
+// bwrap is still setting a sandbox up can its namespace init be left behind, idle
+// (bubblewrap arms its parent-death signal after that point).
+//
 // Not contained: the total disk space of the workspace (RLIMIT_FSIZE caps each file,
 // not their sum; many large files fill the host file system that holds
 // Config.BaseDir, so put it on a quota-limited or size-limited file system when that

@@ -32,7 +32,7 @@ func TestCloseKillsEverythingAndRemovesWorkspace(t *testing.T) {
 		_, err := sb.Run(t.Context(), rollout.Command{Shell: "setsid sleep " + m + " & sleep " + m, Timeout: time.Minute})
 		errc <- err
 	}()
-	waitForProc(t, "sleep", m)
+	waitForSleep(t, m)
 	require.NoError(t, sb.Close())
 	require.ErrorIs(t, <-errc, sandbox.ErrClosed)
 	require.Empty(t, hostProcs(t, "sleep", m), "processes left after Close")
@@ -177,7 +177,7 @@ func TestLibraryProcessKilledMidRun(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLibraryProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+base+":"+m)
 	require.NoError(t, cmd.Start())
-	waitForProc(t, "sleep", m+"2")
+	waitForSleep(t, m+"2")
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
 

@@ -318,8 +318,17 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	watcher.Wait()
 	ran := true
 	if status != nil {
-		_ = spec.status.SetReadDeadline(time.Now().Add(waitDelay))
-		st := <-status
+		// The stream ends when bwrap's processes are gone; the timer only guards
+		// against a process that somehow kept its write end open.
+		var st bwrapStatus
+		timer := time.NewTimer(5 * time.Second)
+		select {
+		case st = <-status:
+		case <-timer.C:
+			_ = spec.status.SetReadDeadline(time.Now())
+			st = <-status
+		}
+		timer.Stop()
 		ran = st.ran
 		st.waitNamespace()
 	}
@@ -336,8 +345,13 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		StdoutBytes: stdout.total,
 		StderrBytes: stderr.total,
 	}
-	if waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)) && !errors.Is(waitErr, exec.ErrWaitDelay) {
+	if cmd.ProcessState == nil {
 		return res, fmt.Errorf("sandbox: run: %w", waitErr)
+	}
+	if waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)) {
+		// ErrWaitDelay (a pipe held open by a process that escaped the kill) or a
+		// failed copy of Stdin: the command ran, and its result stands.
+		cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "sandbox: wait", slog.Any("error", waitErr))
 	}
 	if reason != reasonNone {
 		cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "sandbox: killed",

@@ -55,7 +55,8 @@ func run(t *testing.T, sb rollout.Sandbox, shell string, timeout time.Duration) 
 func marker() string { return strconv.Itoa(900000 + rand.IntN(99999)) }
 
 // hostProcs lists the host pids of live (non-zombie) processes whose command line
-// contains every one of words.
+// contains every one of words. Leftover checks use it with a marker, so a bwrap or
+// shell whose arguments carry the marker counts as a leftover too.
 func hostProcs(t *testing.T, words ...string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
@@ -82,13 +83,21 @@ func hostProcs(t *testing.T, words ...string) []int {
 	return pids
 }
 
-// waitForProc waits until a process with those words exists on the host, proving
-// that a command really started it.
-func waitForProc(t *testing.T, words ...string) {
+// waitForSleep waits until a process "sleep arg" runs on the host, proving that a
+// command really started it.
+func waitForSleep(t *testing.T, arg string) {
 	t.Helper()
+	want := "sleep\x00" + arg + "\x00"
 	deadline := time.Now().Add(10 * time.Second)
-	for len(hostProcs(t, words...)) == 0 {
-		require.True(t, time.Now().Before(deadline), "no process %q appeared on the host", words)
+	for {
+		entries, err := os.ReadDir("/proc")
+		require.NoError(t, err)
+		for _, e := range entries {
+			if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && string(b) == want {
+				return
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no process %q appeared on the host", want)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -219,7 +228,7 @@ func TestContextEndKillsCommand(t *testing.T) {
 		res, err := sb.Run(ctx, rollout.Command{Shell: "setsid sleep " + m + " & sleep " + m + "; true", Timeout: time.Minute})
 		ch <- out{res, err}
 	}()
-	waitForProc(t, "sleep", m)
+	waitForSleep(t, m)
 	cancel()
 	o := <-ch
 	require.ErrorIs(t, o.err, context.Canceled)

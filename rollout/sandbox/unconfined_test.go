@@ -63,8 +63,8 @@ func TestUnconfined(t *testing.T) {
 			res, err := sb.Run(t.Context(), rollout.Command{Shell: shell, Timeout: time.Second})
 			ch <- out{res, err}
 		}()
-		waitForProc(t, "sleep", m+"2")
-		waitForProc(t, "sleep", m+"3")
+		waitForSleep(t, m+"2")
+		waitForSleep(t, m+"3")
 		o := <-ch
 		require.NoError(t, o.err)
 		require.True(t, o.res.TimedOut)
@@ -93,11 +93,12 @@ func TestUnconfined(t *testing.T) {
 func TestUnconfinedRunawayWriterIsKilled(t *testing.T) {
 	f := newFactory(t, sandbox.Config{Unconfined: true, KillOutputLimit: 1 << 20})
 	sb := newSandbox(t, f)
-	res, err := sb.Run(t.Context(), rollout.Command{Argv: []string{"yes", "unconfined-runaway"}, Timeout: time.Minute})
+	m := "runaway" + marker()
+	res, err := sb.Run(t.Context(), rollout.Command{Argv: []string{"yes", m}, Timeout: time.Minute})
 	require.NoError(t, err)
 	require.True(t, res.OutputKilled)
 	require.True(t, res.Unconfined)
-	require.Empty(t, hostProcs(t, "yes", "unconfined-runaway"))
+	require.Empty(t, hostProcs(t, "yes", m))
 }
 
 func BenchmarkRunTrue(b *testing.B) {
