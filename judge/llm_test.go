@@ -333,3 +333,24 @@ func TestFuncConformance(t *testing.T) {
 		})
 	})
 }
+
+func FuzzTruncate(f *testing.F) {
+	f.Add("0123456789ABCDEF", 10)
+	f.Add("ééé", 2)
+	f.Add("\xff\xfeab", 1)
+	f.Fuzz(func(t *testing.T, s string, max int) {
+		max %= 64
+		got := judge.Truncate(s, max)
+		n := len([]rune(s))
+		if max < 0 || n <= max {
+			if got != s {
+				t.Fatalf("Truncate(%q, %d) = %q, want the input", s, max, got)
+			}
+			return
+		}
+		prefix, ok := strings.CutSuffix(got, judge.TruncatedSuffix)
+		if !ok || !strings.HasPrefix(s, prefix) || len([]rune(prefix)) != max {
+			t.Fatalf("Truncate(%q, %d) = %q, want the first %d code points and the suffix", s, max, got, max)
+		}
+	})
+}
