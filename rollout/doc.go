@@ -7,4 +7,77 @@
 //     [github.com/agentic-opd/agenticopd/rollout/sandbox].
 //   - [Trajectory]: the token-exact record: ordered segments, sampled logprobs, the span
 //     of every assistant turn, and the OpenAI-format messages.
+//   - [Agent]: the multi-turn tool loop that produces a Trajectory.
+//   - [Template]: the server's chat template, calibrated once, giving the exact token
+//     delta for appended messages (tool results, hints).
+//   - [Tool], [DefaultTools]: terminal, read_file, write_file, patch and search_files.
+//   - [ToolCallParser], [Hermes]: tool calls read from generated text.
+//
+// # The loop
+//
+// [Agent.Run] renders the first messages once with the generation prompt and splits
+// the result into a [SegPrompt] and a [SegGenPrompt] segment. Each turn then sends the
+// held ids to [Policy.Generate], checks that the prompt the server echoes is the one
+// sent, and appends the generated ids verbatim as [SegSampled] with their logprobs. The
+// end of the turn is classified (reference multiturn-tokenization §4.3):
+//
+//   - the template's close token: the turn is closed and the template's separator
+//     (ChatML "\n") is appended as [SegSeparator];
+//   - another stop id (for Qwen <|endoftext|>): kept as sampled, treated as the close,
+//     separator appended, counted as alt_close;
+//   - cut at max_tokens: by default the episode ends with [StopTruncated]; with
+//     Config.ContinueTruncated the close is appended as [SegCloseSynth] (never trained
+//     on), counted as synth_close, and the loop goes on.
+//
+// Tool calls are parsed from the generated text, run in order in the rollout's
+// sandbox, and their results appended as ONE delta for the whole step: the template's
+// rendering of the tool messages ([SegDelta]), followed by the next generation prompt
+// ([SegGenPrompt]) when the episode continues. A trajectory never ends with a
+// generation prompt that opened no turn. The loop stops at a turn without tool calls, at
+// Config.MaxTurns, when the held ids plus Config.MinGenerateTokens no longer fit the
+// server's max_model_len (each turn's max_tokens is also lowered to what fits), on a
+// policy error, on a prompt echo mismatch, or on template drift; each is recorded in
+// Trajectory.Stop, none is a Go error.
+//
+// Tool calls get ids "call_<turn>_<i>" (both 0-based) and one tool message each, with
+// tool_call_id set. An invalid call (bad JSON, no name, arguments that are not an
+// object, an unclosed block) and a call of an unknown tool get an error result naming
+// the available tools; an invalid call is recorded with the name it had, if any, and
+// its raw text as arguments.
+//
+// # Deltas and drift
+//
+// [Template] implements the fixed-base diff of reference multiturn-tokenization §2.2
+// and §4.2–§4.4 through [Policy.Render] only: for appended messages M it renders B and
+// B+M with the same tools and chat_template_kwargs, asserts that ids(B) is a prefix of
+// ids(B+M), and checks the suffix's shape (no BOS; starts with the turn-start token;
+// ends with the generation prompt G when asked; one turn-start and one close token per
+// rendered turn, which also catches special-token literals such as "<|im_end|>" inside
+// tool output). The base ends with a user message, so Qwen3's thinking rules cannot
+// change its rendering. Because deltas never re-render held history, reasoning kept in
+// earlier turns, empty think blocks of a non-thinking generation prompt and the
+// model's own tool-call JSON stay exactly as the model saw them.
+//
+// The drift rule: when a delta fails its prefix or shape check (or the template cannot
+// be calibrated), the episode stops at that turn with [StopTemplateDrift], the failing
+// delta is not appended (the tool messages stay in Trajectory.Messages), the sampled
+// ids are never "repaired", and the event is counted in [Stats].TemplateDrift, metric
+// "rollout/template_drift". A trajectory therefore only ever holds ids the server's
+// template produced or the model sampled.
+//
+// # Metrics
+//
+// [Agent.RunStats] returns a rollout's [Stats]; [Agent.Stats] sums them over the
+// Agent's life. [Stats.Metrics] names them: rollout/template_drift,
+// rollout/prompt_echo_mismatch, rollout/alt_close, rollout/synth_close,
+// rollout/truncated_turns, rollout/invalid_tool_calls, rollout/unknown_tool_calls,
+// rollout/tool_calls, rollout/rollouts.
+//
+// # For teacher scoring
+//
+// Trajectory.Turns[k].GenPromptStart is where the generation prompt that opened turn k
+// starts: an inline hint H goes there. H is Template.Delta(ctx, []chat.Message{{Role:
+// "user", Content: hint}}, false), with the same Template as the agent's
+// ([Agent.Template]). Turns[k].Start and End bound the sampled ids, including the
+// close token the model generated.
 package rollout
