@@ -1,0 +1,30 @@
+package judge_test
+
+import (
+	"fmt"
+
+	"github.com/agentic-opd/agenticopd/judge"
+)
+
+func ExampleParseVote() {
+	v := judge.ParseVote("The test failed on fizzbuzz(15). \\boxed{1}\n[HINT_START] Check multiples of 15 before 3 and 5. [HINT_END]")
+	fmt.Printf("%d %q\n", v.Score, v.Hint)
+	v = judge.ParseVote(`\boxed{+1}`)
+	fmt.Printf("%d %q\n", v.Score, v.Unparsed)
+	// Output:
+	// 1 "Check multiples of 15 before 3 and 5."
+	// 0 "no_decision"
+}
+
+func ExampleMajority() {
+	votes := []judge.Vote{
+		{Score: 1, Hint: "Check multiples of 15 before 3 and 5."},
+		{Score: -1},
+		{Score: -1},
+	}
+	fmt.Printf("LongestPositive: %q\n", judge.LongestPositive(votes))
+	fmt.Printf("Majority: %q\n", judge.Majority(votes))
+	// Output:
+	// LongestPositive: "Check multiples of 15 before 3 and 5."
+	// Majority: ""
+}
