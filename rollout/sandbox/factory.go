@@ -123,7 +123,11 @@ func (f *Factory) runProbe(ctx context.Context) error {
 // sandbox uid, and returns a sandbox on it. The dynamic type of the result is
 // [*Sandbox]. The caller closes it.
 func (f *Factory) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
-	return f.create(ctx)
+	sb, err := f.create(ctx)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return sb, nil
 }
 
 // Unconfined reports whether this factory's sandboxes run commands without isolation.
@@ -246,12 +250,14 @@ func pythonPrefixes(ctx context.Context, python string) ([]string, error) {
 	var binds []string
 	for _, c := range cands {
 		c = filepath.Clean(c)
-		if c == "/" || !filepath.IsAbs(c) {
-			return nil, fmt.Errorf("%s: refusing to bind %q into the sandbox", python, c)
+		if real, err := filepath.EvalSymlinks(c); err == nil && underUsr(real) || underUsr(c) {
+			continue // already inside through /usr
 		}
-		if !underUsr(c) {
-			binds = append(binds, c)
+		if !filepath.IsAbs(c) || filepath.Dir(c) == "/" {
+			// Binding "/", "/tmp", "/home"… would open the host to the sandbox.
+			return nil, fmt.Errorf("%s: refusing to bind %q into the sandbox: install the interpreter in a directory of its own", python, c)
 		}
+		binds = append(binds, c)
 	}
 	slices.Sort(binds)
 	binds = slices.Compact(binds)

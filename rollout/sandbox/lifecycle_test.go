@@ -112,6 +112,14 @@ func TestProbeErrors(t *testing.T) {
 
 	_, err = sandbox.New(t.Context(), sandbox.Config{BaseDir: filepath.Join(t.TempDir(), "missing")})
 	require.ErrorIs(t, err, sandbox.ErrProbeFailed)
+
+	// An interpreter directly in /tmp would need the host's /tmp bound in: refused.
+	top := "/tmp/agenticopd-python3-" + marker()
+	require.NoError(t, os.Symlink("/usr/bin/python3", top))
+	t.Cleanup(func() { os.Remove(top) })
+	_, err = sandbox.New(t.Context(), sandbox.Config{Python: top})
+	require.ErrorIs(t, err, sandbox.ErrProbeFailed)
+	require.Contains(t, err.Error(), "directory of its own")
 }
 
 func TestInterpreterOutsideUsr(t *testing.T) {
