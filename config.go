@@ -1,0 +1,158 @@
+package agenticopd
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/agentic-opd/agenticopd/judge"
+	"github.com/agentic-opd/agenticopd/opd"
+	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/scorer"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+// Defaults of [Config]. The reference's names are in parentheses.
+const (
+	DefaultGroupSize             = 4    // group_size
+	DefaultMaxTurns              = 15   // max_agent_turns
+	DefaultMaxTokens             = 2048 // max_token_length, per turn
+	DefaultTemperature           = 1.0  // agent_temperature
+	DefaultDistillTopK           = opd.DefaultTopK
+	DefaultPRMVotes              = judge.DefaultPRMVotes
+	DefaultHintMaxNextStateChars = opd.DefaultHintMaxNextStateChars
+	DefaultMaxRollouts           = 8
+	DefaultMaxGroups             = 2
+	DefaultPollInterval          = 100 * time.Millisecond
+)
+
+// Config configures an [Env]. Policy is required; the zero value of every other field
+// is the documented default.
+type Config struct {
+	// Policy is the student: the inference engine the agents talk to. Required.
+	// A *vllm.Client or *vllm.Pool also serves as the default Teacher and judge model.
+	Policy rollout.Policy
+
+	// Teacher scores the student's tokens with hints. Nil means the Policy itself when
+	// it implements [scorer.LogprobScorer] (the reference's choice); set a separate
+	// client for a frozen teacher. The teacher must share the student's tokenizer.
+	Teacher scorer.LogprobScorer
+	// Judge finds hindsight hints. Nil means an LLM judge ([judge.NewLLM]) on
+	// JudgeModel with PRMVotes votes and the Majority selection.
+	Judge judge.Judge
+	// JudgeModel is the chat endpoint of the default judge. Nil means the Policy
+	// itself when it implements [judge.ChatModel] (the reference's choice).
+	JudgeModel judge.ChatModel
+	// SandboxFactory makes one sandbox per rollout. Nil means the bubblewrap sandbox
+	// with its defaults (rollout/sandbox), created and probed on first use.
+	SandboxFactory rollout.SandboxFactory
+	// Reward scores a verified rollout. Nil means [reward.Default] with Weights.
+	Reward reward.Reward
+	// Weights are the weights of the default reward (correctness 0.7, efficiency 0.15,
+	// tool use 0.15 when zero).
+	Weights reward.Weights
+
+	// Dataset is every task of the run. Nil means the eight built-in tasks, split 6
+	// train / 2 eval by Seed; other datasets are split by EvalSize and
+	// EvalSplitRatio.
+	Dataset []tasks.Task
+	// Tasks is the stream of training tasks. Nil means the train split of Dataset,
+	// cycled forever in an order shuffled per pass by Seed.
+	Tasks tasks.Source
+	// EvalTasks are the tasks Evaluate runs. Nil means the eval split of Dataset.
+	EvalTasks []tasks.Task
+	// EvalSize and EvalSplitRatio size the eval split (eval_size 10,
+	// eval_split_ratio 0.15 when zero).
+	EvalSize       int
+	EvalSplitRatio float64
+	// Seed seeds the split, the task order and the policy's sampling.
+	Seed uint64
+	// Prompt builds the first messages of a rollout; the zero value is the
+	// reference's system prompt and user prompt layout.
+	Prompt tasks.Prompt
+
+	// GroupSize is the number of rollouts per task (4 when zero).
+	GroupSize int
+	// MaxTurns bounds each rollout's policy calls (15 when zero).
+	MaxTurns int
+	// MaxTokens bounds each turn's generation (2048 when zero).
+	MaxTokens int
+	// Temperature is the agents' sampling temperature (1.0 when zero). Evaluate always
+	// decodes greedily.
+	Temperature float64
+	// Tools are the agents' tools; nil means [rollout.DefaultTools].
+	Tools []rollout.Tool
+	// ChatTemplateKwargs are sent with every render (for example enable_thinking).
+	ChatTemplateKwargs map[string]any
+	// VerifyTimeout bounds the canonical test run (30 s when zero).
+	VerifyTimeout time.Duration
+
+	// DisableOPD turns the distillation step off (the reference's opd_enabled is true
+	// by default; the Go name is inverted so that the zero value keeps the default).
+	DisableOPD bool
+	// DistillTopK is the number of teacher entries per scored position (50 when zero).
+	// The teacher server must allow it (vLLM's --max-logprobs).
+	DistillTopK int
+	// PRMVotes is the number of judge votes per turn (3 when zero).
+	PRMVotes int
+	// HintMaxNextStateChars cuts each next-state message shown to the judge (4000 when
+	// zero).
+	HintMaxNextStateChars int
+	// Placement is where hints go in the teacher's input; the zero value is
+	// [opd.Inline].
+	Placement opd.Placement
+	// TeacherLogprobsAsRef writes the teacher's logprob of each sampled token to
+	// ref_logprobs (1.0 where no teacher row exists, as inference_logprobs marks
+	// masked positions). Off by default.
+	TeacherLogprobsAsRef bool
+
+	// KeepEqualScores keeps groups whose scores are all equal. By default CollectGroup
+	// marks them dropped before any judge or teacher request, as Atropos's
+	// ensure_scores_are_not_same (true by default) would drop them anyway. Process
+	// always keeps them, as Atropos's process mode does.
+	KeepEqualScores bool
+	// MaxTokenLen is the trainer's max token length: a group with a sequence at least
+	// this long is dropped before OPD. Zero means no limit; Serve takes it from the
+	// trajectory API when zero.
+	MaxTokenLen int
+
+	// MaxRollouts bounds the rollouts in flight across all groups (8 when zero).
+	MaxRollouts int
+	// MaxGroups bounds the groups Serve and Process work on at once (2 when zero).
+	MaxGroups int
+	// PollInterval is the wait between back-pressure polls in Serve (100 ms when zero,
+	// as Atropos's BaseEnv).
+	PollInterval time.Duration
+
+	// OnGroup, when set, is called with every group Process and Serve finish, one call
+	// at a time.
+	OnGroup func(*Group)
+	// Logger receives progress and failures; nil means no logging.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.GroupSize, DefaultGroupSize)
+	def(&c.MaxTurns, DefaultMaxTurns)
+	def(&c.MaxTokens, DefaultMaxTokens)
+	def(&c.DistillTopK, DefaultDistillTopK)
+	def(&c.PRMVotes, DefaultPRMVotes)
+	def(&c.HintMaxNextStateChars, DefaultHintMaxNextStateChars)
+	def(&c.MaxRollouts, DefaultMaxRollouts)
+	def(&c.MaxGroups, DefaultMaxGroups)
+	if c.Temperature <= 0 {
+		c.Temperature = DefaultTemperature
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

@@ -1,0 +1,402 @@
+package agenticopd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/judge"
+	"github.com/agentic-opd/agenticopd/opd"
+	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/scorer"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+// Env collects OPD groups: rollouts in sandboxes, canonical verification, reward,
+// hindsight hints and teacher rows. It is safe for concurrent use.
+type Env struct {
+	cfg       Config
+	counts    *requestCounts
+	agent     *rollout.Agent
+	evalAgent *rollout.Agent
+	distiller *opd.Distiller // nil when OPD is disabled
+	reward    reward.Reward
+	train     tasks.Source
+	eval      []tasks.Task
+	rollouts  *semaphore.Weighted
+
+	sbMu sync.Mutex
+	sb   rollout.SandboxFactory
+
+	metrics *accumulator
+}
+
+// Group is one task's group: its rollouts, what became of them, and the Atropos group.
+type Group struct {
+	Task     tasks.Task
+	Rollouts []Rollout
+	// Data is the scored group, ready to send or write. It has distill rows unless OPD
+	// is disabled or the group was dropped before OPD.
+	Data *atropos.ScoredDataGroup
+	// Dropped says why a sink would not take the group ("" when it is kept): see
+	// [DropScoresEqual] and [DropTooLong]. A dropped group got no judge or teacher
+	// request.
+	Dropped string
+	// OPD is what the distillation step did; zero when it did not run.
+	OPD opd.Result
+	// Metrics are this group's metrics under the reference's names and this library's.
+	Metrics map[string]float64
+}
+
+// Reasons in [Group.Dropped].
+const (
+	DropScoresEqual = "scores_equal" // every score is the same (ensure_scores_are_not_same)
+	DropTooLong     = "too_long"     // a sequence is at least the trainer's max token length
+)
+
+// Rollout is one agent's attempt at a task.
+type Rollout struct {
+	Trajectory   *rollout.Trajectory
+	Stats        rollout.Stats
+	Verification reward.Verification
+	Reward       reward.Breakdown
+}
+
+// ErrRolloutFailed is wrapped by CollectGroup's error when a rollout could not be
+// carried out: its sandbox failed, its policy failed, or its tests could not be run.
+// Such a group is not returned: a failure of the infrastructure is not the student's
+// behaviour and must not be trained on as a low score.
+var ErrRolloutFailed = errors.New("agenticopd: rollout failed")
+
+// NewEnv returns an Env for cfg. It does no I/O: the sandbox is created and probed,
+// and the chat template calibrated, on first use.
+func NewEnv(cfg Config) (*Env, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Policy == nil {
+		return nil, errors.New("agenticopd: Config.Policy is required")
+	}
+	e := &Env{cfg: cfg, counts: &requestCounts{}, metrics: newAccumulator(), sb: cfg.SandboxFactory}
+	policy := countPolicy(cfg.Policy, e.counts)
+
+	agentCfg := rollout.Config{
+		MaxTurns:           cfg.MaxTurns,
+		MaxTokens:          cfg.MaxTokens,
+		Temperature:        cfg.Temperature,
+		Tools:              cfg.Tools,
+		ChatTemplateKwargs: cfg.ChatTemplateKwargs,
+		Logger:             cfg.Logger,
+	}
+	var err error
+	if e.agent, err = rollout.NewAgent(policy, agentCfg); err != nil {
+		return nil, fmt.Errorf("agenticopd: %w", err)
+	}
+	agentCfg.Greedy = true
+	if e.evalAgent, err = rollout.NewAgent(policy, agentCfg); err != nil {
+		return nil, fmt.Errorf("agenticopd: %w", err)
+	}
+
+	e.reward = cfg.Reward
+	if e.reward == nil {
+		e.reward = reward.Default{Weights: cfg.Weights}
+	}
+
+	if err := e.setupTasks(); err != nil {
+		return nil, err
+	}
+	if !cfg.DisableOPD {
+		if err := e.setupOPD(); err != nil {
+			return nil, err
+		}
+	}
+	e.rollouts = semaphore.NewWeighted(int64(cfg.MaxRollouts))
+	return e, nil
+}
+
+func (e *Env) setupTasks() error {
+	cfg := e.cfg
+	var train, eval []tasks.Task
+	if cfg.Dataset == nil {
+		train, eval = tasks.BuiltinSplit(cfg.Seed)
+	} else if cfg.Tasks == nil || cfg.EvalTasks == nil {
+		var err error
+		train, eval, err = tasks.Split(cfg.Dataset, tasks.SplitConfig{Seed: cfg.Seed, EvalSize: cfg.EvalSize, EvalSplitRatio: cfg.EvalSplitRatio})
+		if err != nil {
+			return fmt.Errorf("agenticopd: %w", err)
+		}
+	}
+	e.train, e.eval = cfg.Tasks, cfg.EvalTasks
+	if e.eval == nil {
+		e.eval = eval
+	}
+	if e.train == nil {
+		c, err := tasks.NewCycle(train, cfg.Seed)
+		if err != nil {
+			return fmt.Errorf("agenticopd: training tasks: %w", err)
+		}
+		e.train = c
+	}
+	return nil
+}
+
+func (e *Env) setupOPD() error {
+	cfg := e.cfg
+	teacher := cfg.Teacher
+	if teacher == nil {
+		s, ok := cfg.Policy.(scorer.LogprobScorer)
+		if !ok {
+			return errors.New("agenticopd: Config.Teacher is required when the Policy cannot score logprobs (or set DisableOPD)")
+		}
+		teacher = s
+	}
+	j := cfg.Judge
+	if j == nil {
+		model := cfg.JudgeModel
+		if model == nil {
+			m, ok := cfg.Policy.(judge.ChatModel)
+			if !ok {
+				return errors.New("agenticopd: Config.Judge or Config.JudgeModel is required when the Policy has no chat endpoint (or set DisableOPD)")
+			}
+			model = m
+		}
+		llm, err := judge.NewLLM(countChat(model, e.counts), judge.LLMConfig{PRMVotes: cfg.PRMVotes, Logger: cfg.Logger})
+		if err != nil {
+			return fmt.Errorf("agenticopd: %w", err)
+		}
+		j = llm
+	}
+	d, err := opd.New(opd.Config{
+		Judge:                 j,
+		Teacher:               countScorer(teacher, e.counts),
+		Templater:             e.agent.Template(),
+		Renderer:              e.agent.Template(),
+		Placement:             cfg.Placement,
+		TopK:                  cfg.DistillTopK,
+		HintMaxNextStateChars: cfg.HintMaxNextStateChars,
+		Logger:                cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("agenticopd: %w", err)
+	}
+	e.distiller = d
+	return nil
+}
+
+// sandboxes returns the sandbox factory, creating the default one on first use. A
+// failed creation is returned and tried again next time.
+func (e *Env) sandboxes(ctx context.Context) (rollout.SandboxFactory, error) {
+	e.sbMu.Lock()
+	defer e.sbMu.Unlock()
+	if e.sb != nil {
+		return e.sb, nil
+	}
+	f, err := sandbox.New(ctx, sandbox.Config{Logger: e.cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("agenticopd: default sandbox: %w", err)
+	}
+	e.sb = f
+	return f, nil
+}
+
+// NextTask returns the next training task.
+func (e *Env) NextTask(ctx context.Context) (tasks.Task, error) { return e.train.Next(ctx) }
+
+// EvalTasks returns the tasks Evaluate runs.
+func (e *Env) EvalTasks() []tasks.Task { return e.eval }
+
+// CollectGroup runs GroupSize rollouts of task in parallel, verifies and scores them,
+// and, unless the group would be dropped, finds hints and teacher rows for them.
+//
+// The returned group's Data holds one sequence per rollout. A rollout that could not
+// be carried out (see [ErrRolloutFailed]) fails the whole group: Atropos wants
+// GroupSize sequences, and a failed rollout says nothing about the student. Judge
+// failures never fail the group (the turn just gets no hint); a teacher failure does.
+func (e *Env) CollectGroup(ctx context.Context, task tasks.Task) (*Group, error) {
+	return e.collect(ctx, task, collectOptions{keepEqual: e.cfg.KeepEqualScores, maxTokenLen: e.cfg.MaxTokenLen})
+}
+
+type collectOptions struct {
+	keepEqual   bool
+	maxTokenLen int
+}
+
+func (e *Env) collect(ctx context.Context, task tasks.Task, opts collectOptions) (*Group, error) {
+	g := &Group{Task: task, Rollouts: make([]Rollout, e.cfg.GroupSize)}
+	eg, gctx := errgroup.WithContext(ctx)
+	for i := range g.Rollouts {
+		eg.Go(func() error {
+			r, err := e.runRollout(gctx, e.agent, task)
+			if err != nil {
+				return fmt.Errorf("rollout %d of task %s: %w", i, task.ID, err)
+			}
+			g.Rollouts[i] = r
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		e.metrics.count("env/failed_groups", 1)
+		return nil, err
+	}
+	e.metrics.addTrain(g.Rollouts)
+
+	data := &atropos.ScoredDataGroup{}
+	for _, r := range g.Rollouts {
+		t := r.Trajectory
+		if err := data.Add(atropos.Sequence{
+			Tokens:            t.AtroposTokens(),
+			Masks:             t.Masks(),
+			Score:             r.Reward.Reward,
+			InferenceLogprobs: t.InferenceLogprobs(),
+			Messages:          t.Messages,
+		}); err != nil {
+			return nil, fmt.Errorf("agenticopd: task %s: %w", task.ID, err)
+		}
+	}
+	g.Data = data
+
+	switch {
+	case !opts.keepEqual && data.ScoresEqual():
+		g.Dropped = DropScoresEqual
+	case opts.maxTokenLen > 0 && longest(data) >= opts.maxTokenLen:
+		g.Dropped = DropTooLong
+	}
+	if g.Dropped != "" {
+		e.metrics.count("env/dropped_groups/"+g.Dropped, 1)
+	}
+	if e.distiller != nil && g.Dropped == "" {
+		trajs := make([]*rollout.Trajectory, len(g.Rollouts))
+		for i, r := range g.Rollouts {
+			trajs[i] = r.Trajectory
+		}
+		res, err := e.distiller.Distill(ctx, trajs)
+		if err != nil {
+			e.metrics.count("env/failed_groups", 1)
+			return nil, fmt.Errorf("agenticopd: task %s: %w", task.ID, err)
+		}
+		g.OPD = res
+		if err := e.attachRows(data, res); err != nil {
+			return nil, fmt.Errorf("agenticopd: task %s: %w", task.ID, err)
+		}
+		e.metrics.addOPD(res.Metrics)
+	}
+	g.Metrics = groupMetrics(g)
+	e.metrics.count("env/groups", 1)
+	return g, nil
+}
+
+// runRollout runs one agent in its own sandbox, then verifies and scores it.
+func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.Task) (Rollout, error) {
+	if err := e.rollouts.Acquire(ctx, 1); err != nil {
+		return Rollout{}, err
+	}
+	defer e.rollouts.Release(1)
+
+	factory, err := e.sandboxes(ctx)
+	if err != nil {
+		return Rollout{}, err
+	}
+	sb, err := factory.NewSandbox(ctx)
+	if err != nil {
+		e.metrics.count("env/sandbox_failures", 1)
+		return Rollout{}, fmt.Errorf("%w: sandbox: %w", ErrRolloutFailed, err)
+	}
+	defer sb.Close()
+
+	traj, stats, err := agent.RunStats(ctx, e.cfg.Prompt.Messages(task), sb)
+	if err != nil {
+		return Rollout{}, err
+	}
+	e.metrics.addStats(stats)
+	if traj.Stop == rollout.StopPolicyError {
+		e.metrics.count("env/policy_failures", 1)
+		return Rollout{}, fmt.Errorf("%w: policy: %s", ErrRolloutFailed, traj.Err)
+	}
+	r := Rollout{Trajectory: traj, Stats: stats}
+	if traj.TurnsUsed > 0 && task.HasTests() {
+		r.Verification, err = reward.Verify(ctx, sb, task, reward.VerifyOptions{Timeout: e.cfg.VerifyTimeout})
+		if err != nil {
+			if ctx.Err() != nil {
+				return Rollout{}, ctx.Err()
+			}
+			e.metrics.count("env/sandbox_failures", 1)
+			return Rollout{}, fmt.Errorf("%w: verification: %w", ErrRolloutFailed, err)
+		}
+	}
+	r.Reward, err = e.reward.Score(ctx, reward.Input{
+		Messages:     traj.Messages,
+		TurnsUsed:    traj.TurnsUsed,
+		MaxTurns:     e.cfg.MaxTurns,
+		Verification: r.Verification,
+	})
+	if err != nil {
+		return Rollout{}, fmt.Errorf("reward: %w", err)
+	}
+	return r, nil
+}
+
+// attachRows copies the teacher rows of res into data.
+func (e *Env) attachRows(data *atropos.ScoredDataGroup, res opd.Result) error {
+	if len(res.Sequences) != data.Len() {
+		return fmt.Errorf("opd returned %d sequences for %d", len(res.Sequences), data.Len())
+	}
+	data.Distill = make([]*atropos.DistillRows, data.Len())
+	if e.cfg.TeacherLogprobsAsRef {
+		data.RefLogprobs = make([][]float64, data.Len())
+	}
+	for s := range res.Sequences {
+		rows := &res.Sequences[s].Rows
+		n := len(data.Tokens[s])
+		if rows.Len() != n {
+			return fmt.Errorf("opd rows of sequence %d have %d positions for %d tokens", s, rows.Len(), n)
+		}
+		dr := atropos.NewDistillRows(n)
+		var ref []float64
+		if e.cfg.TeacherLogprobsAsRef {
+			ref = make([]float64, n)
+		}
+		for p := range n {
+			if ref != nil {
+				ref[p] = atropos.MaskedLogprob
+			}
+			if !rows.Scored(p) {
+				continue
+			}
+			ids, lps := rows.Row(p)
+			if err := dr.SetRow(p, ids, lps); err != nil {
+				return err
+			}
+			if ref != nil {
+				ref[p] = float64(rows.TokenLogprobs[p])
+			}
+		}
+		data.Distill[s] = dr
+		if ref != nil {
+			data.RefLogprobs[s] = ref
+		}
+	}
+	return nil
+}
+
+func longest(g *atropos.ScoredDataGroup) int {
+	n := 0
+	for _, t := range g.Tokens {
+		n = max(n, len(t))
+	}
+	return n
+}
+
+// Metrics returns the metrics accumulated since the Env was made: the reference's
+// train/ and opd/ names, rollout/ boundary counts, requests/ per role and env/ counts.
+func (e *Env) Metrics() map[string]float64 {
+	m := e.metrics.snapshot()
+	for k, v := range e.counts.snapshot() {
+		m[k] = v
+	}
+	return m
+}

@@ -1,0 +1,165 @@
+// Command quickstart collects OPD groups on the built-in coding tasks and writes them
+// as Atropos JSON Lines.
+//
+// With no flags it runs offline: it starts vllmtest, the in-process vLLM simulator (a
+// test and demo backend, not a language model), with a scripted student that
+// sometimes writes a wrong solution first and fixes it after the tests fail, and a
+// scripted judge. Everything else is real: the bubblewrap sandbox, the Python tests,
+// the reward, the judge parsing, the teacher's top-K rows over HTTP.
+//
+// With -vllm-url the same program runs against a real vLLM server (started with
+// --max-logprobs at least -topk).
+//
+//	go run ./examples/quickstart -out opd-out -groups 2
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/opd"
+	"github.com/agentic-opd/agenticopd/tasks"
+	"github.com/agentic-opd/agenticopd/vllm"
+	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	out := fs.String("out", "opd-out", "directory for groups.jsonl")
+	groups := fs.Int("groups", 2, "number of groups to collect")
+	groupSize := fs.Int("group-size", 4, "rollouts per group")
+	vllmURL := fs.String("vllm-url", "", "vLLM server of the policy (default: the in-process simulator)")
+	model := fs.String("model", "", "served model name (default: the server's first model)")
+	teacherURL := fs.String("teacher-url", "", "vLLM server of a frozen teacher (default: the policy)")
+	judgeURL := fs.String("judge-url", "", "vLLM server of the judge (default: the policy)")
+	topK := fs.Int("topk", 50, "teacher top-K per scored token")
+	seed := fs.Uint64("seed", 1, "seed for the task order and the split")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *groups < 1 || *groupSize < 1 || *topK < 1 {
+		return errors.New("-groups, -group-size and -topk must be at least 1")
+	}
+
+	var opts []vllm.Option
+	if *model != "" {
+		opts = append(opts, vllm.WithModel(*model))
+	}
+	policyURL := *vllmURL
+	if policyURL == "" {
+		train, _ := tasks.BuiltinSplit(*seed)
+		st := &student{tasks: tasks.Builtin()}
+		sim, err := vllmtest.Start(
+			vllmtest.WithAgentScript(st.turn),
+			vllmtest.WithChatScript(judgeScript),
+			vllmtest.WithMaxLogprobs(*topK),
+		)
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		policyURL = sim.URL
+		fmt.Fprintf(stdout, "SIMULATOR: policy, judge and teacher are vllmtest at %s (scripted demo backend, not a language model); %d training tasks\n", sim.URL, len(train))
+	} else {
+		fmt.Fprintf(stdout, "vLLM server: %s\n", policyURL)
+	}
+
+	policy, err := vllm.NewClient(policyURL, opts...)
+	if err != nil {
+		return err
+	}
+	cfg := agenticopd.Config{
+		Policy:      policy,
+		GroupSize:   *groupSize,
+		DistillTopK: *topK,
+		Seed:        *seed,
+	}
+	if *teacherURL != "" {
+		if cfg.Teacher, err = vllm.NewClient(*teacherURL, opts...); err != nil {
+			return err
+		}
+	}
+	if *judgeURL != "" {
+		if cfg.JudgeModel, err = vllm.NewClient(*judgeURL, opts...); err != nil {
+			return err
+		}
+	}
+	cfg.OnGroup = func(g *agenticopd.Group) { printGroup(stdout, g) }
+	env, err := agenticopd.NewEnv(cfg)
+	if err != nil {
+		return err
+	}
+
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(*out, "groups.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := env.Process(ctx, *groups, f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stdout, "\nwrote %d groups to %s\n\nmetrics:\n", *groups, path)
+	m := env.Metrics()
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(stdout, "  %-40s %g\n", k, m[k])
+	}
+	return nil
+}
+
+func printGroup(w io.Writer, g *agenticopd.Group) {
+	fmt.Fprintf(w, "\ngroup: task %s\n", g.Task.ID)
+	for i, r := range g.Rollouts {
+		t := r.Trajectory
+		scored := 0
+		var hints []string
+		if i < len(g.OPD.Sequences) {
+			seq := &g.OPD.Sequences[i]
+			for _, tr := range seq.Turns {
+				if tr.Status == opd.StatusScored {
+					scored++
+				}
+			}
+			hints = seq.Hints()
+		}
+		fmt.Fprintf(w, "  rollout %d: score %.3f (C %.1f E %.1f U %.1f) turns %d, %d tokens, stop %s, %d hints, %d scored turns\n",
+			i, r.Reward.Reward, r.Reward.Correctness, r.Reward.Efficiency, r.Reward.ToolUsage,
+			t.TurnsUsed, len(t.Tokens), t.Stop, len(hints), scored)
+		for _, h := range hints {
+			if h != "" {
+				fmt.Fprintf(w, "    hint: %s\n", strings.TrimSpace(h))
+			}
+		}
+	}
+	if g.Dropped != "" {
+		fmt.Fprintf(w, "  dropped: %s\n", g.Dropped)
+	}
+}

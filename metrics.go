@@ -1,0 +1,162 @@
+package agenticopd
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agentic-opd/agenticopd/judge"
+	"github.com/agentic-opd/agenticopd/opd"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/scorer"
+)
+
+// requestCounts counts the calls made to each role, reported as requests/NAME.
+type requestCounts struct {
+	render, generate, score, chat atomic.Int64
+}
+
+func (c *requestCounts) snapshot() map[string]float64 {
+	return map[string]float64{
+		"requests/render":        float64(c.render.Load()),
+		"requests/generate":      float64(c.generate.Load()),
+		"requests/teacher_score": float64(c.score.Load()),
+		"requests/judge_chat":    float64(c.chat.Load()),
+	}
+}
+
+type countedPolicy struct {
+	p rollout.Policy
+	c *requestCounts
+}
+
+func countPolicy(p rollout.Policy, c *requestCounts) rollout.Policy { return countedPolicy{p, c} }
+
+func (p countedPolicy) Render(ctx context.Context, req rollout.RenderRequest) (rollout.Rendered, error) {
+	p.c.render.Add(1)
+	return p.p.Render(ctx, req)
+}
+
+func (p countedPolicy) Generate(ctx context.Context, req rollout.GenerateRequest) (rollout.Generation, error) {
+	p.c.generate.Add(1)
+	return p.p.Generate(ctx, req)
+}
+
+func countScorer(s scorer.LogprobScorer, c *requestCounts) scorer.LogprobScorer {
+	return scorer.Func(func(ctx context.Context, req scorer.Request) (scorer.Result, error) {
+		c.score.Add(1)
+		return s.Score(ctx, req)
+	})
+}
+
+type countedChat struct {
+	m judge.ChatModel
+	c *requestCounts
+}
+
+func countChat(m judge.ChatModel, c *requestCounts) judge.ChatModel { return countedChat{m, c} }
+
+func (m countedChat) Chat(ctx context.Context, req judge.ChatRequest) (judge.ChatResponse, error) {
+	m.c.chat.Add(1)
+	return m.m.Chat(ctx, req)
+}
+
+// accumulator sums metrics over the Env's life.
+type accumulator struct {
+	mu     sync.Mutex
+	train  rewardSums
+	opd    opd.Metrics
+	stats  rollout.Stats
+	counts map[string]float64
+}
+
+type rewardSums struct {
+	n                                          int
+	reward, correctness, efficiency, toolUsage float64
+	passed                                     int
+}
+
+func (s *rewardSums) add(rs []Rollout) {
+	for _, r := range rs {
+		s.n++
+		s.reward += r.Reward.Reward
+		s.correctness += r.Reward.Correctness
+		s.efficiency += r.Reward.Efficiency
+		s.toolUsage += r.Reward.ToolUsage
+		if passed(r) {
+			s.passed++
+		}
+	}
+}
+
+// passed is the reference's pass rule: correctness of at least 0.8.
+func passed(r Rollout) bool { return r.Reward.Correctness >= 0.8 }
+
+func (s rewardSums) put(m map[string]float64, prefix string) {
+	if s.n == 0 {
+		return
+	}
+	n := float64(s.n)
+	m[prefix+"/mean_reward"] = s.reward / n
+	m[prefix+"/mean_correctness"] = s.correctness / n
+	m[prefix+"/pass_rate"] = float64(s.passed) / n
+	if prefix == "train" {
+		m[prefix+"/mean_efficiency"] = s.efficiency / n
+		m[prefix+"/mean_tool_usage"] = s.toolUsage / n
+		m[prefix+"/total_rollouts"] = n
+	}
+}
+
+func newAccumulator() *accumulator { return &accumulator{counts: map[string]float64{}} }
+
+func (a *accumulator) addTrain(rs []Rollout) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.train.add(rs)
+}
+
+func (a *accumulator) addOPD(m opd.Metrics) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.opd.Add(m)
+}
+
+func (a *accumulator) addStats(s rollout.Stats) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats = a.stats.Add(s)
+}
+
+func (a *accumulator) count(name string, v float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.counts[name] += v
+}
+
+func (a *accumulator) snapshot() map[string]float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := maps.Clone(a.counts)
+	a.train.put(m, "train")
+	maps.Copy(m, a.opd.Map())
+	maps.Copy(m, a.stats.Metrics())
+	return m
+}
+
+// groupMetrics returns the metrics of one group.
+func groupMetrics(g *Group) map[string]float64 {
+	m := map[string]float64{}
+	var s rewardSums
+	s.add(g.Rollouts)
+	s.put(m, "train")
+	var stats rollout.Stats
+	for _, r := range g.Rollouts {
+		stats = stats.Add(r.Stats)
+	}
+	maps.Copy(m, stats.Metrics())
+	if g.Dropped == "" && len(g.OPD.Sequences) > 0 {
+		maps.Copy(m, g.OPD.Metrics.Map())
+	}
+	return m
+}

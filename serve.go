@@ -1,0 +1,304 @@
+package agenticopd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/chat"
+)
+
+// Serve is the online loop: it registers with the trajectory API, then keeps as many
+// groups in flight as the API's back-pressure allows (and at most MaxGroups), sending
+// every kept group through the client's spool. Groups a sink would drop (see
+// [Group.Dropped]) are not sent.
+//
+// Serve returns nil when the API's stop rule holds (total steps reached) and ctx.Err()
+// when ctx ends; either way it waits for the groups in flight, then disconnects.
+// Groups whose collection was cut short by ctx are abandoned; a group handed to the
+// client is on disk in the spool and is sent by the next Register if this run could
+// not deliver it. A group that fails to collect is logged and counted, and Serve goes
+// on with the next task.
+func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
+	if err := client.Register(ctx); err != nil {
+		return fmt.Errorf("agenticopd: serve: %w", err)
+	}
+	opts := collectOptions{keepEqual: e.cfg.KeepEqualScores, maxTokenLen: e.cfg.MaxTokenLen}
+	if opts.maxTokenLen == 0 {
+		if reg := client.Registration(); reg != nil && reg.MaxTokenLen > 0 {
+			opts.maxTokenLen = reg.MaxTokenLen
+		}
+	}
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		running int
+		report  sync.Mutex
+	)
+	defer func() {
+		wg.Wait()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := client.Disconnect(dctx); err != nil {
+			e.cfg.Logger.Warn("disconnect from the trajectory API failed", "err", err)
+		}
+	}()
+
+	ticker := time.NewTicker(e.cfg.PollInterval)
+	defer ticker.Stop()
+	for {
+		mu.Lock()
+		inFlight := running
+		mu.Unlock()
+		dec, _, err := client.Pace(ctx, inFlight)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			e.cfg.Logger.Warn("status poll failed", "err", err)
+		case dec.Stop:
+			return nil
+		case !dec.Pause:
+			start := min(dec.Start, e.cfg.MaxGroups-inFlight)
+			for range max(start, 0) {
+				task, err := e.train.Next(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return fmt.Errorf("agenticopd: serve: next task: %w", err)
+				}
+				mu.Lock()
+				running++
+				mu.Unlock()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { mu.Lock(); running--; mu.Unlock() }()
+					g, err := e.collect(ctx, task, opts)
+					if err != nil {
+						if ctx.Err() == nil {
+							e.cfg.Logger.Warn("group failed", "task", task.ID, "err", err)
+						}
+						return
+					}
+					if g.Dropped == "" {
+						if err := client.Send(ctx, g.Data); err != nil {
+							e.cfg.Logger.Warn("send failed", "task", task.ID, "err", err)
+							e.metrics.count("env/send_failures", 1)
+						} else {
+							e.metrics.count("env/groups_sent", 1)
+						}
+					}
+					if e.cfg.OnGroup != nil {
+						report.Lock()
+						e.cfg.OnGroup(g)
+						report.Unlock()
+					}
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// Process collects n groups and writes them to w as JSON Lines, one group per line,
+// the format of Atropos's process mode. As that mode does, it keeps groups whose
+// scores are all equal and applies no length limit. A group that fails is logged and
+// replaced by one for the next task; after n failures more than n groups Process gives
+// up with the last error. At most MaxGroups groups are collected at once; lines are
+// written in the order groups finish.
+func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
+	if n <= 0 {
+		return nil
+	}
+	enc := atropos.NewEncoder(w)
+	var (
+		mu                        sync.Mutex
+		written, inFlight, failed int
+		lastErr                   error
+		opts                      = collectOptions{keepEqual: true}
+	)
+	// claim reserves the next group to collect, or reports that none is needed.
+	claim := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if written+inFlight >= n || failed > n {
+			return false
+		}
+		inFlight++
+		return true
+	}
+	eg, gctx := errgroup.WithContext(ctx)
+	for range min(e.cfg.MaxGroups, n) {
+		eg.Go(func() error {
+			for claim() {
+				task, err := e.train.Next(gctx)
+				if err != nil {
+					return err
+				}
+				g, err := e.collect(gctx, task, opts)
+				mu.Lock()
+				inFlight--
+				switch {
+				case err != nil && gctx.Err() != nil:
+					mu.Unlock()
+					return gctx.Err()
+				case err != nil:
+					failed++
+					lastErr = err
+					mu.Unlock()
+					e.cfg.Logger.Warn("group failed", "task", task.ID, "err", err)
+					continue
+				}
+				err = enc.Encode(g.Data)
+				if err == nil {
+					written++
+					if e.cfg.OnGroup != nil {
+						e.cfg.OnGroup(g)
+					}
+				}
+				mu.Unlock()
+				if err != nil {
+					return fmt.Errorf("agenticopd: process: write: %w", err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return err
+	}
+	if written < n {
+		return fmt.Errorf("agenticopd: process: %d of %d groups written; last failure: %w", written, n, lastErr)
+	}
+	return nil
+}
+
+// EvalSample is one line of samples.jsonl written by Evaluate.
+type EvalSample struct {
+	TaskID      string         `json:"task_id"`
+	Prompt      string         `json:"prompt"`
+	Response    string         `json:"response"`
+	Correctness float64        `json:"correctness"`
+	Reward      float64        `json:"reward"`
+	Turns       int            `json:"turns"`
+	Stop        string         `json:"stop,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	Messages    []chat.Message `json:"messages,omitempty"`
+}
+
+// Evaluate runs one greedy rollout (temperature 0) of every eval task, without OPD,
+// and returns eval/mean_correctness, eval/mean_reward, eval/pass_rate and eval/n_items.
+// When dir is not "", it writes dir/metrics.json and dir/samples.jsonl in the layout of
+// Atropos's evaluate mode. A rollout that fails is a sample with the error and
+// correctness 0, as in the reference.
+func (e *Env) Evaluate(ctx context.Context, dir string) (map[string]float64, error) {
+	start := time.Now()
+	samples := make([]EvalSample, len(e.eval))
+	rollouts := make([]Rollout, len(e.eval))
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(e.cfg.MaxRollouts)
+	for i, task := range e.eval {
+		eg.Go(func() error {
+			s := EvalSample{TaskID: task.ID, Prompt: firstRunes(task.Statement, 200)}
+			r, err := e.runRollout(gctx, e.evalAgent, task)
+			switch {
+			case err != nil && gctx.Err() != nil:
+				return gctx.Err()
+			case err != nil:
+				s.Response = "ERROR: " + err.Error()
+				s.Error = err.Error()
+			default:
+				rollouts[i] = r
+				s.Response = firstRunes(lastAssistant(r.Trajectory.Messages), 500)
+				s.Correctness = r.Reward.Correctness
+				s.Reward = r.Reward.Reward
+				s.Turns = r.Trajectory.TurnsUsed
+				s.Stop = string(r.Trajectory.Stop)
+				s.Messages = r.Trajectory.Messages
+			}
+			samples[i] = s
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	var sums rewardSums
+	sums.add(rollouts)
+	sums.n = len(rollouts) // failed rollouts count with zero scores
+	m := map[string]float64{"eval/n_items": float64(len(samples))}
+	sums.put(m, "eval")
+	if dir == "" {
+		return m, nil
+	}
+	if err := writeEval(dir, m, samples, time.Since(start), e.cfg); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+func writeEval(dir string, m map[string]float64, samples []EvalSample, took time.Duration, cfg Config) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("agenticopd: evaluate: %w", err)
+	}
+	doc := map[string]any{
+		"config_general": map[string]any{
+			"model_name":                    "",
+			"total_evaluation_time_seconds": took.Seconds(),
+			"generation_parameters":         map[string]any{"temperature": 0.0, "max_tokens": cfg.MaxTokens, "max_turns": cfg.MaxTurns},
+		},
+		"results": map[string]any{"atropos|agentic_opd|0": m, "all": m},
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("agenticopd: evaluate: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "metrics.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("agenticopd: evaluate: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "samples.jsonl"))
+	if err != nil {
+		return fmt.Errorf("agenticopd: evaluate: %w", err)
+	}
+	enc := json.NewEncoder(f)
+	for _, s := range samples {
+		if err := enc.Encode(s); err != nil {
+			f.Close()
+			return fmt.Errorf("agenticopd: evaluate: %w", err)
+		}
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
+func lastAssistant(msgs []chat.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == chat.RoleAssistant && msgs[i].Content != "" {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+func firstRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n])
+}
