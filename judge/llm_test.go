@@ -3,6 +3,7 @@ package judge_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,12 +161,13 @@ func TestLLMFailuresBecomeUnparsedVotes(t *testing.T) {
 				}
 				return nil
 			}},
+			// The separate requests run concurrently: which vote fails is not fixed.
 			want: []string{"", "", judge.UnparsedRequestFailed},
 		},
 		{
 			name:  "unreadable output",
 			model: &fakeModel{outputs: []string{"I think it is fine.", pos1, `\boxed{3}`}},
-			want:  []string{judge.UnparsedNoDecision, "", judge.UnparsedBadDecision},
+			want:  []string{judge.UnparsedNoDecision, "", judge.UnparsedBadDecision}, // votes 1.. sorted
 		},
 	}
 	for _, tt := range tests {
@@ -176,6 +178,7 @@ func TestLLMFailuresBecomeUnparsedVotes(t *testing.T) {
 			for _, v := range h.Votes {
 				got = append(got, v.Unparsed)
 			}
+			slices.Sort(got[1:])
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("reasons (-want +got):\n%s", diff)
 			}
