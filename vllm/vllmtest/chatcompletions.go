@@ -83,6 +83,9 @@ func (s *Server) validateChat(req *chatRequest) (sampling, []int32, string, *api
 	if sp.n < 1 {
 		return sp, nil, "", badRequest("n must be at least 1, got %d.", sp.n)
 	}
+	if sp.n > maxN {
+		return sp, nil, "", badRequest("n must be at most %d in vllmtest, got %d.", maxN, sp.n)
+	}
 	if req.Temperature != nil {
 		sp.temperature = *req.Temperature
 	}

@@ -49,6 +49,9 @@ type sampling struct {
 	promptLogprobs int // noLogprobs, -1 (whole vocabulary) or k
 }
 
+// maxN bounds n, so that a bad request cannot exhaust memory.
+const maxN = 1024
+
 // noLogprobs marks logprobs that were not asked for.
 const noLogprobs = -2
 
@@ -182,6 +185,9 @@ func (s *Server) validateCompletion(req *completionRequest) (sampling, [][]int32
 	}
 	if sp.n < 1 {
 		return sp, nil, badRequest("n must be at least 1, got %d.", sp.n)
+	}
+	if sp.n > maxN {
+		return sp, nil, badRequest("n must be at most %d in vllmtest, got %d.", maxN, sp.n)
 	}
 	if req.MaxTokens != nil {
 		sp.maxTokens = *req.MaxTokens
@@ -335,14 +341,23 @@ func (s *Server) finish(prompt []int32, c continuation, sp sampling) genChoice {
 	}
 	text, _ := s.tok.decode(textIDs, sp.skipSpecial)
 	if len(sp.stop) > 0 {
-		for k := 1; k <= len(textIDs); k++ {
-			part, _ := s.tok.decode(textIDs[:k], sp.skipSpecial)
-			if st, at := firstStop(part, sp.stop); at >= 0 {
-				g.ids, g.logprobs, g.finish, g.stopReason = c.ids[:k], c.logprobs[:k], "stop", st
+		longest := 0
+		for _, st := range sp.stop {
+			longest = max(longest, len(st))
+		}
+		var b []byte
+		for k, id := range textIDs {
+			from := max(0, len(b)-longest+1)
+			if !(sp.skipSpecial && isSkippedSpecial(id)) {
+				b = append(b, s.tok.pieces[id]...)
+			}
+			if st, at := firstStop(string(b[from:]), sp.stop); at >= 0 {
+				at += from
+				g.ids, g.logprobs, g.finish, g.stopReason = c.ids[:k+1], c.logprobs[:k+1], "stop", st
 				if sp.includeStop {
-					text = part[:at+len(st)]
+					text = string(b[:at+len(st)])
 				} else {
-					text = part[:at]
+					text = string(b[:at])
 				}
 				break
 			}
