@@ -152,4 +152,3 @@ func TestClientRetriesInjectedFaults(t *testing.T) {
 }
 
 func intPtr(n int) *int { return &n }
-
