@@ -1,0 +1,331 @@
+package agenticopd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/opd"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/tasks"
+	"github.com/agentic-opd/agenticopd/vllm"
+	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const topK = 8
+
+// coder is a scripted student: even rollouts write a stub, see the tests fail and fix
+// it; odd rollouts write the right solution at once. The plan is written into the
+// first turn so later turns can read it back.
+type coder struct{ n atomic.Int64 }
+
+var planRE = regexp.MustCompile(`Plan: (\w+)\.`)
+
+func toolCall(name string, args map[string]any) string {
+	b, _ := json.Marshal(map[string]any{"name": name, "arguments": args})
+	return "<tool_call>\n" + string(b) + "\n</tool_call>"
+}
+
+func (c *coder) turn(in vllmtest.ScriptInput) (string, bool) {
+	var task tasks.Task
+	for _, t := range tasks.Builtin() {
+		for _, m := range in.Messages {
+			if m.Role == chat.RoleUser && strings.Contains(m.Content, t.Statement) {
+				task = t
+			}
+		}
+	}
+	if task.ID == "" {
+		return "", false
+	}
+	plan := ""
+	for _, m := range in.Messages {
+		if sm := planRE.FindStringSubmatch(m.Content); m.Role == chat.RoleAssistant && sm != nil {
+			plan = sm[1]
+			break
+		}
+	}
+	if plan == "" {
+		plan = map[bool]string{true: "fix", false: "direct"}[c.n.Add(1)%2 == 1]
+	}
+	run := toolCall("terminal", map[string]any{"command": "python test_solution.py"})
+	switch {
+	case in.Turn == 1:
+		sol := task.ReferenceSolution
+		if plan == "fix" {
+			sol = stub(task.ReferenceSolution)
+		}
+		return "Plan: " + plan + ". Writing files.\n" +
+			toolCall("write_file", map[string]any{"path": "solution.py", "content": sol}) + "\n" +
+			toolCall("write_file", map[string]any{"path": "test_solution.py", "content": task.TestCode}), true
+	case in.Turn == 2:
+		return run, true
+	case plan == "fix" && in.Turn == 3:
+		return "Fixing.\n" + toolCall("write_file", map[string]any{"path": "solution.py", "content": task.ReferenceSolution}), true
+	case plan == "fix" && in.Turn == 4:
+		return run, true
+	default:
+		return "Done: all tests passed.", true
+	}
+}
+
+func stub(ref string) string {
+	var b strings.Builder
+	for _, m := range regexp.MustCompile(`(?m)^def (\w+)\(`).FindAllStringSubmatch(ref, -1) {
+		fmt.Fprintf(&b, "def %s(*a, **k):\n    return None\n", m[1])
+	}
+	return b.String()
+}
+
+const hintText = "Write the real implementation before running the tests; the stub returns None."
+
+// judgeScript gives a hint (two votes of three) when the next state shows failing tests.
+func judgeScript(in vllmtest.ChatScriptInput) []string {
+	last := in.Messages[len(in.Messages)-1].Content
+	failed := strings.Contains(last, "AssertionError")
+	out := make([]string, in.N)
+	for i := range out {
+		out[i] = `\boxed{-1}`
+		if failed && i != 1 {
+			out[i] = `\boxed{1} [HINT_START]` + hintText + `[HINT_END]`
+		}
+	}
+	return out
+}
+
+type fixture struct {
+	sim    *vllmtest.Server
+	client *vllm.Client
+	env    *agenticopd.Env
+	task   tasks.Task
+}
+
+func newFixture(t *testing.T, mod func(*agenticopd.Config)) *fixture {
+	t.Helper()
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&coder{}).turn), vllmtest.WithChatScript(judgeScript))
+	client := sim.Client()
+	cfg := agenticopd.Config{Policy: client, GroupSize: 2, DistillTopK: topK, MaxRollouts: 2}
+	if mod != nil {
+		mod(&cfg)
+	}
+	env, err := agenticopd.NewEnv(cfg)
+	require.NoError(t, err)
+	return &fixture{sim: sim, client: client, env: env, task: tasks.Builtin()[0]}
+}
+
+// hintTokens is the template's rendering of a hint message, computed from the
+// simulator's tokenizer directly.
+func (f *fixture) hintTokens(hint string) []int32 {
+	return f.sim.Tokenize("<|im_start|>user\n" + opd.HintMessage(hint).Content + "<|im_end|>\n")
+}
+
+// teacherTopK asks the simulator for the ranked top-K at every position of seq.
+func (f *fixture) teacherTopK(t *testing.T, seq []int32) *vllm.PromptLogprobs {
+	t.Helper()
+	k, one := topK, 1
+	resp, err := f.client.Completions(context.Background(), vllm.CompletionRequest{
+		Prompts: [][]int32{seq}, MaxTokens: one, PromptLogprobs: &k,
+	})
+	require.NoError(t, err)
+	require.NotNil(t, resp.Choices[0].PromptLogprobs)
+	return resp.Choices[0].PromptLogprobs
+}
+
+func TestCollectGroupInline(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	g, err := f.env.CollectGroup(ctx, f.task)
+	require.NoError(t, err)
+	require.Empty(t, g.Dropped)
+	require.NoError(t, g.Data.Validate(atropos.ValidateOptions{}))
+	require.Len(t, g.Rollouts, 2)
+
+	hinted := 0
+	for s, r := range g.Rollouts {
+		traj := r.Trajectory
+		seq := g.OPD.Sequences[s]
+		// The teacher sequence: the student's ids with each hint inserted before its turn.
+		var teacher []int32
+		shift := map[int]int{} // turn index -> teacher offset
+		prev, off := 0, 0
+		scoredTurns := map[int]bool{}
+		for _, tr := range seq.Turns {
+			if tr.Status != opd.StatusScored {
+				continue
+			}
+			turn := traj.Turns[tr.Turn]
+			h := f.hintTokens(tr.Hint.Text)
+			teacher = append(teacher, traj.Tokens[prev:turn.GenPromptStart]...)
+			teacher = append(teacher, h...)
+			off += len(h)
+			prev = turn.GenPromptStart
+			shift[tr.Turn] = off
+			scoredTurns[tr.Turn] = true
+			assert.Equal(t, hintText, tr.Hint.Text)
+		}
+		teacher = append(teacher, traj.Tokens[prev:]...)
+		var ref *vllm.PromptLogprobs
+		if len(scoredTurns) > 0 {
+			hinted++
+			ref = f.teacherTopK(t, teacher)
+		}
+		masks := g.Data.Masks[s]
+		rows := 0
+		for p := range traj.Tokens {
+			ids, lps := g.Data.DistillRow(s, p)
+			inScored := -1
+			for ti, turn := range traj.Turns {
+				if scoredTurns[ti] && p >= turn.Start && p < turn.End {
+					inScored = ti
+				}
+			}
+			if inScored < 0 {
+				assert.Empty(t, ids, "sequence %d position %d: row outside a hinted turn", s, p)
+				continue
+			}
+			rows++
+			require.NotEqual(t, rollout.MaskIgnore, masks[p], "row on a token that is not generated")
+			wantIDs, wantLps, err := ref.AppendTopK(p+shift[inScored], topK, nil, nil)
+			require.NoError(t, err)
+			if diff := cmp.Diff(wantIDs, ids); diff != "" {
+				t.Fatalf("sequence %d position %d ids (-want +got):\n%s", s, p, diff)
+			}
+			assert.Equal(t, wantLps, lps)
+		}
+		if len(scoredTurns) > 0 {
+			assert.Positive(t, rows)
+		}
+	}
+	require.Equal(t, 1, hinted, "the fixing rollout, and only it, gets a hint")
+
+	// One judge request per turn pair, one teacher request for the group.
+	pairs := g.OPD.Metrics.Pairs
+	assert.Equal(t, pairs, f.sim.RequestCount("/v1/chat/completions"))
+	teacherRequests := 0
+	for _, r := range f.sim.Requests() {
+		if r.Path == "/v1/completions" && r.JSON["prompt_logprobs"] != nil {
+			teacherRequests++
+		}
+	}
+	assert.Equal(t, 2, teacherRequests, "one from the group, one from this test's reference")
+	assert.Equal(t, 1, g.OPD.Metrics.TeacherRequests)
+	assert.Equal(t, 0, g.OPD.Metrics.AlignmentMismatches)
+}
+
+func TestCollectGroupTaskPromptMatchesHandComputation(t *testing.T) {
+	f := newFixture(t, func(c *agenticopd.Config) { c.Placement = opd.TaskPrompt })
+	ctx := context.Background()
+	g, err := f.env.CollectGroup(ctx, f.task)
+	require.NoError(t, err)
+	require.NoError(t, g.Data.Validate(atropos.ValidateOptions{}))
+
+	tools := make([]chat.Tool, 0)
+	for _, tool := range rollout.DefaultTools() {
+		tools = append(tools, tool.Definition())
+	}
+	checked := 0
+	for s, r := range g.Rollouts {
+		traj := r.Trajectory
+		for _, tr := range g.OPD.Sequences[s].Turns {
+			if tr.Status != opd.StatusScored {
+				continue
+			}
+			turn := traj.Turns[tr.Turn]
+			// The reference: hint appended to the last user message of the context,
+			// rendered with the generation prompt, then the student's own ids.
+			enhanced := opd.AppendHint(traj.Messages[:tr.Message], tr.Hint.Text)
+			add := true
+			rendered, err := f.client.Tokenize(ctx, vllm.TokenizeRequest{Messages: enhanced, Tools: tools, AddGenerationPrompt: &add})
+			require.NoError(t, err)
+			seq := append(append([]int32{}, rendered.Tokens...), traj.Tokens[turn.Start:turn.End]...)
+			ref := f.teacherTopK(t, seq)
+			for p := turn.Start; p < turn.End; p++ {
+				want, _, err := ref.AppendTopK(len(rendered.Tokens)+p-turn.Start, topK, nil, nil)
+				require.NoError(t, err)
+				got, _ := g.Data.DistillRow(s, p)
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Fatalf("sequence %d position %d (-want +got):\n%s", s, p, diff)
+				}
+				checked++
+			}
+		}
+	}
+	require.Positive(t, checked)
+}
+
+func TestCollectGroupDropsEqualScoresBeforeOPD(t *testing.T) {
+	// Every rollout solves the task at once: equal scores, so no judge and no teacher.
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(func(in vllmtest.ScriptInput) (string, bool) {
+		c := &coder{}
+		c.n.Store(1) // always "direct"
+		return c.turn(in)
+	}), vllmtest.WithChatScript(judgeScript))
+	env, err := agenticopd.NewEnv(agenticopd.Config{Policy: sim.Client(), GroupSize: 2, DistillTopK: topK})
+	require.NoError(t, err)
+	g, err := env.CollectGroup(context.Background(), tasks.Builtin()[1])
+	require.NoError(t, err)
+	assert.Equal(t, agenticopd.DropScoresEqual, g.Dropped)
+	assert.Nil(t, g.Data.Distill)
+	assert.Zero(t, sim.RequestCount("/v1/chat/completions"))
+	assert.Equal(t, float64(1), env.Metrics()["env/dropped_groups/scores_equal"])
+}
+
+func TestCollectGroupPolicyDownFailsGroup(t *testing.T) {
+	f := newFixture(t, nil)
+	f.sim.SetError("/v1/completions", 400, `{"error":{"message":"bad","type":"BadRequestError","code":400}}`)
+	_, err := f.env.CollectGroup(context.Background(), f.task)
+	require.ErrorIs(t, err, agenticopd.ErrRolloutFailed)
+}
+
+func TestProcessAndEvaluate(t *testing.T) {
+	f := newFixture(t, nil)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "groups.jsonl")
+	out, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, f.env.Process(context.Background(), 2, out))
+	require.NoError(t, out.Close())
+
+	in, err := os.Open(path)
+	require.NoError(t, err)
+	defer in.Close()
+	n := 0
+	require.NoError(t, atropos.ReadJSONL(in, func(g *atropos.ScoredDataGroup) error {
+		n++
+		require.Equal(t, 2, g.Len())
+		return g.Validate(atropos.ValidateOptions{})
+	}))
+	assert.Equal(t, 2, n)
+
+	m, err := f.env.Evaluate(context.Background(), dir)
+	require.NoError(t, err)
+	assert.Equal(t, float64(2), m["eval/n_items"])
+	assert.Contains(t, m, "eval/mean_reward")
+	for _, name := range []string{"metrics.json", "samples.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.NotEmpty(t, b, name)
+	}
+	var doc struct {
+		Results map[string]map[string]float64 `json:"results"`
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "metrics.json"))
+	require.NoError(t, json.Unmarshal(b, &doc))
+	assert.Equal(t, m, doc.Results["all"])
+}
