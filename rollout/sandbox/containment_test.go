@@ -22,6 +22,7 @@ import (
 // The hostile programs of the design reference (§9), each checked from the host.
 
 func TestNoNetwork(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
@@ -62,6 +63,7 @@ print("routes:", len(open("/proc/net/route").readlines()) - 1)
 }
 
 func TestWritesOutsideWorkspaceDoNotReachHost(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	other := newSandbox(t, f)
@@ -110,6 +112,7 @@ except OSError as e:
 }
 
 func TestHostSecretsAndPrivilegesAreOutOfReach(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 
@@ -153,6 +156,7 @@ func TestHostSecretsAndPrivilegesAreOutOfReach(t *testing.T) {
 }
 
 func TestSymlinkEscapeThroughFileToolsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 
@@ -192,6 +196,7 @@ mkdir d && ln -s / d/root && ln -s .. up && echo inside > real.txt && ln -s real
 }
 
 func TestFIFOIsRefusedWithoutBlocking(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	res := run(t, sb, "mkfifo pipe", 0)
@@ -205,6 +210,7 @@ func TestFIFOIsRefusedWithoutBlocking(t *testing.T) {
 }
 
 func TestTimeoutKillsProcessGroupAndSetsidChildren(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	m := marker()
@@ -231,6 +237,7 @@ func TestTimeoutKillsProcessGroupAndSetsidChildren(t *testing.T) {
 }
 
 func TestBackgroundProcessesDieWithTheCommand(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	m := marker()
@@ -243,6 +250,7 @@ func TestBackgroundProcessesDieWithTheCommand(t *testing.T) {
 }
 
 func TestOutputBeyondCapIsCut(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{OutputLimit: 1000})
 	sb := newSandbox(t, f)
 	res, err := sb.RunDetailed(t.Context(), rollout.Command{
@@ -263,6 +271,7 @@ func TestOutputBeyondCapIsCut(t *testing.T) {
 }
 
 func TestRunawayWriterIsKilled(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{KillOutputLimit: 4 << 20})
 	sb := newSandbox(t, f)
 	m := "runaway" + marker()
@@ -279,6 +288,7 @@ func TestRunawayWriterIsKilled(t *testing.T) {
 }
 
 func TestResourceLimits(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{Limits: sandbox.Limits{
 		AddressSpace: 256 << 20, FileSize: 1 << 20, Processes: 32,
 	}})

@@ -19,6 +19,7 @@ import (
 )
 
 func TestCloseKillsEverythingAndRemovesWorkspace(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sbi, err := f.NewSandbox(t.Context())
 	require.NoError(t, err)
@@ -50,6 +51,7 @@ func TestCloseKillsEverythingAndRemovesWorkspace(t *testing.T) {
 }
 
 func TestFileToolsRefuseNamesOutsideWorkspace(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	for _, name := range []string{"", "/etc/passwd", "../x", "a/../../x", "/workspace/x"} {
@@ -67,6 +69,7 @@ func TestFileToolsRefuseNamesOutsideWorkspace(t *testing.T) {
 }
 
 func TestFSConformance(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	require.NoError(t, sb.WriteFile("solution.py", []byte("x = 1\n")))
@@ -86,6 +89,7 @@ func TestFSConformance(t *testing.T) {
 }
 
 func TestProbeErrors(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "no-bwrap")
 	_, err := sandbox.New(t.Context(), sandbox.Config{BwrapPath: missing})
 	require.ErrorIs(t, err, sandbox.ErrBwrapNotFound)
@@ -123,6 +127,7 @@ func TestProbeErrors(t *testing.T) {
 }
 
 func TestInterpreterOutsideUsr(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the unreachable-interpreter case needs a root process dropping to another uid")
 	}
@@ -147,6 +152,7 @@ func TestInterpreterOutsideUsr(t *testing.T) {
 }
 
 func TestInvalidConfig(t *testing.T) {
+	t.Parallel()
 	cases := map[string]sandbox.Config{
 		"negative timeout":     {Timeout: -time.Second},
 		"timeout over max":     {Timeout: time.Hour, MaxTimeout: time.Minute},
@@ -177,6 +183,7 @@ func reachableTempDir(t *testing.T) string {
 const helperEnv = "AGENTICOPD_SANDBOX_TEST_HELPER"
 
 func TestLibraryProcessKilledMidRun(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(helperEnv) != "" {
 		return // the helper itself runs in TestHelperLibraryProcess
 	}
@@ -215,6 +222,7 @@ func TestHelperLibraryProcess(t *testing.T) {
 }
 
 func TestLogger(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	f := newFactory(t, sandbox.Config{Logger: logger})

@@ -111,6 +111,7 @@ func sandboxHostUID() int {
 }
 
 func TestRunPythonWritesFileSeenByReadFile(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 
@@ -128,6 +129,7 @@ func TestRunPythonWritesFileSeenByReadFile(t *testing.T) {
 }
 
 func TestWriteFileIsUsableBySandboxedCode(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 
@@ -180,6 +182,7 @@ func TestStdinDirAndEnvironment(t *testing.T) {
 }
 
 func TestInvalidCommands(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	require.NoError(t, sb.WriteFile("file", []byte("x")))
@@ -203,6 +206,7 @@ func TestInvalidCommands(t *testing.T) {
 }
 
 func TestBwrapSetupFailureIsAnError(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	// Without its workspace bwrap cannot set up the sandbox; the command never runs.
@@ -214,6 +218,7 @@ func TestBwrapSetupFailureIsAnError(t *testing.T) {
 }
 
 func TestContextEndKillsCommand(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	m := marker()
@@ -240,6 +245,7 @@ func TestContextEndKillsCommand(t *testing.T) {
 }
 
 func TestConcurrentRuns(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{})
 	a, b := newSandbox(t, f), newSandbox(t, f)
 	errc := make(chan error, 8)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestUnconfined(t *testing.T) {
+	t.Parallel()
 	// Unconfined is an explicit choice and needs no bubblewrap at all.
 	f := newFactory(t, sandbox.Config{Unconfined: true, BwrapPath: "/nonexistent/bwrap", OutputLimit: 100})
 	require.True(t, f.Unconfined())
@@ -91,6 +92,7 @@ func TestUnconfined(t *testing.T) {
 }
 
 func TestUnconfinedRunawayWriterIsKilled(t *testing.T) {
+	t.Parallel()
 	f := newFactory(t, sandbox.Config{Unconfined: true, KillOutputLimit: 1 << 20})
 	sb := newSandbox(t, f)
 	m := "runaway" + marker()
