@@ -195,6 +195,18 @@ mkdir d && ln -s / d/root && ln -s .. up && echo inside > real.txt && ln -s real
 	require.Equal(t, "inside\n", string(got))
 }
 
+func TestWriteThroughHardLinkRefused(t *testing.T) {
+	t.Parallel()
+	f := newFactory(t, sandbox.Config{})
+	sb := newSandbox(t, f)
+	res := run(t, sb, "echo original > a && ln a b && ln /usr/bin/true t 2>&1 || true", 0)
+	require.Contains(t, string(res.Stdout), "Invalid cross-device link", "links to host files cannot be made")
+	require.ErrorIs(t, sb.WriteFile("b", []byte("changed")), sandbox.ErrHardLinked)
+	got, err := sb.ReadFile("a")
+	require.NoError(t, err)
+	require.Equal(t, "original\n", string(got))
+}
+
 func TestFIFOIsRefusedWithoutBlocking(t *testing.T) {
 	t.Parallel()
 	f := newFactory(t, sandbox.Config{})

@@ -65,7 +65,8 @@
 // /etc/passwd, to "../x") cannot lead them outside, and FIFOs, sockets and devices are
 // refused ([ErrNotRegular]) so a planted FIFO cannot block the host. Hard links to
 // host files cannot be made from inside: the workspace is its own mount, and link(2)
-// does not cross mounts.
+// does not cross mounts; WriteFile still refuses a file with other hard links
+// ([ErrHardLinked]), which matters in unconfined mode.
 //
 // # What is contained, and what is not
 //

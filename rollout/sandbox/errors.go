@@ -29,6 +29,9 @@ var (
 	// ErrNotRegular is returned by the file tools for a workspace entry that is not a
 	// regular file (a FIFO, socket or device the agent planted).
 	ErrNotRegular = errors.New("sandbox: not a regular file")
+	// ErrHardLinked is returned by WriteFile for a workspace file that has other hard
+	// links: the host-side write would reach them too.
+	ErrHardLinked = errors.New("sandbox: file has other hard links")
 	// ErrStart means bubblewrap could not set up the sandbox for a command (the
 	// command itself never ran). The error carries bubblewrap's message.
 	ErrStart = errors.New("sandbox: could not start the command")

@@ -46,21 +46,40 @@ func (s *Sandbox) WriteFile(name string, data []byte) error {
 			return err
 		}
 	}
-	f, err := s.openRegular("write", name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := s.openRegular("write", name, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	if s.f.asRoot {
-		if err := f.Chown(s.f.cfg.UID, s.f.cfg.GID); err != nil {
-			f.Close()
-			return err
-		}
+	if err := s.prepareWrite(f, name); err != nil {
+		f.Close()
+		return err
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
+}
+
+// prepareWrite refuses a file with other hard links (in unconfined mode the code
+// could link a host file it can write into the workspace, and the host-side write
+// would then change that file's owner), then truncates it and gives it to the
+// sandbox uid.
+func (s *Sandbox) prepareWrite(f *os.File, name string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return &fs.PathError{Op: "write", Path: name, Err: ErrHardLinked}
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if s.f.asRoot {
+		return f.Chown(s.f.cfg.UID, s.f.cfg.GID)
+	}
+	return nil
 }
 
 // mkdirAll creates dir and its parents inside the root, owned by the sandbox uid.
