@@ -309,6 +309,17 @@ func TestAgentStops(t *testing.T) {
 			},
 		},
 		{
+			name:      "a template that cannot be calibrated",
+			policy:    &fakePolicy{ignoreTools: true},
+			wantStop:  rollout.StopTemplateDrift,
+			wantTurns: 0,
+			wantStats: rollout.Stats{TemplateDrift: 1},
+			check: func(t *testing.T, tr *rollout.Trajectory) {
+				require.ErrorContains(t, errors.New(tr.Err), "template calibration failed")
+				require.Empty(t, tr.Tokens)
+			},
+		},
+		{
 			name: "invalid tool JSON and unknown tool get error results",
 			policy: &fakePolicy{script: scripted(
 				"<tool_call>{\"name\": \"terminal\", \"arguments\": {\"command\": }</tool_call>\n" + call("browse", map[string]any{"url": "x"}),

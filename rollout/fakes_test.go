@@ -99,6 +99,8 @@ type fakePolicy struct {
 	genErrAt int
 	// renderErrs fails the first renderErrs Render calls.
 	renderErrs int
+	// ignoreTools renders as an old server that does not know "tools".
+	ignoreTools bool
 
 	mu       sync.Mutex
 	renders  int
@@ -133,7 +135,7 @@ func (p *fakePolicy) renderText(req rollout.RenderRequest) (string, error) {
 	var b strings.Builder
 	msgs := req.Messages
 	toolsText := ""
-	if len(req.Tools) > 0 {
+	if len(req.Tools) > 0 && !p.ignoreTools {
 		var names []string
 		for _, t := range req.Tools {
 			names = append(names, t.Function.Name)

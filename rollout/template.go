@@ -108,8 +108,9 @@ type Calibration struct {
 // [Policy.Render] only: the base B (ending with a user turn) with and without the
 // generation prompt (G is the difference), B plus one assistant and one user message
 // (the close token and the separator the model does not generate), two user messages
-// that differ only in body (cross-check), and probe tool runs and user messages whose
-// contents start and end with newlines (prefix stability per role). It runs lazily on
+// that differ only in body (cross-check), probe tool runs and user messages whose
+// contents start and end with newlines (prefix stability per role), and, when there are
+// tools, the base without them (a server that ignores "tools" fails calibration). It runs lazily on
 // first use and is cached; a calibration that failed for a transient reason (ctx, a
 // policy error) is retried on the next call.
 //
@@ -366,6 +367,17 @@ func (t *Template) calibrate(ctx context.Context) (*Calibration, error) {
 	}
 	c.GenerationPrompt = slices.Clone(rg.Tokens[len(c.Base):])
 	c.TurnStart = c.GenerationPrompt[0]
+	if len(t.cfg.Tools) > 0 {
+		// A server that ignores "tools" on /tokenize (vLLM before 0.9) would give the
+		// model prompts without its tool definitions.
+		rn, err := t.policy.Render(ctx, RenderRequest{Messages: base, ChatTemplateKwargs: t.cfg.ChatTemplateKwargs})
+		if err != nil {
+			return nil, fmt.Errorf("rollout: calibrating template: %w", err)
+		}
+		if slices.Equal(rn.Tokens, c.Base) {
+			return nil, fail("the server renders the same tokens with and without tools: it ignores \"tools\" on /tokenize (vLLM 0.9 or later is needed)")
+		}
+	}
 
 	// Two user turns that differ only in body: their deltas share the close and the
 	// separator as a common tail (verl's cross-check), and start with the turn start.

@@ -227,3 +227,17 @@ func TestTemplateCalibrateHonoursContext(t *testing.T) {
 	_, err = tmpl.Calibrate(context.Background())
 	require.NoError(t, err, "a canceled attempt leaves the template usable")
 }
+
+func TestTemplateCalibrationRefusesServerIgnoringTools(t *testing.T) {
+	tools := []chat.Tool{rollout.DefaultTools()[0].Definition()}
+	tmpl, err := rollout.NewTemplate(&fakePolicy{ignoreTools: true}, rollout.TemplateConfig{Tools: tools})
+	require.NoError(t, err)
+	_, err = tmpl.Calibrate(context.Background())
+	require.ErrorIs(t, err, rollout.ErrCalibration)
+	require.ErrorContains(t, err, "ignores \"tools\"")
+
+	tmpl, err = rollout.NewTemplate(&fakePolicy{}, rollout.TemplateConfig{Tools: tools})
+	require.NoError(t, err)
+	_, err = tmpl.Calibrate(context.Background())
+	require.NoError(t, err)
+}

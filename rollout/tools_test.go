@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -156,4 +157,28 @@ func TestFuncTool(t *testing.T) {
 		return strings.ToUpper(string(args))
 	}}
 	require.Equal(t, `{"A":1}`, tl.Call(context.Background(), nil, json.RawMessage(`{"a":1}`)))
+}
+
+func FuzzCapText(f *testing.F) {
+	f.Add("abcdefghij", 4)
+	f.Add("ααββγγ", 2)
+	f.Add("", 0)
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		n %= 64
+		got := rollout.CapText(s, n)
+		if !utf8.ValidString(s) {
+			return // cut by rune as decoded; only no panic is asked of invalid text
+		}
+		if n <= 0 || utf8.RuneCountInString(s) <= n {
+			if got != s {
+				t.Fatalf("CapText(%q, %d) = %q, want it unchanged", s, n, got)
+			}
+			return
+		}
+		r := []rune(s)
+		head, tail := string(r[:n/2]), string(r[len(r)-(n-n/2):])
+		if !strings.HasPrefix(got, head) || !strings.HasSuffix(got, tail) || !strings.Contains(got, "characters cut]") {
+			t.Fatalf("CapText(%q, %d) = %q: want head %q, tail %q and the marker", s, n, got, head, tail)
+		}
+	})
 }
