@@ -75,3 +75,15 @@ func toChatTools(raw []json.RawMessage) []chat.Tool {
 	}
 	return out
 }
+
+// ScriptByTurn returns an agent script (for [WithAgentScript]) that answers assistant
+// turn k with texts[k-1], and leaves later turns to the model.
+func ScriptByTurn(texts ...string) func(ScriptInput) (string, bool) {
+	texts = append([]string(nil), texts...)
+	return func(in ScriptInput) (string, bool) {
+		if in.Turn < 1 || in.Turn > len(texts) {
+			return "", false
+		}
+		return texts[in.Turn-1], true
+	}
+}

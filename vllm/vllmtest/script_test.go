@@ -254,3 +254,18 @@ func TestChatSampledAndValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestScriptByTurn(t *testing.T) {
+	s := vllmtest.NewServer(t, vllmtest.WithAgentScript(vllmtest.ScriptByTurn("first", "second")))
+	prompt := "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+	r1 := generate(t, s, map[string]any{"prompt": prompt, "max_tokens": 20})
+	require.Equal(t, "first", r1.Choices[0].Text)
+	prompt += "first<|im_end|>\n<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+	r2 := generate(t, s, map[string]any{"prompt": prompt, "max_tokens": 20})
+	require.Equal(t, "second", r2.Choices[0].Text)
+	prompt += "second<|im_end|>\n<|im_start|>user\ny<|im_end|>\n<|im_start|>assistant\n"
+	r3 := generate(t, s, map[string]any{"prompt": prompt, "max_tokens": 20, "temperature": 0})
+	plain := vllmtest.NewServer(t)
+	want := generate(t, plain, map[string]any{"prompt": prompt, "max_tokens": 20, "temperature": 0})
+	require.Equal(t, want.Choices[0].TokenIDs, r3.Choices[0].TokenIDs, "turn 3 comes from the model")
+}

@@ -151,11 +151,14 @@ func TestPromptLogprobsConsistency(t *testing.T) {
 			}
 		}
 		require.InDelta(t, 1.0, sum, 1e-4, "position %d", i)
-		ranks := map[int]bool{}
+		byFullRank := make([]float32, s.VocabSize()+1)
 		for _, e := range fpl[i] {
-			ranks[e.Rank] = true
+			require.Zero(t, byFullRank[e.Rank], "rank %d appears twice at position %d", e.Rank, i)
+			byFullRank[e.Rank] = e.Logprob
 		}
-		require.Len(t, ranks, s.VocabSize(), "ranks must be a permutation")
+		for r := 2; r <= s.VocabSize(); r++ {
+			require.LessOrEqual(t, byFullRank[r], byFullRank[r-1], "position %d: rank %d is likelier than rank %d", i, r, r-1)
+		}
 	}
 }
 
