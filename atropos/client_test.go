@@ -1,12 +1,16 @@
 package atropos_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -454,4 +458,52 @@ func TestDisconnect(t *testing.T) {
 	require.Len(t, srv.Queue(), 1, "queued data stays")
 	require.ErrorIs(t, c.Send(context.Background(), group(2, 2)), atropos.ErrNotRegistered)
 	require.ErrorIs(t, c.Disconnect(context.Background()), atropos.ErrNotRegistered)
+}
+
+// TestKilledProcessLosesNothing kills a real env process (this test binary re-run as a
+// helper) while its groups are waiting for the API, then starts a new client on the same
+// spool: every group is delivered.
+func TestKilledProcessLosesNothing(t *testing.T) {
+	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "ATROPOS_TEST_HELPER=env", "ATROPOS_URL="+srv.URL(), "ATROPOS_SPOOL="+dir)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "helper: %s", stderr.String())
+	require.Equal(t, "registered\n", line)
+	srv.SetDown(true)
+	_, err = io.WriteString(stdin, "go\n")
+	require.NoError(t, err)
+
+	spooled := func() int {
+		entries, _ := os.ReadDir(dir)
+		n := 0
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".jsonl") && !strings.HasPrefix(e.Name(), ".") {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return spooled() == 3 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Empty(t, srv.Received())
+
+	srv.SetDown(false)
+	c := registered(t, srv, dir)
+	require.Equal(t, []float64{0, 1, 2}, scoresOf(srv.Received()))
+	require.Zero(t, spooled())
+	for _, g := range srv.Received() {
+		require.Equal(t, c.Registration().EnvID, *g.EnvID)
+	}
 }

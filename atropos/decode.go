@@ -302,10 +302,10 @@ func (s *scanner) skip() (json.RawMessage, error) {
 		case '{', '[':
 			depth++
 		case '}', ']':
-			depth--
-			if depth < 0 {
-				return nil, s.errorf("unexpected %q", c)
+			if depth == 0 {
+				return s.checked(start) // the end of a scalar
 			}
+			depth--
 			if depth == 0 {
 				s.pos++
 				return s.checked(start)

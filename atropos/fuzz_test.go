@@ -19,6 +19,7 @@ func FuzzDecodeGroup(f *testing.F) {
 	f.Add([]byte(`{"tokens":[[1,2]],"masks":[[-100,2]],"scores":[0.5],"distill_token_ids":[[[],[3,4]]],"distill_logprobs":[[[],[-0.1,-2]]]}`))
 	f.Add([]byte(`{"tokens":[[1.0]],"masks":[[1]],"scores":[1e-7],"messages":[[{"role":"u","content":[{"a":"\u00e9"}]}]],"x":{"y":[null,true]}}`))
 	f.Add([]byte(`{"tokens":[[1]],"masks":[[1]],"scores":[NaN]}`))
+	f.Add([]byte(`{"tokens":[[1]],"masks":[[1]],"scores":[1],"z":5,"y":"s"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var g atropos.ScoredDataGroup
 		if err := g.UnmarshalJSON(data); err != nil {

@@ -412,7 +412,7 @@ func TestDecodeErrors(t *testing.T) {
 func TestDecodeLenient(t *testing.T) {
 	// Unknown keys are ignored, integral floats accepted in integer fields, missing
 	// optional keys are absent, escaped keys are understood.
-	in := `{"extra":{"a":[1,2]}, "tok\u0065ns":[[1.0, 2e0]], "masks":[[-100,2]], "scores":[3], "env_id": 2.0}`
+	in := `{"extra":{"a":[1,2]}, "tok\u0065ns":[[1.0, 2e0]], "masks":[[-100,2]], "scores":[3], "env_id": 2.0, "z": 5, "y": true}`
 	var g atropos.ScoredDataGroup
 	require.NoError(t, json.Unmarshal([]byte(in), &g))
 	want := &atropos.ScoredDataGroup{Tokens: [][]int{{1, 2}}, Masks: [][]int{{-100, 2}}, Scores: []float64{3}, EnvID: ptr(2)}

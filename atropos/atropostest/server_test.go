@@ -1,0 +1,364 @@
+package atropostest_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type resp struct {
+	status int
+	body   string
+	header http.Header
+}
+
+// do sends one raw request; hdr holds header pairs.
+func do(t *testing.T, srv *atropostest.Server, method, path, body string, hdr ...string) resp {
+	t.Helper()
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, srv.URL()+path, rd)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	r, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	return resp{r.StatusCode, string(b), r.Header}
+}
+
+func jsonEq(t *testing.T, want, got string) {
+	t.Helper()
+	var w, g any
+	require.NoError(t, json.Unmarshal([]byte(want), &w), want)
+	require.NoError(t, json.Unmarshal([]byte(got), &g), got)
+	if diff := cmp.Diff(w, g); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+const registerBody = `{"wandb_group":"g","wandb_project":"p","batch_size":8,"max_token_len":100,"checkpoint_dir":"c","save_checkpoint_interval":5,"starting_step":0,"num_steps":10}`
+
+// groupJSON returns a group of n sequences posted by env (nil for none).
+func groupJSON(n int, env any, score float64) string {
+	toks := strings.TrimSuffix(strings.Repeat("[1,2],", n), ",")
+	scores := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("%v,", score), n), ",")
+	e, _ := json.Marshal(env)
+	return fmt.Sprintf(`{"tokens":[%s],"masks":[%s],"scores":[%s],"env_id":%s}`, toks, toks, scores, e)
+}
+
+func registerEnv(t *testing.T, srv *atropostest.Server, name string, gs int, extra string) int {
+	t.Helper()
+	r := do(t, srv, "POST", "/register-env", fmt.Sprintf(`{"max_token_length":2048,"desired_name":%q,"weight":1,"group_size":%d%s}`, name, gs, extra))
+	require.Equal(t, 200, r.status, r.body)
+	var rep struct {
+		Status string `json:"status"`
+		EnvID  int    `json:"env_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.body), &rep))
+	require.Equal(t, "success", rep.Status, r.body)
+	return rep.EnvID
+}
+
+func started(t *testing.T, batchSize int) *atropostest.Server {
+	return atropostest.NewServer(t, atropostest.WithTrainer(atropos.TrainerRegistration{BatchSize: batchSize, MaxTokenLen: 100, NumSteps: 10}))
+}
+
+func TestRegistrationOrder(t *testing.T) {
+	srv := atropostest.NewServer(t)
+	jsonEq(t, `{"message":"AtroposLib API"}`, do(t, srv, "GET", "/", "").body)
+	jsonEq(t, `{"batch_size":-1,"max_token_len":-1}`, do(t, srv, "GET", "/info", "").body)
+	jsonEq(t, `{"status":"error","message":"Trainer not registered. Call /register first.","batch":[]}`, do(t, srv, "GET", "/batch", "").body)
+	jsonEq(t, `{"current_step":0,"queue_size":0}`, do(t, srv, "GET", "/status", "").body)
+	jsonEq(t, `{"group":null,"project":null}`, do(t, srv, "GET", "/wandb_info", "").body)
+
+	r := do(t, srv, "POST", "/register", registerBody)
+	require.Equal(t, 200, r.status)
+	require.Regexp(t, `^\{"uuid":[0-9]+\}$`, r.body)
+	jsonEq(t, `{"batch_size":8,"max_token_len":100}`, do(t, srv, "GET", "/info", "").body)
+	jsonEq(t, `{"group":"g","project":"p"}`, do(t, srv, "GET", "/wandb_info", "").body)
+
+	env := `{"max_token_length":2048,"desired_name":"e","weight":1.0,"group_size":2}`
+	jsonEq(t, `{"status":"wait for trainer to start"}`, do(t, srv, "POST", "/register-env", env).body)
+	jsonEq(t, `{"batch":null}`, do(t, srv, "GET", "/batch", "").body)
+	jsonEq(t, `{"status":"success","env_id":0,"wandb_name":"e_0","checkpoint_dir":"c","starting_step":0,"checkpoint_interval":5,"num_steps":10}`,
+		do(t, srv, "POST", "/register-env", env).body)
+	jsonEq(t, `{"status":"success","env_id":1,"wandb_name":"e_1","checkpoint_dir":"c","starting_step":0,"checkpoint_interval":5,"num_steps":10}`,
+		do(t, srv, "POST", "/register-env", env).body)
+
+	// A second /register does not reconfigure.
+	require.Equal(t, 200, do(t, srv, "POST", "/register", strings.Replace(registerBody, `"batch_size":8`, `"batch_size":64`, 1)).status)
+	jsonEq(t, `{"batch_size":8,"max_token_len":100}`, do(t, srv, "GET", "/info", "").body)
+
+	jsonEq(t, `{"status":"success"}`, do(t, srv, "POST", "/disconnect-env", `{"env_id":1}`).body)
+	require.False(t, srv.Envs()[1].Connected)
+	jsonEq(t, `{"status":"failure","error":"list index out of range"}`, do(t, srv, "POST", "/disconnect-env", `{"env_id":7}`).body)
+}
+
+func TestRegistrationSchemaErrors(t *testing.T) {
+	srv := started(t, 8)
+	tests := []struct{ name, path, body, field string }{
+		{"register missing field", "/register", `{"batch_size":8}`, "wandb_group"},
+		{"env without name", "/register-env", `{"max_token_length":1,"desired_name":null,"weight":1,"group_size":2}`, "desired_name"},
+		{"env without weight", "/register-env", `{"max_token_length":1,"desired_name":"x","weight":null,"group_size":2}`, "weight"},
+		{"empty body", "/register-env", ``, "body"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, srv, "POST", tc.path, tc.body)
+			require.Equal(t, 422, r.status)
+			require.Contains(t, r.body, tc.field)
+		})
+	}
+}
+
+func TestWedgeWhenDataArrivesFirst(t *testing.T) {
+	srv := atropostest.NewServer(t)
+	jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(2, nil, 1)).body)
+	require.Equal(t, 200, do(t, srv, "POST", "/register", registerBody).status)
+	// The register was a no-op: the server is wedged.
+	jsonEq(t, `{"batch_size":-1,"max_token_len":-1}`, do(t, srv, "GET", "/info", "").body)
+	jsonEq(t, `{"status":"error","message":"Trainer not registered. Call /register first.","batch":[]}`, do(t, srv, "GET", "/batch", "").body)
+	jsonEq(t, `{"status":"wait for trainer to start"}`, do(t, srv, "POST", "/register-env", `{"max_token_length":1,"desired_name":"x","weight":1,"group_size":2}`).body)
+
+	// Reset, then register: unwedged.
+	r := do(t, srv, "GET", "/reset_data", "")
+	require.Equal(t, "Reset successful", r.body)
+	require.Equal(t, 500, do(t, srv, "GET", "/batch", "").status, "after a reset /batch fails until /register")
+	require.Equal(t, 200, do(t, srv, "POST", "/register", registerBody).status)
+	jsonEq(t, `{"batch_size":8,"max_token_len":100}`, do(t, srv, "GET", "/info", "").body)
+}
+
+func TestResetKeepsMaxTokenLen(t *testing.T) {
+	srv := started(t, 8)
+	registerEnv(t, srv, "e", 2, "")
+	srv.Reset()
+	jsonEq(t, `{"batch_size":-1,"max_token_len":100}`, do(t, srv, "GET", "/info", "").body)
+	require.Empty(t, srv.Envs())
+	require.Equal(t, 500, do(t, srv, "GET", "/status-env", `{"env_id":0}`).status)
+}
+
+func TestStatusEnvTransport(t *testing.T) {
+	srv := started(t, 8)
+	id := registerEnv(t, srv, "e", 2, "")
+	require.Equal(t, 200, do(t, srv, "GET", "/status-env", fmt.Sprintf(`{"env_id":%d}`, id)).status)
+	require.Equal(t, 422, do(t, srv, "GET", "/status-env?env_id=0", "").status, "a query string alone is not enough")
+	require.Equal(t, 405, do(t, srv, "POST", "/status-env", `{"env_id":0}`).status)
+	require.Equal(t, 500, do(t, srv, "GET", "/status-env", `{"env_id":3}`).status)
+	require.Equal(t, 404, do(t, srv, "GET", "/nope", "").status)
+}
+
+func TestStatusEnvFormulas(t *testing.T) {
+	srv := started(t, 16)
+	a := registerEnv(t, srv, "a", 2, "")
+	r := do(t, srv, "POST", "/register-env", `{"max_token_length":4096,"desired_name":"b","weight":1,"group_size":4,"min_batch_allocation":0.25}`)
+	require.Equal(t, 200, r.status)
+	b := 1
+	for range 3 {
+		jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(2, a, 1)).body)
+	}
+	for range 2 {
+		jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(4, b, 1)).body)
+	}
+	// a: weight 2048/(2048+4096); queue (6 + (8 − int(16×0.25))) // 2; self 6 // 2.
+	jsonEq(t, `{"current_step":0,"queue_size":5,"unallocated_fraction":0.75,"self_queue_size":3,"max_group_size":4,"env_weight":0.3333333333333333}`,
+		do(t, srv, "GET", "/status-env", fmt.Sprintf(`{"env_id":%d}`, a)).body)
+	// b: queue (8 + ceil(6/4)×4) // 4; self 8 // 4.
+	jsonEq(t, `{"current_step":0,"queue_size":4,"unallocated_fraction":0.75,"self_queue_size":2,"max_group_size":4,"env_weight":0.6666666666666666}`,
+		do(t, srv, "GET", "/status-env", fmt.Sprintf(`{"env_id":%d}`, b)).body)
+
+	// No connected env with a positive weight: upstream divides by zero.
+	for _, id := range []int{a, b} {
+		jsonEq(t, `{"status":"success"}`, do(t, srv, "POST", "/disconnect-env", fmt.Sprintf(`{"env_id":%d}`, id)).body)
+	}
+	require.Equal(t, 500, do(t, srv, "GET", "/status-env", `{"env_id":0}`).status)
+}
+
+func TestBuffering(t *testing.T) {
+	srv := started(t, 8)
+	id := registerEnv(t, srv, "e", 4, "")
+	jsonEq(t, `{"status":"buffered","buffer_size":3}`, do(t, srv, "POST", "/scored_data", groupJSON(3, id, 1)).body)
+	jsonEq(t, `{"status":"buffered","buffer_size":5}`, do(t, srv, "POST", "/scored_data", groupJSON(2, id, 2)).body)
+	require.Empty(t, srv.Queue())
+	// 3+2 and 3+2+2 miss 4; the search finds 2+2.
+	jsonEq(t, `{"status":"buffered","buffer_size":3}`, do(t, srv, "POST", "/scored_data", groupJSON(2, id, 3)).body)
+	q := srv.Queue()
+	require.Len(t, q, 2, "released individually, not merged")
+	require.Equal(t, []float64{2, 2}, q[0].Scores)
+	require.Equal(t, []float64{3, 3}, q[1].Scores)
+	jsonEq(t, `{"status":"buffered","buffer_size":0}`, do(t, srv, "POST", "/scored_data", groupJSON(1, id, 4)).body)
+	require.Len(t, srv.Queue(), 4)
+
+	// Unknown env ids and matching sizes go straight to the queue; lists report buffering.
+	jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(3, 9, 5)).body)
+	jsonEq(t, `{"status":"received","groups_processed":3,"buffered":2,"last_buffer_size":3}`,
+		do(t, srv, "POST", "/scored_data_list", "["+groupJSON(4, id, 6)+","+groupJSON(1, id, 7)+","+groupJSON(2, id, 8)+"]").body)
+	jsonEq(t, `{"status":"received","groups_processed":1}`, do(t, srv, "POST", "/scored_data_list", "["+groupJSON(4, id, 9)+"]").body)
+}
+
+func TestExactSumBatches(t *testing.T) {
+	srv := started(t, 8)
+	for i, n := range []int{4, 2, 4, 2, 2} {
+		require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(n, nil, float64(i))).status)
+	}
+	// Largest size 4: packs are [g0], [g2], [g1 g3]; the batch takes g0 and g2.
+	tr, err := atropos.NewTrainer(srv.URL())
+	require.NoError(t, err)
+	b, err := tr.Batch(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, [][]float64{{0, 0, 0, 0}, {2, 2, 2, 2}}, [][]float64{b[0].Scores, b[1].Scores})
+	require.Equal(t, 1, srv.Step())
+	// Left: three groups of 2 = 6 < 8.
+	jsonEq(t, `{"batch":null}`, do(t, srv, "GET", "/batch", "").body)
+	require.Equal(t, 1, srv.Step())
+	require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(2, nil, 5)).status)
+	b, err = tr.Batch(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 8, atropos.Sequences(b...))
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestBatchNeverFormsWhenSizesDoNotFit(t *testing.T) {
+	srv := started(t, 6)
+	for range 4 {
+		require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(4, nil, 1)).status)
+	}
+	jsonEq(t, `{"batch":null}`, do(t, srv, "GET", "/batch", "").body)
+	require.Len(t, srv.Queue(), 4, "an overshoot leaves the queue intact")
+}
+
+func TestMinimumAllocation(t *testing.T) {
+	srv := started(t, 8)
+	a := registerEnv(t, srv, "a", 2, `,"min_batch_allocation":0.5`)
+	b := registerEnv(t, srv, "b", 2, "")
+	for i := range 4 {
+		require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(2, b, float64(10+i))).status)
+	}
+	jsonEq(t, `{"batch":null}`, do(t, srv, "GET", "/batch", "").body) // a reserved half and has nothing
+	for i := range 2 {
+		require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(2, a, float64(i))).status)
+	}
+	r := do(t, srv, "GET", "/batch", "")
+	var got struct{ Batch []atropos.ScoredDataGroup }
+	require.NoError(t, json.Unmarshal([]byte(r.body), &got))
+	var scores []float64
+	for _, g := range got.Batch {
+		scores = append(scores, g.Scores[0])
+	}
+	require.Equal(t, []float64{0, 1, 10, 11}, scores, "a's minimum first, then the queue in order")
+
+	// Once a disconnects, batches form without it.
+	jsonEq(t, `{"status":"success"}`, do(t, srv, "POST", "/disconnect-env", fmt.Sprintf(`{"env_id":%d}`, a)).body)
+	for i := range 2 {
+		require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(2, b, float64(20+i))).status)
+	}
+	require.Contains(t, do(t, srv, "GET", "/batch", "").body, `"scores":[12,12]`)
+}
+
+func TestGzipBodies(t *testing.T) {
+	srv := started(t, 8)
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write([]byte(groupJSON(2, nil, 1)))
+	require.NoError(t, zw.Close())
+	r := do(t, srv, "POST", "/scored_data", buf.String(), "Content-Encoding", "GZIP")
+	jsonEq(t, `{"status":"received"}`, r.body)
+	require.True(t, srv.Requests()[0].Gzip)
+
+	r = do(t, srv, "POST", "/scored_data", "not gzip", "Content-Encoding", "gzip")
+	require.Equal(t, 400, r.status)
+	require.Equal(t, "Invalid gzip payload", r.body)
+	require.Contains(t, r.header.Get("Content-Type"), "text/plain")
+
+	// Replies from 1000 bytes are gzipped for clients that accept it.
+	for range 3 {
+		require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(2, nil, 1)).status)
+	}
+	r = do(t, srv, "GET", "/batch", "", "Accept-Encoding", "gzip")
+	require.Equal(t, "gzip", r.header.Get("Content-Encoding"))
+	r = do(t, srv, "GET", "/latest_example", "", "Accept-Encoding", "gzip")
+	require.Empty(t, r.header.Get("Content-Encoding"), "small replies are not gzipped")
+}
+
+func TestMessageWithoutRoleOrContent(t *testing.T) {
+	srv := started(t, 8)
+	for _, msg := range []string{`{"role":"user"}`, `{"content":"x"}`} {
+		body := `{"tokens":[[1]],"masks":[[1]],"scores":[1],"messages":[[` + msg + `]]}`
+		r := do(t, srv, "POST", "/scored_data", body)
+		require.Equal(t, 422, r.status)
+		require.Contains(t, r.body, "Message must have 'role' and 'content' fields")
+		r = do(t, srv, "POST", "/scored_data_list", "["+body+"]")
+		require.Equal(t, 422, r.status)
+	}
+	require.Empty(t, srv.Received())
+	r := do(t, srv, "POST", "/scored_data", `{"tokens":[[1]],"masks":[[1]]}`)
+	require.Equal(t, 422, r.status)
+	require.Contains(t, r.body, "scores")
+}
+
+func TestLatestExampleAndAllKeys(t *testing.T) {
+	srv := started(t, 8)
+	jsonEq(t, `{"tokens":[],"masks":[],"scores":[],"advantages":[],"ref_logprobs":[],"generation_params":[],"inference_logprobs":[],"messages":[],"images":[]}`,
+		do(t, srv, "GET", "/latest_example", "").body)
+	require.Equal(t, 200, do(t, srv, "POST", "/scored_data", `{"tokens":[[1]],"masks":[[1]],"scores":[1],"unknown":5}`).status)
+	jsonEq(t, `{"tokens":[[1]],"masks":[[1]],"scores":[1],"advantages":null,"ref_logprobs":null,"messages":null,"generation_params":null,"inference_logprobs":null,"overrides":null,"group_overrides":null,"images":null,"env_id":null,"distill_token_ids":null,"distill_logprobs":null}`,
+		do(t, srv, "GET", "/latest_example", "").body)
+}
+
+func TestFaultInjection(t *testing.T) {
+	srv := started(t, 8)
+	srv.FailNext("/info", 2, 503)
+	require.Equal(t, 503, do(t, srv, "GET", "/info", "").status)
+	require.Equal(t, 503, do(t, srv, "GET", "/info", "").status)
+	require.Equal(t, 200, do(t, srv, "GET", "/info", "").status)
+	require.Equal(t, 3, srv.Count("GET", "/info"))
+
+	srv.SetError("*", 500, `{"detail":"boom"}`)
+	r := do(t, srv, "GET", "/status", "")
+	require.Equal(t, 500, r.status)
+	require.Equal(t, `{"detail":"boom"}`, r.body)
+	srv.ClearErrors()
+	require.Equal(t, 200, do(t, srv, "GET", "/status", "").status)
+
+	srv.SetDown(true)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	_, err := (&http.Client{Transport: tr}).Get(srv.URL() + "/info")
+	require.Error(t, err, "a down server drops the connection")
+	srv.SetDown(false)
+	require.Equal(t, 200, do(t, srv, "GET", "/info", "").status)
+}
+
+func TestStartAndClose(t *testing.T) {
+	srv, err := atropostest.Start()
+	require.NoError(t, err)
+	require.Equal(t, 200, do(t, srv, "GET", "/", "").status)
+	srv.Close()
+	srv.Close() // idempotent
+	_, err = http.Get(srv.URL() + "/")
+	require.Error(t, err)
+}
