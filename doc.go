@@ -1,0 +1,61 @@
+// Package agenticopd turns agentic coding rollouts into on-policy distillation (OPD)
+// training data for Atropos trainers.
+//
+// An [Env] runs, for each task, GroupSize agents in parallel, each in its own sandbox,
+// talking to a vLLM server with exact token ids ([rollout.Agent]). When an agent stops,
+// the env writes the task's own tests into the workspace and runs them
+// ([reward.Verify]); the agent's own test files never decide the reward. Each rollout
+// is scored 0.7·correctness + 0.15·efficiency + 0.15·tool use ([reward.Default]). A
+// judge then looks at every assistant turn and the state that followed it and, where
+// that state shows how the turn could have been better, gives a short hint
+// ([judge.LLM]); a teacher scores the student's exact tokens with the hint in context
+// ([opd.Distiller]); and the teacher's top-K per position becomes distill_token_ids /
+// distill_logprobs on an [atropos.ScoredDataGroup].
+//
+// Groups go to the Atropos trajectory API ([Env.Serve]), to a JSON Lines file
+// ([Env.Process]), or back to the caller ([Env.CollectGroup]). [Env.Evaluate] runs the
+// eval split greedily, without OPD.
+//
+// # Wiring
+//
+// Only [Config.Policy] is required. With a *vllm.Client (or *vllm.Pool) as the policy,
+// the same server is the teacher and the judge's model, as in the original
+// environment; a frozen teacher or another judge server is one field away. The sandbox
+// is bubblewrap ([github.com/agentic-opd/agenticopd/rollout/sandbox]); it is created
+// and probed on first use, and its error says how to install bubblewrap. Every role is
+// an interface, so users swap in their own judge, teacher, sandbox, reward or task
+// source.
+//
+// # Decisions
+//
+//   - A rollout that could not be carried out (its sandbox failed, its policy server
+//     failed, its tests could not be run) fails the whole group with
+//     [ErrRolloutFailed]. Atropos wants GroupSize sequences, and an infrastructure
+//     failure is not the student's behaviour: training on it as a low score would
+//     teach the wrong thing. A rollout that ran and did badly is of course kept.
+//   - Groups a sink would drop anyway (all scores equal, the default of Atropos's
+//     ensure_scores_are_not_same; or a sequence at least the trainer's max token
+//     length) are marked [Group.Dropped] before any judge or teacher request.
+//     Process keeps equal-score groups and applies no length limit, as Atropos's
+//     process mode does.
+//   - Judge failures never fail a group: the turn gets no hint and the failure is
+//     counted. A teacher failure fails the group, since its rows would be missing.
+//   - Distill rows are empty ([]) wherever the teacher was not asked; they are never
+//     zero-padded unless a consumer asks for that layout
+//     ([atropos.EncodeOptions.DenseZeroPad]).
+//   - The reference's opd_enabled is [Config.DisableOPD]: inverted so that the zero
+//     value keeps OPD on. A zero Temperature means the default 1.0; Evaluate decodes
+//     greedily.
+//
+// # Metrics
+//
+// [Group.Metrics] and [Env.Metrics] carry the original environment's names
+// (train/mean_reward, train/mean_correctness, train/mean_efficiency,
+// train/mean_tool_usage, train/pass_rate, train/total_rollouts, opd/mean_hints_per_rollout,
+// opd/mean_turns_scored, opd/hint_rate, opd/total_hints, opd/total_scored_turns; eval/…
+// from Evaluate) and this library's: requests/ per role (render, generate,
+// teacher_score, judge_chat), opd/teacher_prompt_tokens, opd/alignment_mismatches,
+// opd/template_drift, opd/unparsable_votes, rollout/template_drift and the other
+// token-boundary counts of [rollout.Stats], env/sandbox_failures, env/policy_failures,
+// env/failed_groups, env/dropped_groups/REASON, env/groups_sent, env/send_failures.
+package agenticopd
