@@ -44,6 +44,24 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return hj.Hijack()
 }
 
+type route struct {
+	method string
+	h      func(http.ResponseWriter, *http.Request, []byte)
+}
+
+func (s *Server) buildRoutes() {
+	s.routes = map[string]route{
+		"/v1/models":           {http.MethodGet, s.handleModels},
+		"/health":              {http.MethodGet, s.handleHealth},
+		"/ping":                {http.MethodGet, s.handleHealth},
+		"/version":             {http.MethodGet, s.handleVersion},
+		"/tokenize":            {http.MethodPost, s.handleTokenize},
+		"/detokenize":          {http.MethodPost, s.handleDetokenize},
+		"/v1/completions":      {http.MethodPost, s.handleCompletions},
+		"/v1/chat/completions": {http.MethodPost, s.handleChatCompletions},
+	}
+}
+
 func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<30))
 	idx := s.record(r, body)
@@ -55,21 +73,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	if s.applyFaults(w, r, idx) {
 		return
 	}
-	type route struct {
-		method string
-		h      func(http.ResponseWriter, *http.Request, []byte)
-	}
-	routes := map[string]route{
-		"/v1/models":           {http.MethodGet, s.handleModels},
-		"/health":              {http.MethodGet, s.handleHealth},
-		"/ping":                {http.MethodGet, s.handleHealth},
-		"/version":             {http.MethodGet, s.handleVersion},
-		"/tokenize":            {http.MethodPost, s.handleTokenize},
-		"/detokenize":          {http.MethodPost, s.handleDetokenize},
-		"/v1/completions":      {http.MethodPost, s.handleCompletions},
-		"/v1/chat/completions": {http.MethodPost, s.handleChatCompletions},
-	}
-	rt, ok := routes[r.URL.Path]
+	rt, ok := s.routes[r.URL.Path]
 	switch {
 	case !ok:
 		writeDetail(w, http.StatusNotFound, "Not Found")

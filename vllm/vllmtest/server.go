@@ -98,7 +98,8 @@ type Server struct {
 	done  chan struct{}
 	close sync.Once
 
-	ids atomic.Uint64
+	ids    atomic.Uint64
+	routes map[string]route
 
 	mu       sync.Mutex
 	requests []Request
@@ -150,6 +151,7 @@ func Start(opts ...Option) (*Server, error) {
 		ln:   ln,
 		done: make(chan struct{}),
 	}
+	s.buildRoutes()
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(s.done)
