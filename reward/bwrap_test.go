@@ -1,0 +1,44 @@
+package reward_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+// bwrapSandboxes returns a factory of bubblewrap sandboxes, the library's default.
+func bwrapSandboxes(t *testing.T) func(t *testing.T) rollout.Sandbox {
+	f, err := sandbox.New(context.Background(), sandbox.Config{})
+	require.NoError(t, err, "bubblewrap and /usr/bin/python3 are required (.ci/run installs them)")
+	return func(t *testing.T) rollout.Sandbox {
+		sb, err := f.NewSandbox(context.Background())
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, sb.Close()) })
+		return sb
+	}
+}
+
+func TestVerifyBuiltinTasksInBubblewrap(t *testing.T) {
+	runBuiltinVerification(t, bwrapSandboxes(t))
+}
+
+func TestVerifyInBubblewrapIsConfined(t *testing.T) {
+	newSandbox := bwrapSandboxes(t)
+	task := tasks.Task{ID: "net", TestCode: "import socket\n" +
+		"s = socket.socket()\n" +
+		"s.settimeout(1)\n" +
+		"try:\n    s.connect(('1.1.1.1', 53))\n    print('network reachable')\n" +
+		"except OSError as e:\n    print('no network:', e)\n" +
+		"print('All tests passed!')\n"}
+	v, err := reward.Verify(context.Background(), newSandbox(t), task, reward.VerifyOptions{})
+	require.NoError(t, err)
+	require.False(t, v.Unconfined)
+	require.Equal(t, reward.RulePassed, v.Rule, v.Output)
+	require.Contains(t, v.Output, "no network:")
+}
