@@ -63,6 +63,10 @@ func (s *Server) buildRoutes() {
 }
 
 func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	if !s.enter() {
+		panic(http.ErrAbortHandler)
+	}
+	defer s.inflight.Done()
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<30))
 	idx := s.record(r, body)
 	w := &statusWriter{ResponseWriter: rw, s: s, idx: idx}

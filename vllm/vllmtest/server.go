@@ -102,6 +102,8 @@ type Server struct {
 	routes map[string]route
 
 	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup
 	requests []Request
 	faults   []*faultState
 }
@@ -177,13 +179,29 @@ func sharedModel(tok *tokenizer, seed uint64) *model {
 	return m
 }
 
-// Close stops the server and closes every connection, including requests in flight.
-// It is idempotent.
+// Close stops the server, closes every connection and waits for the handlers of
+// requests in flight to return (so a script that never returns blocks Close). It is
+// idempotent.
 func (s *Server) Close() {
 	s.close.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
 		_ = s.srv.Close()
 		<-s.done
+		s.inflight.Wait()
 	})
+}
+
+// enter registers a handler; it is false once Close has begun.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
 }
 
 // Model returns the served model name.
