@@ -154,8 +154,9 @@ func (a *Agent) Stats() Stats {
 // sb the rollout's own sandbox (Run does not close it).
 //
 // How the episode ended is in Trajectory.Stop: a turn without tool calls, the turn
-// budget, the context length, a truncated turn, a policy error (Trajectory.Err), a
-// prompt echo mismatch or template drift. None of these is a Go error. Run returns an
+// budget, the context length, a truncated turn, a policy error, a prompt echo mismatch
+// or template drift; for the last four and the context length, Trajectory.Err says
+// more. None of these is a Go error. Run returns an
 // error only for misuse (no messages, nil sandbox) or when ctx ends; in the latter case
 // it also returns the trajectory so far, with Stop set to StopCanceled.
 func (a *Agent) Run(ctx context.Context, messages []chat.Message, sb Sandbox) (*Trajectory, error) {
