@@ -415,24 +415,24 @@ func readStatus(r io.Reader, bwrapPID int) bwrapStatus {
 	st := bwrapStatus{pidfd: -1}
 	dec := json.NewDecoder(io.LimitReader(r, 1<<16))
 	for {
-		var m struct {
-			ChildPID *int `json:"child-pid"`
-			ExitCode *int `json:"exit-code"`
-		}
+		// A map, not a struct: encoding/json matches struct fields case-insensitively.
+		var m map[string]json.RawMessage
 		if err := dec.Decode(&m); err != nil {
 			return st
 		}
-		if m.ExitCode != nil {
+		var code, child int
+		if raw, ok := m["exit-code"]; ok && json.Unmarshal(raw, &code) == nil {
 			st.ran = true
 		}
-		if m.ChildPID == nil || st.pidfd >= 0 {
+		raw, ok := m["child-pid"]
+		if !ok || json.Unmarshal(raw, &child) != nil || child <= 0 || st.pidfd >= 0 {
 			continue
 		}
-		fd, err := unix.PidfdOpen(*m.ChildPID, 0)
+		fd, err := unix.PidfdOpen(child, 0)
 		if err != nil {
 			continue
 		}
-		if parentPID(*m.ChildPID) != bwrapPID {
+		if parentPID(child) != bwrapPID {
 			_ = unix.Close(fd)
 			continue
 		}

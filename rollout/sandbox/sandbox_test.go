@@ -50,6 +50,8 @@ func run(t *testing.T, sb rollout.Sandbox, shell string, timeout time.Duration) 
 	return res
 }
 
+func commandShell(shell string) rollout.Command { return rollout.Command{Shell: shell} }
+
 // marker returns a sleep duration no other process on the host uses, so leftovers
 // can be found by their command line.
 func marker() string { return strconv.Itoa(900000 + rand.IntN(99999)) }
