@@ -28,6 +28,7 @@ import (
 	"syscall"
 
 	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
@@ -69,10 +70,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	policyURL := *vllmURL
 	if policyURL == "" {
 		train, _ := tasks.BuiltinSplit(*seed)
-		st := &student{tasks: tasks.Builtin()}
 		sim, err := vllmtest.Start(
-			vllmtest.WithAgentScript(st.turn),
-			vllmtest.WithChatScript(judgeScript),
+			vllmtest.WithAgentScript((&scripted.Student{}).Turn),
+			vllmtest.WithChatScript(scripted.Judge),
 			vllmtest.WithMaxLogprobs(*topK),
 		)
 		if err != nil {

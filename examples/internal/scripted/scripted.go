@@ -1,4 +1,6 @@
-package main
+// Package scripted plays a coding agent and a judge on the vllmtest simulator, for the
+// example programs: a demo backend, not a model.
+package scripted
 
 import (
 	"encoding/json"
@@ -26,14 +28,18 @@ var plans = []string{"direct", "fix", "give-up", "no-run"}
 
 var planRE = regexp.MustCompile(`Plan: ([a-z-]+)\.`)
 
-type student struct {
-	tasks []tasks.Task
+// Student is the scripted agent; its zero value plays the built-in tasks. It is safe
+// for concurrent use.
+type Student struct {
+	// Tasks are the tasks it recognises in the user prompt; nil means tasks.Builtin().
+	Tasks []tasks.Task
 	mu    sync.Mutex
 	next  int
 }
 
-// turn returns the text of the assistant turn the simulator should generate.
-func (s *student) turn(in vllmtest.ScriptInput) (string, bool) {
+// Turn returns the text of the assistant turn the simulator should generate; pass it
+// to vllmtest.WithAgentScript.
+func (s *Student) Turn(in vllmtest.ScriptInput) (string, bool) {
 	task, ok := s.task(in.Messages)
 	if !ok {
 		return "", false // not one of ours: let the simulator's model sample freely
@@ -85,12 +91,16 @@ func (s *student) turn(in vllmtest.ScriptInput) (string, bool) {
 }
 
 // task finds the built-in task whose statement is in the user message.
-func (s *student) task(msgs []chat.Message) (tasks.Task, bool) {
+func (s *Student) task(msgs []chat.Message) (tasks.Task, bool) {
+	ts := s.Tasks
+	if ts == nil {
+		ts = tasks.Builtin()
+	}
 	for _, m := range msgs {
 		if m.Role != chat.RoleUser {
 			continue
 		}
-		for _, t := range s.tasks {
+		for _, t := range ts {
 			if strings.Contains(m.Content, t.Statement) {
 				return t, true
 			}
@@ -119,10 +129,10 @@ func wrongSolution(reference string) string {
 	return b.String()
 }
 
-// judgeScript plays the judge: a failing test run in the next state is hindsight the
-// turn could have used; anything else is not. Of three votes, two agree, so the
+// Judge plays the judge (pass it to vllmtest.WithChatScript): a failing test run in
+// the next state is hindsight the turn could have used; anything else is not. Of three votes, two agree, so the
 // default Majority selection has a real majority to find.
-func judgeScript(in vllmtest.ChatScriptInput) []string {
+func Judge(in vllmtest.ChatScriptInput) []string {
 	user := ""
 	for _, m := range in.Messages {
 		if m.Role == chat.RoleUser {
