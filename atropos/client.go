@@ -26,7 +26,8 @@ type ClientConfig struct {
 	// MaxTokenLength is sent as max_token_length at registration; it weighs this env
 	// in /status-env's env_weight. Default 2048.
 	MaxTokenLength int
-	// Weight is sent as weight at registration. Default 1.0.
+	// Weight is sent as weight at registration: this env's share of inference capacity
+	// in /status-env's env_weight. Default 1.0; a negative weight counts as 0 there.
 	Weight float64
 	// MinBatchAllocation, when not nil, is the fraction of every batch reserved for this
 	// env (0 to 1).
@@ -186,7 +187,9 @@ type Info struct {
 // "success" (the API answers "wait for trainer to start" until the trainer's first
 // /batch), then sends the groups left in the spool by an earlier run ([Client.Flush]).
 // Nothing is posted before the trainer registered: data that arrives earlier wedges the
-// upstream server. Register blocks until this is done or ctx ends.
+// upstream server. Register blocks until this is done or ctx ends. When only the replay
+// fails, Register returns the replay's error but the registration stands
+// ([Client.Registration] is set) and [Client.Flush] can be called again.
 func (c *Client) Register(ctx context.Context) error {
 	var info Info
 	for {
