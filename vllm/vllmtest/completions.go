@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -311,24 +312,21 @@ func (s *Server) scriptIDs(text string) []int32 {
 	return ids
 }
 
-// sample generates from the model, also stopping on stop_token_ids.
+// sample generates from the model.
 func (s *Server) sample(prompt []int32, sp sampling, j int) continuation {
-	c := s.lm.generate(prompt, sp.maxTokens, sp.temperature, sp.topP, sp.rng(j))
-	if len(sp.stopIDs) > 0 {
-		for k, id := range c.ids {
-			for _, st := range sp.stopIDs {
-				if id == st {
-					c.ids, c.logprobs, c.finish = c.ids[:k+1], c.logprobs[:k+1], "stop"
-					return c
-				}
-			}
-		}
-	}
-	return c
+	return s.lm.generate(prompt, sp.maxTokens, sp.temperature, sp.topP, sp.rng(j))
 }
 
 // finish applies stop ids and stop strings and computes the text.
 func (s *Server) finish(prompt []int32, c continuation, sp sampling) genChoice {
+	// generation ends at the first stop id (an end-of-turn id, or one of
+	// stop_token_ids), wherever it came from
+	for k, id := range c.ids {
+		if isStop(id) || slices.Contains(sp.stopIDs, id) {
+			c.ids, c.logprobs, c.finish = c.ids[:k+1], c.logprobs[:k+1], "stop"
+			break
+		}
+	}
 	g := genChoice{continuation: c, prompt: prompt}
 	textIDs := c.ids
 	if n := len(c.ids); n > 0 && c.finish == "stop" {

@@ -93,7 +93,10 @@
 //
 // # Simplified
 //
-//   - no streaming (400), no echo logprobs, no embeddings, no LoRA, no API keys;
+//   - no streaming (400), no echo logprobs (echo only prepends the prompt text, and
+//     echo with max_tokens 0 is rejected like any max_tokens 0), no embeddings, no LoRA,
+//     no API keys;
+//   - n is capped at 1024;
 //   - tool-call JSON numbers keep their literal text (Python would reformat floats);
 //   - token_strs are decoded pieces, not raw BPE pieces ("Ġthe");
 //   - validation messages other than those listed are close to vLLM's, not equal;

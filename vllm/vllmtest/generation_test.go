@@ -225,3 +225,27 @@ func TestModelSeedChangesDistribution(t *testing.T) {
 	postOK(t, b.URL+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 1, "prompt_logprobs": 5}, &rb)
 	require.NotEqual(t, ra.Choices[0].PromptLogprobs, rb.Choices[0].PromptLogprobs)
 }
+
+func TestEchoAndStopTokenIDs(t *testing.T) {
+	s := vllmtest.NewServer(t, vllmtest.WithAgentScript(vllmtest.ScriptByTurn("one two three")))
+	prompt := "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+
+	r := generate(t, s, map[string]any{"prompt": prompt, "max_tokens": 20, "echo": true, "skip_special_tokens": false})
+	require.Equal(t, prompt+"one two three", r.Choices[0].Text, "echo prepends the prompt; the stop token is not text")
+	r = generate(t, s, map[string]any{"prompt": prompt, "max_tokens": 20, "echo": true})
+	require.Equal(t, "user\nx\nassistant\none two three", r.Choices[0].Text, "skip_special_tokens drops <|…|> tokens")
+
+	ids := s.Tokenize("one two three")
+	stopID := ids[1]
+	r = generate(t, s, map[string]any{"prompt": prompt, "max_tokens": 20, "stop_token_ids": []int32{stopID}})
+	c := r.Choices[0]
+	require.Equal(t, "stop", c.FinishReason)
+	require.Equal(t, ids[:2], c.TokenIDs)
+	require.Equal(t, float64(stopID), c.StopReason, "stop_reason names the stop id")
+	require.Equal(t, s.Decode(ids[:1]), c.Text)
+
+	early := vllmtest.NewServer(t, vllmtest.WithAgentScript(vllmtest.ScriptByTurn("done<|im_end|>ignored")))
+	r = generate(t, early, map[string]any{"prompt": prompt, "max_tokens": 20})
+	require.Equal(t, append(s.Tokenize("done"), vllmtest.ImEnd), r.Choices[0].TokenIDs, "a stop token inside scripted text ends the turn")
+	require.Equal(t, "done", r.Choices[0].Text)
+}

@@ -68,8 +68,9 @@ func WithFlatErrors() Option { return func(c *config) { c.flatErrors = true } }
 // choice of a prompt that ends with the assistant generation prompt, script is called
 // with the conversation parsed back from the prompt; when it returns ok, the server
 // tokenizes the returned text, appends <|im_end|> (unless the text already ends with a
-// stop token), cuts it at max_tokens (finish_reason "length"), and reports the model's
-// own logprobs for those ids. When it returns false, the choice is sampled from the
+// stop token), ends it at its first stop token (or stop_token_ids member), cuts it at
+// max_tokens (finish_reason "length"), and reports the model's own logprobs for those
+// ids. When it returns false, the choice is sampled from the
 // model. script is called concurrently from request goroutines and must be safe for
 // concurrent use.
 func WithAgentScript(script func(ScriptInput) (text string, ok bool)) Option {
