@@ -14,6 +14,7 @@ const (
 	DefaultMaxTimeout      = 10 * time.Minute
 	DefaultOutputLimit     = 64 << 10
 	DefaultKillOutputLimit = 16 << 20
+	DefaultDiskQuota       = 1 << 30
 	DefaultUID             = 65534
 	DefaultGID             = 65534
 
@@ -24,6 +25,15 @@ const (
 	DefaultTmpSize      = 256 << 20
 	DefaultShmSize      = 64 << 20
 )
+
+// DiskCheckInterval is how often a running command's workspace is measured against
+// Config.DiskQuota. A fast writer can overshoot the quota by what it writes in one
+// interval.
+const DiskCheckInterval = 200 * time.Millisecond
+
+// MaxWorkspaceEntries bounds the files and directories a workspace may hold, and so
+// the cost of measuring it.
+const MaxWorkspaceEntries = 100000
 
 // WorkspaceDir is where the workspace appears inside a bubblewrap sandbox, and the
 // working directory of every command (unless [rollout.Command.Dir] names a
@@ -63,6 +73,13 @@ type Config struct {
 	// command is killed and the result marked [rollout.CommandResult.OutputKilled].
 	// Default [DefaultKillOutputLimit].
 	KillOutputLimit int64
+	// DiskQuota caps the workspace's total size in bytes (RLIMIT_FSIZE caps single
+	// files only). It is checked while a command runs (about every
+	// [DiskCheckInterval]) and when it ends; a command found over it is killed and
+	// its result marked (see [Result.DiskQuotaExceeded]). A workspace with more than
+	// [MaxWorkspaceEntries] entries counts as over quota. Default
+	// [DefaultDiskQuota]; negative means no quota.
+	DiskQuota int64
 
 	// Limits are the rlimits applied inside the sandbox.
 	Limits Limits
@@ -134,6 +151,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KillOutputLimit == 0 {
 		c.KillOutputLimit = DefaultKillOutputLimit
+	}
+	if c.DiskQuota == 0 {
+		c.DiskQuota = DefaultDiskQuota
 	}
 	if c.UID == 0 {
 		c.UID = DefaultUID

@@ -343,3 +343,36 @@ print("forks:", len(children))
 	require.NoError(t, err)
 	require.Equal(t, int64(1<<20), fi.Size())
 }
+
+func TestDiskQuota(t *testing.T) {
+	t.Parallel()
+	f := newFactory(t, sandbox.Config{DiskQuota: 1 << 20})
+	sb := newSandbox(t, f)
+
+	// Many files each under RLIMIT_FSIZE, then the command lingers: killed by the
+	// periodic check, not by the timeout.
+	res, err := sb.RunDetailed(t.Context(), rollout.Command{
+		Shell:   "for i in 1 2 3 4; do head -c 400000 /dev/zero > f$i; done; sleep 30",
+		Timeout: time.Minute,
+	})
+	require.NoError(t, err)
+	require.True(t, res.DiskQuotaExceeded)
+	require.False(t, res.TimedOut)
+	require.Equal(t, 128+9, res.ExitCode)
+	require.Contains(t, string(res.Stderr), "disk quota")
+
+	// A quick command that ends over quota keeps its exit status but is marked.
+	res, err = sb.RunDetailed(t.Context(), rollout.Command{Shell: "true"})
+	require.NoError(t, err)
+	require.True(t, res.DiskQuotaExceeded)
+	require.Equal(t, 0, res.ExitCode)
+
+	// Back under quota, commands run normally.
+	for _, name := range []string{"f1", "f2", "f3"} {
+		require.NoError(t, os.Remove(filepath.Join(sb.HostDir(), name)))
+	}
+	res, err = sb.RunDetailed(t.Context(), rollout.Command{Shell: "true"})
+	require.NoError(t, err)
+	require.False(t, res.DiskQuotaExceeded)
+	require.Empty(t, res.Stderr)
+}

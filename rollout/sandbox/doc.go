@@ -82,10 +82,14 @@
 // bwrap is still setting a sandbox up can its namespace init be left behind, idle
 // (bubblewrap arms its parent-death signal after that point).
 //
-// Not contained: the total disk space of the workspace (RLIMIT_FSIZE caps each file,
-// not their sum; many large files fill the host file system that holds
-// Config.BaseDir, so put it on a quota-limited or size-limited file system when that
-// matters); memory beyond address space (no memory cgroup); CPU shares (no cgroup);
+// Disk: RLIMIT_FSIZE caps each file, not their sum, so the workspace is also measured
+// (through its os.Root) against Config.DiskQuota, 1 GiB by default, every
+// [DiskCheckInterval] while a command runs and when it ends; a command found over it
+// is killed and marked [Result.DiskQuotaExceeded]. A fast writer can overshoot by
+// what it writes in one interval; where that matters, put Config.BaseDir on a
+// size-limited file system.
+//
+// Not contained: memory beyond address space (no memory cgroup); CPU shares (no cgroup);
 // kernel vulnerabilities reachable from an unprivileged user namespace. Everything
 // under /usr is readable, by design (the interpreter and its libraries live there).
 // When the library does not run as root, the code runs as the library's own uid:

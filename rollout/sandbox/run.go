@@ -36,6 +36,10 @@ type Result struct {
 	// StdoutBytes and StderrBytes count everything the command wrote, including
 	// what was cut at the per-stream cap.
 	StdoutBytes, StderrBytes int64
+	// DiskQuotaExceeded reports that the workspace was found over Config.DiskQuota
+	// while the command ran (it was then killed) or when it ended. A note saying so
+	// ends Stderr.
+	DiskQuotaExceeded bool
 }
 
 // Run runs cmd in the sandbox. See [Sandbox.RunDetailed].
@@ -186,9 +190,10 @@ const (
 	reasonOutput
 	reasonContext
 	reasonClosed
+	reasonDisk
 )
 
-var reasonNames = [...]string{"", "timeout", "output cap", "context ended", "sandbox closed"}
+var reasonNames = [...]string{"", "timeout", "output cap", "context ended", "sandbox closed", "disk quota"}
 
 // proc is a started command. Its process group is killed only while the leader
 // has not been reaped, so the pgid can never belong to someone else.
@@ -299,12 +304,28 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	watcher.Go(func() {
 		timer := time.NewTimer(timeout)
 		defer timer.Stop()
-		select {
-		case <-ctx.Done():
-			p.kill(reasonContext)
-		case <-timer.C:
-			p.kill(reasonTimeout)
-		case <-done:
+		var disk <-chan time.Time
+		if cfg.DiskQuota >= 0 {
+			tick := time.NewTicker(DiskCheckInterval)
+			defer tick.Stop()
+			disk = tick.C
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				p.kill(reasonContext)
+				return
+			case <-timer.C:
+				p.kill(reasonTimeout)
+				return
+			case <-disk:
+				if s.overQuota() {
+					p.kill(reasonDisk)
+					return
+				}
+			case <-done:
+				return
+			}
 		}
 	})
 
@@ -358,7 +379,16 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 			slog.String("reason", reasonNames[reason]), slog.Int("pid", cmd.Process.Pid),
 			slog.Int64("output_bytes", all.Load()), slog.Duration("elapsed", res.Duration))
 	}
+	if reason == reasonNone || reason == reasonOutput || reason == reasonTimeout {
+		if s.overQuota() {
+			reason = reasonDisk
+		}
+	}
 	switch reason {
+	case reasonDisk:
+		res.DiskQuotaExceeded = true
+		res.Stderr = fmt.Appendf(res.Stderr, "\n[sandbox: the workspace exceeds its disk quota of %d bytes or %d entries; the command was stopped]\n",
+			cfg.DiskQuota, MaxWorkspaceEntries)
 	case reasonTimeout:
 		res.TimedOut = true
 		res.ExitCode = 124
