@@ -4,7 +4,9 @@
 //   - [Policy]: the inference engine (server-side chat template, generation from ids).
 //   - [Sandbox] and [SandboxFactory]: the confined workspace a rollout's commands run in.
 //     The bubblewrap implementation lives in package
-//     [github.com/agentic-opd/agenticopd/rollout/sandbox].
+//     [github.com/agentic-opd/agenticopd/rollout/sandbox]; package
+//     [github.com/agentic-opd/agenticopd/rollout/rollouttest] checks any
+//     implementation against the contract.
 //   - [Trajectory]: the token-exact record: ordered segments, sampled logprobs, the span
 //     of every assistant turn, and the OpenAI-format messages.
 //   - [Agent]: the multi-turn tool loop that produces a Trajectory.

@@ -1,6 +1,7 @@
 package rollout_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -284,6 +285,9 @@ func (s *tempSandbox) Run(ctx context.Context, cmd rollout.Command) (rollout.Com
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	var stdout, stderr strings.Builder
 	c.Stdout, c.Stderr = &stdout, &stderr
+	if cmd.Stdin != nil {
+		c.Stdin = bytes.NewReader(cmd.Stdin)
+	}
 	start := time.Now()
 	err := c.Run()
 	res := rollout.CommandResult{Stdout: []byte(stdout.String()), Stderr: []byte(stderr.String()), Duration: time.Since(start), Unconfined: true}

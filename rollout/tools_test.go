@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/rollouttest"
 )
 
 func toolByName(t *testing.T, tools []rollout.Tool, name string) rollout.Tool {
@@ -181,4 +182,9 @@ func FuzzCapText(f *testing.F) {
 			t.Fatalf("CapText(%q, %d) = %q: want head %q, tail %q and the marker", s, n, got, head, tail)
 		}
 	})
+}
+
+// The test sandbox keeps the contract the tools rely on.
+func TestTempSandboxConformance(t *testing.T) {
+	rollouttest.Run(t, func(t *testing.T) rollout.Sandbox { return newTempSandbox(t) })
 }

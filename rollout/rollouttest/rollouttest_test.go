@@ -1,0 +1,54 @@
+package rollouttest_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/rollouttest"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+)
+
+func newSandbox(t *testing.T, cfg sandbox.Config) *sandbox.Sandbox {
+	t.Helper()
+	f, err := sandbox.New(context.Background(), cfg)
+	require.NoError(t, err)
+	sb, err := f.NewSandbox(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Close() })
+	return sb.(*sandbox.Sandbox)
+}
+
+func TestRunBubblewrap(t *testing.T) {
+	rollouttest.Run(t, func(t *testing.T) rollout.Sandbox { return newSandbox(t, sandbox.Config{}) })
+}
+
+func TestRunUnconfined(t *testing.T) {
+	rollouttest.Run(t, func(t *testing.T) rollout.Sandbox { return newSandbox(t, sandbox.Config{Unconfined: true}) })
+}
+
+// naive reads files by host path, following ".." and symlinks out of the workspace.
+type naive struct{ *sandbox.Sandbox }
+
+func (n naive) ReadFile(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(n.HostDir(), name))
+}
+
+func TestSandboxFindsEscapes(t *testing.T) {
+	sb := newSandbox(t, sandbox.Config{Unconfined: true})
+	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(sb.HostDir()), "outside.txt"), []byte("x"), 0o644))
+	err := rollouttest.TestSandbox(context.Background(), naive{sb})
+	require.Error(t, err)
+	require.ErrorContains(t, err, "paths stay in the workspace")
+	require.ErrorContains(t, err, "ReadFile followed a symlink out of the workspace")
+	require.ErrorContains(t, err, `ReadFile("../outside.txt") succeeded`)
+	require.NotContains(t, err.Error(), "files round trip")
+}
+
+func TestSandboxPasses(t *testing.T) {
+	require.NoError(t, rollouttest.TestSandbox(context.Background(), newSandbox(t, sandbox.Config{Unconfined: true})))
+}
