@@ -39,9 +39,8 @@ type Client struct {
 	score   scoreLimits
 	fixedMd string
 
-	mu          sync.Mutex
-	model       string // resolved lazily from /v1/models when fixedMd is ""
-	maxModelLen int
+	mu    sync.Mutex
+	model string // resolved lazily from /v1/models when fixedMd is ""
 }
 
 // Option configures a [Client] or a [Pool].
@@ -319,7 +318,7 @@ func (c *Client) Model(ctx context.Context) (string, error) {
 	}
 	c.mu.Lock()
 	if c.model == "" {
-		c.model, c.maxModelLen = models[0].ID, models[0].MaxModelLen
+		c.model = models[0].ID
 	}
 	m = c.model
 	c.mu.Unlock()

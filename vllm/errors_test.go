@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -225,4 +227,30 @@ func TestAttemptTimeoutRetries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "0.11.0", v)
 	require.Equal(t, int32(2), hits.Load())
+}
+
+func TestLoggerSeesRetries(t *testing.T) {
+	var hits atomic.Int32
+	srv := flaky(t, &hits, 503)
+	var buf strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := newTestClient(t, srv.URL, vllm.WithLogger(logger))
+	_, err := c.Version(bg)
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, buf.String(), "retrying request")
+	require.Contains(t, buf.String(), "status: 503")
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -87,6 +87,10 @@ func (s *scanner) rawString() (raw []byte, escaped bool, err error) {
 	start := s.pos
 	for s.pos < len(s.data) {
 		c := s.data[s.pos]
+		if plainStringByte[c] {
+			s.pos++
+			continue
+		}
 		switch {
 		case c == '"':
 			raw = s.data[start:s.pos]
@@ -104,6 +108,14 @@ func (s *scanner) rawString() (raw []byte, escaped bool, err error) {
 	return nil, false, errUnexpectedEnd
 }
 
+// plainStringByte marks the bytes that need no attention inside a string.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str consumes a string and returns its value.
 func (s *scanner) str() (string, error) {
 	start := s.pos
@@ -119,6 +131,17 @@ func (s *scanner) str() (string, error) {
 		return "", s.errorf("bad string: %v", err)
 	}
 	return out, nil
+}
+
+// knownKey consumes `"name":` when it comes next, exactly as written (the common case
+// of the keys the decoder looks for); otherwise it consumes nothing.
+func (s *scanner) knownKey(quotedColon string) bool {
+	s.ws()
+	if len(s.data)-s.pos >= len(quotedColon) && string(s.data[s.pos:s.pos+len(quotedColon)]) == quotedColon {
+		s.pos += len(quotedColon)
+		return true
+	}
+	return false
 }
 
 // key consumes an object key and its colon. The returned bytes alias the input when

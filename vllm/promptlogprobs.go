@@ -150,6 +150,7 @@ func decodePromptLogprobs(s *scanner, p *PromptLogprobs) error {
 		return nil
 	}
 	for {
+		p.grow()
 		if err := decodePosition(s, p); err != nil {
 			return fmt.Errorf("prompt_logprobs[%d]: %w", len(p.Offsets)-1, err)
 		}
@@ -158,6 +159,20 @@ func decodePromptLogprobs(s *scanner, p *PromptLogprobs) error {
 			continue
 		}
 		return s.expect(']')
+	}
+}
+
+// grow makes room for at least 256 more entries and one more position, doubling
+// capacity (append alone grows large slices by a quarter, copying far more).
+func (p *PromptLogprobs) grow() {
+	if cap(p.IDs)-len(p.IDs) < 256 {
+		n := max(cap(p.IDs), 1024)
+		p.IDs = slices.Grow(p.IDs, n)
+		p.Logprobs = slices.Grow(p.Logprobs, n)
+		p.Ranks = slices.Grow(p.Ranks, n)
+	}
+	if cap(p.Offsets) == len(p.Offsets) {
+		p.Offsets = slices.Grow(p.Offsets, max(cap(p.Offsets), 256))
 	}
 }
 
@@ -206,11 +221,20 @@ func decodeEntry(s *scanner) (lp float32, rank int32, err error) {
 	seenLP := false
 	if !s.consume('}') {
 		for {
-			k, err := s.key()
-			if err != nil {
-				return 0, 0, err
+			var field string
+			switch {
+			case s.knownKey(`"logprob":`):
+				field = "logprob"
+			case s.knownKey(`"rank":`):
+				field = "rank"
+			default:
+				k, err := s.key()
+				if err != nil {
+					return 0, 0, err
+				}
+				field = string(k)
 			}
-			switch string(k) {
+			switch field {
 			case "logprob":
 				if lp, err = s.float32(); err != nil {
 					return 0, 0, err
