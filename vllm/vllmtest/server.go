@@ -1,6 +1,7 @@
 package vllmtest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentic-opd/agenticopd/chat"
 )
 
 // DefaultModel is the served model name unless [WithModel] says otherwise.
@@ -229,4 +232,42 @@ func (s *Server) Decode(ids []int32) string {
 	}
 	text, _ := s.tok.decode(ok, false)
 	return text
+}
+
+// Render returns the ids of msgs rendered with the server's chat template, exactly as
+// /tokenize in chat form answers for the same messages, tools, add_generation_prompt
+// and chat_template_kwargs. Errors are those /tokenize answers with 400.
+func (s *Server) Render(msgs []chat.Message, tools []chat.Tool, addGenerationPrompt bool, kwargs map[string]any) ([]int32, error) {
+	wire := make([]wireMessage, len(msgs))
+	for i, m := range msgs {
+		w := wireMessage{Role: m.Role, Content: wireContent(m.Content), ToolCallID: m.ToolCallID, Name: m.Name}
+		if m.ReasoningContent != "" {
+			r := m.ReasoningContent
+			w.ReasoningContent = &r
+		}
+		for _, tc := range m.ToolCalls {
+			var wt wireToolCall
+			wt.ID, wt.Type, wt.Function.Name = tc.ID, tc.Type, tc.Function.Name
+			args, err := json.Marshal(tc.Function.Arguments)
+			if err != nil {
+				return nil, err
+			}
+			wt.Function.Arguments = args
+			w.ToolCalls = append(w.ToolCalls, wt)
+		}
+		wire[i] = w
+	}
+	var rawTools []json.RawMessage
+	for _, t := range tools {
+		b, err := json.Marshal(t)
+		if err != nil {
+			return nil, err
+		}
+		rawTools = append(rawTools, b)
+	}
+	text, e := s.renderRequest(wire, rawTools, &addGenerationPrompt, false, kwargs)
+	if e != nil {
+		return nil, e
+	}
+	return s.tok.encode(text), nil
 }

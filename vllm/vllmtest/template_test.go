@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentic-opd/agenticopd/chat"
+
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -242,4 +244,24 @@ func TestModelNotFound(t *testing.T) {
 			require.Equal(t, "NotFoundError", e.Error.Type)
 		})
 	}
+}
+
+func TestRenderMatchesTokenize(t *testing.T) {
+	s := vllmtest.NewServer(t, vllmtest.WithThinkingTemplate())
+	msgs := []chat.Message{
+		{Role: chat.RoleSystem, Content: "S"},
+		{Role: chat.RoleUser, Content: "U"},
+		{Role: chat.RoleAssistant, ReasoningContent: "R", ToolCalls: []chat.ToolCall{{ID: "a", Type: "function", Function: chat.FunctionCall{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}},
+		{Role: chat.RoleTool, ToolCallID: "a", Content: "sunny"},
+	}
+	tools := []chat.Tool{{Type: "function", Function: chat.ToolFunction{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	got, err := s.Render(msgs, tools, true, map[string]any{"enable_thinking": true})
+	require.NoError(t, err)
+	var tok tokenizeResponse
+	postOK(t, s.URL+"/tokenize", map[string]any{"messages": msgs, "tools": tools, "chat_template_kwargs": map[string]any{"enable_thinking": true}}, &tok)
+	require.Equal(t, tok.Tokens, got)
+	require.Contains(t, s.Decode(got), "<think>\nR\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}")
+
+	_, err = s.Render([]chat.Message{{Role: "robot"}}, nil, true, nil)
+	require.EqualError(t, err, `messages[0]: unknown role "robot" (want system, user, assistant or tool)`)
 }
