@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/judge"
+	"github.com/agentic-opd/agenticopd/judge/judgetest"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/vllm"
@@ -221,4 +222,17 @@ func TestSimPoolFailsOver(t *testing.T) {
 	_, err := p.Render(bg, rollout.RenderRequest{Messages: msgs, AddGenerationPrompt: true})
 	require.NoError(t, err, "a answers /health again and is taken back")
 	require.Equal(t, []string{a.URL}, p.Healthy())
+}
+
+func TestSimJudgeConformance(t *testing.T) {
+	s := vllmtest.NewServer(t, vllmtest.WithChatScript(func(in vllmtest.ChatScriptInput) []string {
+		return []string{`The test failed. \boxed{1} [HINT_START]Check the edge case of an empty list before indexing.[HINT_END]`, `\boxed{-1}`}
+	}))
+	c := s.Client(fastRetry...)
+	judgetest.Run(t, func() judge.Judge {
+		j, err := judge.NewLLM(c, judge.LLMConfig{})
+		require.NoError(t, err)
+		return j
+	})
+	require.Positive(t, s.RequestCount("/v1/chat/completions"))
 }
