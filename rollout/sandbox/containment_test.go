@@ -235,7 +235,7 @@ func TestTimeoutKillsProcessGroupAndSetsidChildren(t *testing.T) {
 	go func() {
 		// A child, a setsid child, a double-forked setsid daemon, then a busy loop.
 		shell := fmt.Sprintf(`sleep %[1]s1 & setsid sleep %[1]s2 & (setsid sh -c 'sleep %[1]s3 &' &); echo started; while :; do :; done`, m)
-		res, err := sb.Run(t.Context(), rollout.Command{Shell: shell, Timeout: time.Second})
+		res, err := sb.Run(t.Context(), rollout.Command{Shell: shell, Timeout: 2 * time.Second})
 		ch <- out{res, err}
 	}()
 	waitForSleep(t, m+"2")

@@ -61,7 +61,7 @@ func TestUnconfined(t *testing.T) {
 		}
 		ch := make(chan out, 1)
 		go func() {
-			res, err := sb.Run(t.Context(), rollout.Command{Shell: shell, Timeout: time.Second})
+			res, err := sb.Run(t.Context(), rollout.Command{Shell: shell, Timeout: 2 * time.Second})
 			ch <- out{res, err}
 		}()
 		waitForSleep(t, m+"2")
