@@ -57,8 +57,9 @@ type ParsedCall struct {
 // A block without its closing tag (a turn cut at max_tokens) is an invalid call, and
 // nothing after it is read.
 //
-// A leading <think>…</think> block is reasoning: it goes to ParsedTurn.Reasoning and
-// tool-call tags inside it are ignored.
+// Text up to the first </think> is reasoning when the text opens with <think>, or when
+// no <tool_call> comes before it (the generation prompt may already hold <think>): it
+// goes to ParsedTurn.Reasoning and tool-call tags inside it are ignored.
 //
 // The zero value is ready to use.
 type Hermes struct {
@@ -84,7 +85,8 @@ func (h Hermes) Parse(text string) ParsedTurn {
 	}
 	text = trimEndLiterals(text, ends)
 	var out ParsedTurn
-	if i := strings.Index(text, "</think>"); i >= 0 {
+	if i := strings.Index(text, "</think>"); i >= 0 &&
+		(strings.HasPrefix(strings.TrimSpace(text), "<think>") || !strings.Contains(text[:i], toolCallOpen)) {
 		out.Reasoning = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(text[:i]), "<think>"))
 		text = text[i+len("</think>"):]
 	}

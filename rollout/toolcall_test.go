@@ -81,6 +81,17 @@ func TestHermesParse(t *testing.T) {
 			wantReasoning: "maybe <tool_call>{\"name\": \"no\"}</tool_call>",
 			wantCalls:     []call{{Name: "yes", Args: `{}`}},
 		},
+		{
+			name:          "reasoning opened by the generation prompt",
+			text:          "plan\n</think>\n\nAnswer.",
+			wantContent:   "Answer.",
+			wantReasoning: "plan",
+		},
+		{
+			name:      "</think> inside a call's arguments is not reasoning",
+			text:      `<tool_call>{"name": "write_file", "arguments": {"content": "</think>"}}</tool_call>`,
+			wantCalls: []call{{Name: "write_file", Args: `{"content":"</think>"}`}},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
