@@ -69,6 +69,17 @@ func group(id float64, n int) *atropos.ScoredDataGroup {
 	return &g
 }
 
+// answered counts the requests to path that got a 200 reply.
+func answered(srv *atropostest.Server, path string) int {
+	n := 0
+	for _, r := range srv.Requests() {
+		if r.Path == path && r.Status == http.StatusOK {
+			n++
+		}
+	}
+	return n
+}
+
 func scoresOf(groups []*atropos.ScoredDataGroup) []float64 {
 	var out []float64
 	for _, g := range groups {
@@ -112,12 +123,12 @@ func TestRegisterWaitsForTrainer(t *testing.T) {
 	go func() { done <- c.Register(context.Background()) }()
 
 	// Until a trainer registers, only /info is polled.
-	require.Eventually(t, func() bool { return srv.Count("GET", "/info") >= 3 }, 5*time.Second, time.Millisecond)
-	require.Zero(t, srv.Count("POST", "/register-env"))
+	require.Eventually(t, func() bool { return srv.RequestCount("/info") >= 3 }, 5*time.Second, time.Millisecond)
+	require.Zero(t, srv.RequestCount("/register-env"))
 
 	// Registered but not started: register-env answers "wait for trainer to start".
 	srv.RegisterTrainer(trainerReg)
-	require.Eventually(t, func() bool { return srv.Count("POST", "/register-env") >= 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.RequestCount("/register-env") >= 3 }, 5*time.Second, time.Millisecond)
 	require.Empty(t, srv.Envs())
 	require.Nil(t, c.Registration())
 
@@ -132,7 +143,7 @@ func TestRegisterWaitsForTrainer(t *testing.T) {
 	reg := c.Registration()
 	require.Equal(t, &atropos.Registration{EnvID: 0, WandbName: "env_0", CheckpointDir: "/ckpt",
 		CheckpointInterval: 10, NumSteps: 50, BatchSize: 8, MaxTokenLen: 64}, reg)
-	require.Zero(t, srv.Count("POST", "/scored_data"), "nothing posted during start-up")
+	require.Zero(t, srv.RequestCount("/scored_data"), "nothing posted during start-up")
 
 	require.NoError(t, c.Send(context.Background(), group(1, 2)))
 	require.Len(t, srv.Received(), 1)
@@ -181,7 +192,7 @@ func TestBackPressure(t *testing.T) {
 	// WaitReady blocks until the trainer takes the batch.
 	done := make(chan error, 1)
 	go func() { done <- c.WaitReady(ctx) }()
-	require.Eventually(t, func() bool { return srv.Count("GET", "/status-env") >= 8 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.RequestCount("/status-env") >= 8 }, 5*time.Second, time.Millisecond)
 	select {
 	case err := <-done:
 		t.Fatalf("WaitReady returned %v while paused", err)
@@ -255,10 +266,10 @@ func TestSendListAndGzip(t *testing.T) {
 	}
 	require.Len(t, posts, 2)
 	require.Equal(t, "/scored_data", posts[0].Path)
-	require.False(t, posts[0].Gzip, "%d bytes is under 1 KiB", posts[0].BodySize)
+	require.False(t, posts[0].Gzip, "%d bytes is under 1 KiB", len(posts[0].Body))
 	require.Equal(t, "/scored_data_list", posts[1].Path)
-	require.True(t, posts[1].Gzip, "%d bytes is over 1 KiB", posts[1].BodySize)
-	require.GreaterOrEqual(t, posts[1].BodySize, atropos.GzipMinBytes)
+	require.True(t, posts[1].Gzip, "%d bytes is over 1 KiB", len(posts[1].Body))
+	require.GreaterOrEqual(t, len(posts[1].Body), atropos.GzipMinBytes)
 	require.Equal(t, []float64{0, 1, 2, 3}, scoresOf(srv.Received()))
 }
 
@@ -314,7 +325,7 @@ func TestSend4xxGoesToDeadLetter(t *testing.T) {
 	var ae *atropos.APIError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, 422, ae.Status)
-	require.Equal(t, 1, srv.Count("POST", "/scored_data"), "4xx is not retried")
+	require.Equal(t, 1, srv.RequestCount("/scored_data"), "4xx is not retried")
 
 	dls := readDeadLetters(t, filepath.Join(dir, "dead-letter.jsonl"))
 	require.Len(t, dls, 1)
@@ -333,7 +344,7 @@ func TestSendList4xxIsolatesBadGroups(t *testing.T) {
 	dl := filepath.Join(t.TempDir(), "dl", "rejected.jsonl")
 	c := registered(t, srv, dir, func(c *atropos.ClientConfig) { c.DeadLetter = dl })
 	srv.SetError("/scored_data_list", 400, "bad list")
-	srv.FailNext("/scored_data", 1, 400) // the first group alone is refused too
+	srv.FailNext("/scored_data", 1, 400, "") // the first group alone is refused too
 
 	err := c.Send(context.Background(), group(1, 2), group(2, 2), group(3, 2))
 	require.ErrorIs(t, err, atropos.ErrRejected)
@@ -348,22 +359,25 @@ func TestSendList4xxIsolatesBadGroups(t *testing.T) {
 func TestSend5xxRetried(t *testing.T) {
 	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
 	c := registered(t, srv, t.TempDir())
-	srv.FailNext("/scored_data", 3, 500)
+	srv.FailNext("/scored_data", 3, 500, "")
 	require.NoError(t, c.Send(context.Background(), group(1, 2)))
-	require.Equal(t, 4, srv.Count("POST", "/scored_data"))
+	require.Equal(t, 4, srv.RequestCount("/scored_data"))
 	require.Len(t, srv.Received(), 1)
 
-	// A weird 200 reply is retried too.
-	srv.FailNext("/scored_data", 1, 200)
+	// A weird 200 reply, a truncated body and a dropped connection are retried too.
+	srv.FailNext("/scored_data", 1, 200, "")
+	srv.AddFault(atropostest.Fault{Path: "/scored_data", Every: 2, Times: 1, Malformed: true})
+	srv.AddFault(atropostest.Fault{Path: "/scored_data", Every: 3, Times: 1, Drop: true})
 	require.NoError(t, c.Send(context.Background(), group(2, 2)))
 	require.Equal(t, []float64{1, 2}, scoresOf(srv.Received()))
+	require.Equal(t, 4+4, srv.RequestCount("/scored_data"))
 }
 
 func TestSendGivesUpButKeepsSpool(t *testing.T) {
 	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
 	dir := t.TempDir()
 	c := registered(t, srv, dir, func(c *atropos.ClientConfig) { c.Retry.MaxAttempts = 2 })
-	srv.SetError("*", 503, "down for maintenance")
+	srv.SetError("", 503, "down for maintenance")
 	err := c.Send(context.Background(), group(1, 2))
 	require.ErrorIs(t, err, atropos.ErrSpooled)
 	require.ErrorContains(t, err, "giving up after 2 attempts")
@@ -372,7 +386,7 @@ func TestSendGivesUpButKeepsSpool(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
-	srv.ClearErrors()
+	srv.ClearFaults()
 	require.NoError(t, c.Flush(context.Background()))
 	require.Equal(t, []float64{1}, scoresOf(srv.Received()))
 	n, err = c.Spooled()
@@ -430,8 +444,8 @@ func TestRestartWithNonEmptySpool(t *testing.T) {
 	for _, g := range got {
 		require.Equal(t, 1, *g.EnvID)
 	}
-	require.Equal(t, 1, srv.Count("POST", "/scored_data"))
-	require.Equal(t, 1, srv.Count("POST", "/scored_data_list"))
+	require.Equal(t, 1, answered(srv, "/scored_data"))
+	require.Equal(t, 1, answered(srv, "/scored_data_list"))
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries)

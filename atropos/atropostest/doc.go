@@ -4,9 +4,12 @@
 //
 // Use [NewServer] in tests (it registers cleanup) or [Start] in programs, then point a
 // client at [Server.URL]. State is reachable directly ([Server.RegisterTrainer],
-// [Server.StartTrainer], [Server.Queue], [Server.Received], [Server.Envs]), faults can
-// be injected ([Server.SetError], [Server.FailNext], [Server.SetDown]) and requests are
-// counted ([Server.Count], [Server.Requests]).
+// [Server.StartTrainer], [Server.Reset], [Server.Queue], [Server.Received],
+// [Server.Served], [Server.Buffered], [Server.Envs], [Server.Step]). Faults are injected
+// as in vllmtest ([Server.AddFault] with delays, dropped connections, truncated bodies
+// and status codes; [Server.SetError], [Server.FailNext]), plus [Server.SetDown] for an
+// API that is gone for a while. Requests are recorded ([Server.Requests],
+// [Server.RequestCount]).
 //
 // # Faithful to upstream
 //

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -34,7 +32,7 @@ type Server struct {
 	received []*atropos.ScoredDataGroup
 	served   [][]*atropos.ScoredDataGroup
 	requests []Request
-	faults   map[string]*fault
+	faults   []*faultState
 	down     bool
 }
 
@@ -89,20 +87,6 @@ type Env struct {
 	Connected          bool
 }
 
-// Request records one HTTP request the server answered.
-type Request struct {
-	Method, Path string
-	Gzip         bool // the body arrived gzip-encoded
-	BodySize     int  // decoded body size
-	Status       int
-}
-
-type fault struct {
-	remaining int // <0: until cleared
-	status    int
-	body      string
-}
-
 // Option configures a Server.
 type Option func(*Server)
 
@@ -139,7 +123,7 @@ func Start(opts ...Option) (*Server, error) {
 	}
 	s := &Server{
 		ln: ln, url: "http://" + ln.Addr().String(), done: make(chan struct{}),
-		logger: slog.New(slog.DiscardHandler), faults: map[string]*fault{},
+		logger: slog.New(slog.DiscardHandler),
 	}
 	s.st = freshState()
 	for _, o := range opts {
@@ -187,36 +171,6 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reset()
-}
-
-// SetError makes every request to path (e.g. "/scored_data"; "*" for all paths) answer
-// status with body until ClearErrors. A JSON body is sent as application/json.
-func (s *Server) SetError(path string, status int, body string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults[path] = &fault{remaining: -1, status: status, body: body}
-}
-
-// FailNext makes the next n requests to path ("*" for all paths) answer status.
-func (s *Server) FailNext(path string, n, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults[path] = &fault{remaining: n, status: status, body: http.StatusText(status)}
-}
-
-// ClearErrors removes every fault set by SetError and FailNext.
-func (s *Server) ClearErrors() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	clear(s.faults)
-}
-
-// SetDown makes the server drop every connection without an answer (a network error
-// for clients) while down is true, as when the API process is gone.
-func (s *Server) SetDown(down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = down
 }
 
 // Received returns every group the API accepted (queued or buffered), in arrival order.
@@ -270,27 +224,6 @@ func (s *Server) Envs() []Env {
 	return out
 }
 
-// Requests returns every request answered, in order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
-}
-
-// Count returns how many requests with this method and path were answered (including
-// injected faults, excluding dropped connections).
-func (s *Server) Count(method, path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, r := range s.requests {
-		if r.Method == method && r.Path == path {
-			n++
-		}
-	}
-	return n
-}
-
 // reply is what a handler produces.
 type reply struct {
 	status int
@@ -319,69 +252,6 @@ func internalError() reply {
 func validation422(loc []any, msg string) reply {
 	b, _ := json.Marshal(map[string]any{"detail": []map[string]any{{"type": "value_error", "loc": loc, "msg": msg}}})
 	return reply{status: 422, body: b}
-}
-
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	down := s.down
-	s.mu.Unlock()
-	if down {
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
-	}
-	rec := Request{Method: r.Method, Path: r.URL.Path}
-	body, err := io.ReadAll(r.Body)
-	var rep reply
-	switch {
-	case err != nil:
-		rep = reply{status: 400, body: []byte("bad body"), text: true}
-	case strings.Contains(strings.ToLower(r.Header.Get("Content-Encoding")), "gzip"):
-		rec.Gzip = true
-		zr, zerr := gzip.NewReader(bytes.NewReader(body))
-		if zerr == nil {
-			body, zerr = io.ReadAll(zr)
-		}
-		if zerr != nil {
-			rep = reply{status: 400, body: []byte("Invalid gzip payload"), text: true}
-		}
-	}
-	rec.BodySize = len(body)
-	s.mu.Lock()
-	if rep.status == 0 {
-		rep = s.injected(r.URL.Path)
-	}
-	if rep.status == 0 {
-		rep = s.route(r, body)
-	}
-	rec.Status = rep.status
-	s.requests = append(s.requests, rec)
-	s.mu.Unlock()
-	s.logger.Debug("atropostest", "method", rec.Method, "path", rec.Path, "status", rec.Status, "gzip", rec.Gzip, "bytes", rec.BodySize)
-	s.write(w, r, rep)
-}
-
-// injected returns the fault for path, if any. Called with s.mu held.
-func (s *Server) injected(path string) reply {
-	for _, key := range []string{path, "*"} {
-		f := s.faults[key]
-		if f == nil {
-			continue
-		}
-		if f.remaining == 0 {
-			delete(s.faults, key)
-			continue
-		}
-		if f.remaining > 0 {
-			f.remaining--
-		}
-		return reply{status: f.status, body: []byte(f.body), text: !json.Valid([]byte(f.body))}
-	}
-	return reply{}
 }
 
 func (s *Server) write(w http.ResponseWriter, r *http.Request, rep reply) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -331,23 +332,57 @@ func TestLatestExampleAndAllKeys(t *testing.T) {
 
 func TestFaultInjection(t *testing.T) {
 	srv := started(t, 8)
-	srv.FailNext("/info", 2, 503)
+	srv.FailNext("/info", 2, 503, "")
 	require.Equal(t, 503, do(t, srv, "GET", "/info", "").status)
 	require.Equal(t, 503, do(t, srv, "GET", "/info", "").status)
 	require.Equal(t, 200, do(t, srv, "GET", "/info", "").status)
-	require.Equal(t, 3, srv.Count("GET", "/info"))
+	require.Equal(t, 3, srv.RequestCount("/info"))
 
-	srv.SetError("*", 500, `{"detail":"boom"}`)
+	srv.SetError("", 500, `{"detail":"boom"}`)
 	r := do(t, srv, "GET", "/status", "")
 	require.Equal(t, 500, r.status)
 	require.Equal(t, `{"detail":"boom"}`, r.body)
-	srv.ClearErrors()
+	srv.ClearFaults()
 	require.Equal(t, 200, do(t, srv, "GET", "/status", "").status)
+
+	remove := srv.AddFault(atropostest.Fault{Path: "/status", Every: 2, Status: 502})
+	var got []int
+	for range 4 {
+		got = append(got, do(t, srv, "GET", "/status", "").status)
+	}
+	require.Equal(t, []int{200, 502, 200, 502}, got)
+	remove()
+	require.Equal(t, 200, do(t, srv, "GET", "/status", "").status)
+
+	srv.AddFault(atropostest.Fault{Path: "/info", Times: 1, Malformed: true})
+	r = do(t, srv, "GET", "/info", "")
+	require.Equal(t, 200, r.status)
+	require.False(t, json.Valid([]byte(r.body)))
+
+	srv.AddFault(atropostest.Fault{Path: "/info", Times: 1, Delay: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", srv.URL()+"/info", nil)
+	require.NoError(t, err)
+	tr0 := &http.Transport{}
+	defer tr0.CloseIdleConnections()
+	_, err = (&http.Client{Transport: tr0}).Do(req)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	srv.AddFault(atropostest.Fault{Times: 1, Drop: true})
+	tr1 := &http.Transport{}
+	defer tr1.CloseIdleConnections()
+	_, err = (&http.Client{Transport: tr1}).Get(srv.URL() + "/info")
+	require.Error(t, err, "a dropped connection")
+	require.Eventually(t, func() bool {
+		reqs := srv.Requests()
+		return reqs[len(reqs)-1].Fault && reqs[len(reqs)-1].Status == 0
+	}, 5*time.Second, time.Millisecond)
 
 	srv.SetDown(true)
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
-	_, err := (&http.Client{Transport: tr}).Get(srv.URL() + "/info")
+	_, err = (&http.Client{Transport: tr}).Get(srv.URL() + "/info")
 	require.Error(t, err, "a down server drops the connection")
 	srv.SetDown(false)
 	require.Equal(t, 200, do(t, srv, "GET", "/info", "").status)

@@ -1,0 +1,248 @@
+package atropostest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Request is one request the server received.
+type Request struct {
+	Method string
+	Path   string
+	// Body is the request body, after gzip decoding.
+	Body []byte
+	// Gzip is true when the body arrived gzip-encoded.
+	Gzip bool
+	// Status is the status code answered; 0 when the server answered nothing (a dropped
+	// connection, the server set down, or a client that went away during a delay).
+	Status int
+	// Fault is true when an injected fault decided the answer.
+	Fault bool
+}
+
+// Requests returns a copy of the requests received so far, in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// RequestCount returns how many requests were received for path ("" counts all).
+func (s *Server) RequestCount(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.requests {
+		if path == "" || r.Path == path {
+			n++
+		}
+	}
+	return n
+}
+
+// ResetRequests forgets the recorded requests.
+func (s *Server) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+}
+
+// Fault describes an injected failure. A request matches when Path is empty or equal to
+// its path; a matching request triggers the fault on every Every-th match (0 or 1: each
+// one), at most Times times (0: no limit). A triggered fault first waits Delay (giving up
+// if the client goes away), then does the first of: Drop, Malformed, Status. A fault with
+// only a Delay lets the request proceed normally afterwards.
+type Fault struct {
+	Path  string
+	Every int
+	Times int
+
+	// Delay is latency added before answering; it honours the request's context.
+	Delay time.Duration
+	// Drop closes the connection without answering (the client sees EOF / reset).
+	Drop bool
+	// Malformed answers 200 with a truncated JSON body.
+	Malformed bool
+	// Status answers with this status code and Body. An empty Body becomes the API's
+	// shape for that status: text/plain "Internal Server Error" style for 5xx, a
+	// FastAPI {"detail": ...} object otherwise.
+	Status int
+	Body   string
+}
+
+type faultState struct {
+	f     Fault
+	seen  int
+	fired int
+}
+
+// AddFault installs f; the returned function removes it.
+func (s *Server) AddFault(f Fault) (remove func()) {
+	st := &faultState{f: f}
+	s.mu.Lock()
+	s.faults = append(s.faults, st)
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.faults = slices.DeleteFunc(s.faults, func(x *faultState) bool { return x == st })
+	}
+}
+
+// ClearFaults removes every installed fault.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
+// SetError makes every request to path ("" for all) fail with status and body until the
+// returned function or [Server.ClearFaults] removes it.
+func (s *Server) SetError(path string, status int, body string) (remove func()) {
+	return s.AddFault(Fault{Path: path, Status: status, Body: body})
+}
+
+// FailNext makes the next n requests to path ("" for all) fail with status and body.
+func (s *Server) FailNext(path string, n, status int, body string) {
+	s.AddFault(Fault{Path: path, Times: n, Status: status, Body: body})
+}
+
+// SetDown makes the server drop every connection without an answer while down is true,
+// as when the API process is gone: clients see network errors.
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
+// triggered returns the faults that fire for a request to path, in install order.
+// Called with s.mu held.
+func (s *Server) triggered(path string) []Fault {
+	var out []Fault
+	for _, st := range s.faults {
+		if st.f.Path != "" && st.f.Path != path {
+			continue
+		}
+		if st.f.Times > 0 && st.fired >= st.f.Times {
+			continue
+		}
+		st.seen++
+		if st.f.Every > 1 && st.seen%st.f.Every != 0 {
+			continue
+		}
+		st.fired++
+		out = append(out, st.f)
+	}
+	return out
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := Request{Method: r.Method, Path: r.URL.Path}
+	body, err := io.ReadAll(r.Body)
+	var rep reply
+	switch {
+	case err != nil:
+		rep = reply{status: 400, body: []byte("unreadable body"), text: true}
+	case strings.Contains(strings.ToLower(r.Header.Get("Content-Encoding")), "gzip"):
+		rec.Gzip = true
+		zr, zerr := gzip.NewReader(bytes.NewReader(body))
+		if zerr == nil {
+			body, zerr = io.ReadAll(zr)
+		}
+		if zerr != nil {
+			rep = reply{status: 400, body: []byte("Invalid gzip payload"), text: true}
+		}
+	}
+	rec.Body = body
+
+	s.mu.Lock()
+	down := s.down
+	faults := s.triggered(r.URL.Path)
+	s.mu.Unlock()
+	if down {
+		s.recordAnd(rec, nil)
+		drop(w)
+		return
+	}
+	if rep.status == 0 && len(faults) > 0 {
+		rec.Fault = true
+		var delay time.Duration
+		for _, f := range faults {
+			delay += f.Delay
+		}
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-r.Context().Done():
+				t.Stop()
+				s.recordAnd(rec, nil)
+				return
+			case <-t.C:
+			}
+		}
+		rep = faultReply(faults)
+		if rep.status == -1 {
+			s.recordAnd(rec, nil)
+			drop(w)
+			return
+		}
+	}
+	s.recordAnd(rec, func() reply {
+		if rep.status == 0 {
+			rep = s.route(r, body)
+		}
+		return rep
+	})
+	s.logger.Debug("atropostest", "method", rec.Method, "path", rec.Path, "status", rep.status, "gzip", rec.Gzip, "bytes", len(body))
+	s.write(w, r, rep)
+}
+
+// recordAnd runs answer (if any) and records rec with its status, under one lock so that
+// state changes and the request log agree.
+func (s *Server) recordAnd(rec Request, answer func() reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if answer != nil {
+		rec.Status = answer().status
+	}
+	s.requests = append(s.requests, rec)
+}
+
+// faultReply turns the triggered faults into an answer: status -1 drops the connection,
+// 0 lets the request through.
+func faultReply(faults []Fault) reply {
+	for _, f := range faults {
+		switch {
+		case f.Drop:
+			return reply{status: -1}
+		case f.Malformed:
+			return reply{status: 200, body: []byte(`{"status": "rec`)}
+		case f.Status != 0:
+			if f.Body != "" {
+				return reply{status: f.Status, body: []byte(f.Body), text: !json.Valid([]byte(f.Body))}
+			}
+			if f.Status >= 500 {
+				return reply{status: f.Status, body: []byte(http.StatusText(f.Status)), text: true}
+			}
+			return errReply(f.Status, http.StatusText(f.Status))
+		}
+	}
+	return reply{}
+}
+
+// drop closes the connection without an answer.
+func drop(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
