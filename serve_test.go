@@ -101,5 +101,5 @@ func TestServeDeliversEveryGroupOnceUnderBackPressure(t *testing.T) {
 	for _, g := range served {
 		assert.Contains(t, received, key(g))
 	}
-	assert.Equal(t, 1, api.Count("POST", "/disconnect-env"))
+	assert.Equal(t, 1, api.RequestCount("/disconnect-env"))
 }
