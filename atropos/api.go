@@ -30,6 +30,7 @@ type APIError struct {
 	Message string
 }
 
+// Error describes the reply: method, path, status and the server's message.
 func (e *APIError) Error() string {
 	return fmt.Sprintf("atropos: %s %s: %d: %s", e.Method, e.Path, e.Status, e.Message)
 }

@@ -521,3 +521,30 @@ func TestKilledProcessLosesNothing(t *testing.T) {
 		require.Equal(t, c.Registration().EnvID, *g.EnvID)
 	}
 }
+
+func TestFlushSkipsGroupsBeingSent(t *testing.T) {
+	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
+	c := registered(t, srv, t.TempDir())
+	srv.SetDown(true)
+	done := make(chan error, 1)
+	go func() { done <- c.Send(context.Background(), group(1, 2)) }()
+	require.Eventually(t, func() bool { n, _ := c.Spooled(); return n == 1 }, 5*time.Second, time.Millisecond)
+	// The file belongs to the running Send: Flush leaves it alone and succeeds at once.
+	require.NoError(t, c.Flush(context.Background()))
+	srv.SetDown(false)
+	require.NoError(t, <-done)
+	require.Equal(t, []float64{1}, scoresOf(srv.Received()), "sent once")
+}
+
+func TestSendDenseZeroPad(t *testing.T) {
+	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
+	c := registered(t, srv, t.TempDir(), func(c *atropos.ClientConfig) { c.Encode.DenseZeroPad = 3 })
+	require.NoError(t, c.Send(context.Background(), group(1, 2)))
+	g := srv.Received()[0]
+	ids, lps := g.DistillRow(0, 0)
+	require.Equal(t, []int32{0, 0, 0}, ids)
+	require.Equal(t, []float32{0, 0, 0}, lps)
+	ids, lps = g.DistillRow(1, 2)
+	require.Equal(t, []int32{11, 5, 0}, ids)
+	require.Equal(t, []float32{-0.2, -1.8, 0}, lps)
+}

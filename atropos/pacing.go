@@ -24,8 +24,10 @@ type EnvStatus struct {
 	EnvWeight float64 `json:"env_weight"`
 }
 
-// Status polls GET /status-env for this env. The API wants the env id as a JSON body on
-// a GET; this is the only place that knows it.
+// Status polls GET /status-env for this env, retrying network errors and 5xx replies
+// like every call. The API wants the env id as a JSON body on a GET; this is the only
+// place that knows it. After the API was reset the env id no longer exists and the API
+// answers 500 until ctx ends: register again.
 func (c *Client) Status(ctx context.Context) (EnvStatus, error) {
 	reg := c.Registration()
 	if reg == nil {

@@ -19,6 +19,7 @@ type InvalidGroupError struct {
 	Reason string
 }
 
+// Error names the field, its indexes and the problem.
 func (e *InvalidGroupError) Error() string {
 	at := e.Field
 	if e.Seq >= 0 {
