@@ -192,3 +192,10 @@ func TestParseTokenIDString(t *testing.T) {
 		require.Equal(t, tc.id, id, tc.in)
 	}
 }
+
+func TestIsNegInf(t *testing.T) {
+	require.True(t, vllm.IsNegInf(-9999))
+	require.True(t, vllm.IsNegInf(-10000))
+	require.False(t, vllm.IsNegInf(-9998.5))
+	require.False(t, vllm.IsNegInf(0))
+}

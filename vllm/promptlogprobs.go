@@ -11,6 +11,9 @@ import (
 // means "probability zero" to every consumer in this library.
 const NegInfLogprob = -9999
 
+// IsNegInf reports whether lp stands for a logprob of −∞ (lp ≤ [NegInfLogprob]).
+func IsNegInf(lp float32) bool { return lp <= NegInfLogprob }
+
 // PromptLogprobs is one choice's "prompt_logprobs", decoded into flat arrays: no map and
 // no string per position. Position j's entries are IDs[Offsets[j]:Offsets[j+1]] (and the
 // same range of Logprobs and Ranks), in the server's order. Position 0, which vLLM

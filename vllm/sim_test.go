@@ -236,3 +236,20 @@ func TestSimJudgeConformance(t *testing.T) {
 	})
 	require.Positive(t, s.RequestCount("/v1/chat/completions"))
 }
+
+func TestSimPostRetrySendsTheSameBody(t *testing.T) {
+	s := vllmtest.NewServer(t)
+	c := s.Client(fastRetry...)
+	s.FailNext("/v1/completions", 1, http.StatusBadGateway, "")
+	_, err := c.Generate(bg, rollout.GenerateRequest{Prompt: s.Tokenize("hello there"), MaxTokens: 4, Temperature: 0})
+	require.NoError(t, err)
+	var bodies []string
+	for _, r := range s.Requests() {
+		if r.Path == "/v1/completions" {
+			bodies = append(bodies, string(r.Body))
+		}
+	}
+	require.Len(t, bodies, 2)
+	require.Equal(t, bodies[0], bodies[1])
+	require.NotEmpty(t, bodies[0])
+}
