@@ -39,6 +39,10 @@ var _ rollout.SandboxFactory = (*Factory)(nil)
 // [ErrBwrapNotFound] (the message says how to install bubblewrap and mentions the
 // unconfined opt-in), [ErrNamespacesDenied] (the kernel refused the namespaces), or
 // [ErrProbeFailed]. A bad cfg gives an error wrapping [ErrInvalidConfig].
+//
+// Unlike most constructors New does I/O, on purpose: a Factory exists only when it
+// can run commands, so a broken host fails at start-up with an error that says what
+// to do, not in the middle of a training run.
 func New(ctx context.Context, cfg Config) (*Factory, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
