@@ -75,11 +75,14 @@ func TestTopKWithoutRanksUsesLogprobs(t *testing.T) {
 	require.Equal(t, []float32{-0.5, -1}, lps)
 }
 
-func TestTopKRepeatedRankIsAnError(t *testing.T) {
-	pl, err := vllm.DecodePromptLogprobs([]byte(`[null,{"5":{"logprob":-3,"rank":1},"6":{"logprob":-0.5,"rank":1}}]`))
+func TestTopKTiedRanks(t *testing.T) {
+	// The actual token 9 ties with the rank-2 token: vLLM gives both rank 2.
+	pl, err := vllm.DecodePromptLogprobs([]byte(`[null,{"9":{"logprob":-1,"rank":2},"5":{"logprob":-0.5,"rank":1},"6":{"logprob":-1,"rank":2},"7":{"logprob":-1.5,"rank":3}}]`))
 	require.NoError(t, err)
-	_, _, err = pl.AppendTopK(1, 2, nil, nil)
-	require.ErrorContains(t, err, "rank 1 appears twice")
+	ids, lps, err := pl.AppendTopK(1, 3, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int32{5, 9, 6}, ids)
+	require.Equal(t, []float32{-0.5, -1, -1}, lps)
 }
 
 func TestTopKManyEntries(t *testing.T) {
@@ -198,4 +201,13 @@ func TestIsNegInf(t *testing.T) {
 	require.True(t, vllm.IsNegInf(-10000))
 	require.False(t, vllm.IsNegInf(-9998.5))
 	require.False(t, vllm.IsNegInf(0))
+}
+
+func TestTopKBadArguments(t *testing.T) {
+	pl, err := vllm.DecodePromptLogprobs([]byte(`[null,{"5":{"logprob":-3,"rank":1}}]`))
+	require.NoError(t, err)
+	for _, tc := range []struct{ j, k int }{{-1, 1}, {2, 1}, {1, 0}} {
+		_, _, err := pl.AppendTopK(tc.j, tc.k, nil, nil)
+		require.Error(t, err, "j=%d k=%d", tc.j, tc.k)
+	}
 }

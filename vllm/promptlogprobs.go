@@ -62,35 +62,44 @@ func (p *PromptLogprobs) Lookup(j int, id int32) (logprob float32, rank int32, o
 // AppendTopK appends position j's top-k entries, most likely first, to ids and
 // logprobs. The order comes from the ranks 1…k, never from key order; when the server
 // sent no ranks, entries are ordered by logprob instead. Fewer than k entries are
-// appended when the server sent fewer. It fails when ranks repeat.
+// appended when the server sent fewer.
+//
+// Ranks can repeat: vLLM ranks the actual prompt token by counting the tokens with a
+// strictly greater logprob, so a token tied with a top-k member shares its rank. Tied
+// entries keep the server's order and the first k are taken; they have equal logprobs,
+// so the result is a top-k set either way.
+//
+// It fails when k < 1 or j is not a position.
 func (p *PromptLogprobs) AppendTopK(j, k int, ids []int32, logprobs []float32) ([]int32, []float32, error) {
+	if k < 1 || j < 0 || j >= p.Len() {
+		return ids, logprobs, fmt.Errorf("vllm: top-%d at position %d of %d", k, j, p.Len())
+	}
 	lo, hi := int(p.Offsets[j]), int(p.Offsets[j+1])
 	if hi-lo > 256 {
-		return p.appendTopKSorted(j, k, ids, logprobs)
+		ids, logprobs = p.appendTopKSorted(j, k, ids, logprobs)
+		return ids, logprobs, nil
 	}
 	var idx [256]int32 // entry indexes of the chosen entries, by rank
 	n := 0
 	for e := lo; e < hi; e++ {
 		r := int(p.Ranks[e])
 		if r == 0 {
-			return p.appendTopKSorted(j, k, ids, logprobs)
+			ids, logprobs = p.appendTopKSorted(j, k, ids, logprobs)
+			return ids, logprobs, nil
 		}
 		if r > k {
 			continue
 		}
-		// insertion by rank; entries arrive almost sorted
+		// stable insertion by rank; entries arrive almost sorted
 		i := n
 		for i > 0 && p.Ranks[idx[i-1]] > int32(r) {
 			idx[i] = idx[i-1]
 			i--
 		}
-		if i > 0 && p.Ranks[idx[i-1]] == int32(r) {
-			return ids, logprobs, fmt.Errorf("position %d: rank %d appears twice", j, r)
-		}
 		idx[i] = int32(e)
 		n++
 	}
-	for _, e := range idx[:n] {
+	for _, e := range idx[:min(n, k)] {
 		ids = append(ids, p.IDs[e])
 		logprobs = append(logprobs, p.Logprobs[e])
 	}
@@ -99,7 +108,7 @@ func (p *PromptLogprobs) AppendTopK(j, k int, ids []int32, logprobs []float32) (
 
 // appendTopKSorted is the general path: sort the position's entries by rank (or by
 // logprob when a rank is missing).
-func (p *PromptLogprobs) appendTopKSorted(j, k int, ids []int32, logprobs []float32) ([]int32, []float32, error) {
+func (p *PromptLogprobs) appendTopKSorted(j, k int, ids []int32, logprobs []float32) ([]int32, []float32) {
 	lo, hi := int(p.Offsets[j]), int(p.Offsets[j+1])
 	order := make([]int, 0, hi-lo)
 	byRank := true
@@ -110,12 +119,7 @@ func (p *PromptLogprobs) appendTopKSorted(j, k int, ids []int32, logprobs []floa
 		}
 	}
 	if byRank {
-		slices.SortFunc(order, func(a, b int) int { return int(p.Ranks[a]) - int(p.Ranks[b]) })
-		for i := 1; i < len(order); i++ {
-			if p.Ranks[order[i]] == p.Ranks[order[i-1]] {
-				return ids, logprobs, fmt.Errorf("position %d: rank %d appears twice", j, p.Ranks[order[i]])
-			}
-		}
+		slices.SortStableFunc(order, func(a, b int) int { return int(p.Ranks[a]) - int(p.Ranks[b]) })
 	} else {
 		slices.SortStableFunc(order, func(a, b int) int {
 			switch la, lb := p.Logprobs[a], p.Logprobs[b]; {
@@ -134,7 +138,7 @@ func (p *PromptLogprobs) appendTopKSorted(j, k int, ids []int32, logprobs []floa
 		ids = append(ids, p.IDs[e])
 		logprobs = append(logprobs, p.Logprobs[e])
 	}
-	return ids, logprobs, nil
+	return ids, logprobs
 }
 
 // decodePromptLogprobs reads a prompt_logprobs value (null or a list) from s into p,

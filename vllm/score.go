@@ -146,7 +146,6 @@ func sequenceResult(pl *PromptLogprobs, s scorer.Sequence, k int) (scorer.Sequen
 		TopLogprobs:   make([]float32, 0, len(s.Positions)*k),
 		TokenLogprobs: make([]float32, len(s.Positions)),
 	}
-	var err error
 	for i, p := range s.Positions {
 		lp, _, ok := pl.Lookup(p, s.Tokens[p])
 		if !ok {
@@ -154,8 +153,8 @@ func sequenceResult(pl *PromptLogprobs, s scorer.Sequence, k int) (scorer.Sequen
 		}
 		r.TokenLogprobs[i] = lp
 		before := len(r.TopIDs)
-		r.TopIDs, r.TopLogprobs, err = pl.AppendTopK(p, k, r.TopIDs, r.TopLogprobs)
-		if err != nil {
+		var err error
+		if r.TopIDs, r.TopLogprobs, err = pl.AppendTopK(p, k, r.TopIDs, r.TopLogprobs); err != nil {
 			return scorer.SequenceResult{}, err
 		}
 		if len(r.TopIDs) == before {
