@@ -45,6 +45,8 @@ func TestCloseKillsEverythingAndRemovesWorkspace(t *testing.T) {
 	require.NoError(t, sb.Close(), "Close is idempotent")
 	_, err = sb.Run(t.Context(), rollout.Command{Shell: "true"})
 	require.ErrorIs(t, err, sandbox.ErrClosed)
+	_, err = sb.Run(t.Context(), rollout.Command{Shell: "true", Dir: "a"})
+	require.ErrorIs(t, err, sandbox.ErrClosed)
 	_, err = sb.ReadFile("a/b.txt")
 	require.Error(t, err)
 	require.Error(t, sb.WriteFile("c", nil))

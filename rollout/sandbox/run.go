@@ -50,14 +50,21 @@ func (s *Sandbox) Run(ctx context.Context, cmd rollout.Command) (rollout.Command
 
 // RunDetailed runs cmd in the sandbox and reports what it did.
 //
-// A command that fails, times out or is killed for its output is reported in the
-// result: ExitCode 124 and TimedOut on timeout, OutputKilled (with the 128+9 of
-// SIGKILL) past the hard output cap. The error is for the sandbox itself: a bad
+// A command that fails, times out or is killed for its output or disk use is
+// reported in the result: ExitCode 124 and TimedOut on timeout, OutputKilled (with
+// the 128+9 of SIGKILL) past the hard output cap, DiskQuotaExceeded over the disk
+// quota. The error is for the sandbox itself: a bad
 // command ([ErrInvalidCommand]), a closed sandbox ([ErrClosed]), bubblewrap failing
 // to set up ([ErrStart], with bubblewrap's message in Stderr), or ctx ending (the
 // command is killed and the partial result returned with ctx's error). In every
 // case no process of the command is left running when it returns.
 func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return Result{}, ErrClosed
+	}
 	argv, err := commandArgv(c)
 	if err != nil {
 		return Result{}, err
