@@ -376,3 +376,45 @@ func TestDiskQuota(t *testing.T) {
 	require.False(t, res.DiskQuotaExceeded)
 	require.Empty(t, res.Stderr)
 }
+
+func TestProcessLimitIsPerSandbox(t *testing.T) {
+	t.Parallel()
+	const limit = 24
+	f := newFactory(t, sandbox.Config{Limits: sandbox.Limits{Processes: limit}})
+	counter := []byte(`
+import os, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    n += 1
+print(n, flush=True)
+time.sleep(2)  # hold the children while the other sandbox counts
+`)
+	counts := make(chan string, 2)
+	for range 2 {
+		sb := newSandbox(t, f)
+		require.NoError(t, sb.WriteFile("count.py", counter))
+		go func() {
+			res, err := sb.Run(t.Context(), rollout.Command{Shell: "python3 count.py", Timeout: 20 * time.Second})
+			if err != nil {
+				counts <- err.Error()
+				return
+			}
+			counts <- strings.TrimSpace(string(res.Stdout))
+		}()
+	}
+	for range 2 {
+		n, err := strconv.Atoi(<-counts)
+		require.NoError(t, err)
+		// Each sandbox gets nearly the whole limit (the shell and python count too);
+		// counted per uid, the second one would get almost nothing.
+		require.Greater(t, n, limit/2)
+		require.Less(t, n, limit)
+	}
+}
