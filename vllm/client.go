@@ -217,6 +217,7 @@ func (c *Client) exchange(ctx context.Context, rc *retryablehttp.Client, method,
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
 		return nil, DecodeError(resp.StatusCode, raw)
 	}
 	var buf bytes.Buffer
