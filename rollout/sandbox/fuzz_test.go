@@ -12,6 +12,8 @@ import (
 
 // FuzzFileToolNames checks that no name, however built, makes the host-side file
 // tools touch anything outside the workspace, even with escaping symlinks planted.
+// (Fuzz workers stopped at the end of a -fuzz run skip their cleanup, so such a run
+// leaves its workspaces under the temporary directory.)
 func FuzzFileToolNames(f *testing.F) {
 	for _, seed := range []string{
 		"a.txt", "d/e/f.txt", "../x", "/etc/x", "a/../../x", "evil", "evil/x", "up/x",
