@@ -17,7 +17,7 @@ const maxLineBytes = 64 << 20
 // LoadJSONL reads tasks from a JSONL file: one JSON object per line, with the column
 // rules of the package doc. Blank lines are ignored. A line that is not a JSON object, or
 // a column of the wrong type, is a [*RowError] naming the file, the line and the column;
-// a missing file is an error wrapping [fs.ErrNotExist] that names the file.
+// a missing file is an error wrapping [io/fs.ErrNotExist] that names the file.
 func LoadJSONL(path string, cfg LoadConfig) ([]Task, LoadReport, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,7 @@ import (
 // or integer column; a value of another type is a [*RowError] naming the file, the
 // first row holding such a value and the column (a column of the wrong type that is null
 // in every row is treated as absent). A missing file is an error wrapping
-// [fs.ErrNotExist] that names the file; a file that is not Parquet is an error naming it.
+// [io/fs.ErrNotExist] that names the file; a file that is not Parquet is an error naming it.
 func LoadParquet(path string, cfg LoadConfig) ([]Task, LoadReport, error) {
 	return loadParquet(path, filepath.Base(path), cfg)
 }
@@ -38,12 +39,37 @@ func loadParquet(path, source string, cfg LoadConfig) (ts []Task, report LoadRep
 			ts, report, err = nil, rr.report, fmt.Errorf("tasks: %s: corrupt Parquet data: %v", path, p)
 		}
 	}()
+	if err := checkFooter(f, st.Size()); err != nil {
+		return nil, rr.report, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", path, err)
+	}
 	pf, err := parquet.OpenFile(f, st.Size())
 	if err != nil {
 		return nil, rr.report, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", path, err)
 	}
 	ts, err = readParquetRows(pf, rr)
 	return ts, rr.report, err
+}
+
+// checkFooter checks the magic numbers and the footer length before parquet-go reads
+// the file: a corrupt length would make it allocate up to 4 GiB.
+func checkFooter(f *os.File, size int64) error {
+	if size < 12 {
+		return errors.New("too short")
+	}
+	var head, tail [8]byte
+	if _, err := f.ReadAt(head[:4], 0); err != nil {
+		return err
+	}
+	if _, err := f.ReadAt(tail[:], size-8); err != nil {
+		return err
+	}
+	if string(head[:4]) != "PAR1" || string(tail[4:]) != "PAR1" {
+		return errors.New("no PAR1 magic (encrypted files are not supported)")
+	}
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-12 {
+		return fmt.Errorf("footer length %d exceeds the file size %d", n, size)
+	}
+	return nil
 }
 
 // parquetColumn is a wanted column's place in the file.

@@ -2,7 +2,9 @@ package tasks_test
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -160,10 +162,51 @@ func TestLoadParquetBadFiles(t *testing.T) {
 	require.ErrorContains(t, err, notParquet)
 	require.ErrorContains(t, err, "not a readable Parquet file")
 
+	// A footer length beyond the file (parquet-go would allocate it, up to 4 GiB).
+	huge := writeFile(t, "huge.parquet", "PAR1"+strings.Repeat("x", 100)+"\xff\xff\xff\xf0PAR1")
+	_, _, err = tasks.LoadParquet(huge, tasks.LoadConfig{})
+	require.ErrorContains(t, err, huge)
+	require.ErrorContains(t, err, "footer length 4043309055 exceeds the file size 112")
+
 	// A real file cut short.
 	good := writeParquet(t, "good.parquet", []hfRow{{Prompt: ptr("P")}})
 	data := readFile(t, good)
 	cut := writeFile(t, "cut.parquet", string(data[:len(data)/2]))
 	_, _, err = tasks.LoadParquet(cut, tasks.LoadConfig{})
 	require.ErrorContains(t, err, cut)
+}
+
+func FuzzLoadParquet(f *testing.F) {
+	dir := f.TempDir()
+	seed := func(rows any) []byte {
+		path := filepath.Join(dir, "seed.parquet")
+		switch r := rows.(type) {
+		case []hfRow:
+			require.NoError(f, parquet.WriteFile(path, r))
+		case []simpleRow:
+			require.NoError(f, parquet.WriteFile(path, r))
+		}
+		data, err := os.ReadFile(path)
+		require.NoError(f, err)
+		return data
+	}
+	full := seed([]hfRow{{ID: ptr[int64](1), Prompt: ptr("P"), TestCode: ptr("T")}, {Task: ptr("K")}})
+	f.Add(full)
+	f.Add(full[:len(full)-9])
+	f.Add(seed([]simpleRow{{"P", "T"}}))
+	f.Add([]byte("PAR1PAR1"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "f.parquet")
+		require.NoError(t, os.WriteFile(path, data, 0o644))
+		ts, report, err := tasks.LoadParquet(path, tasks.LoadConfig{})
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if len(ts) != report.Loaded || report.Loaded+report.SkippedNoTask != report.Rows {
+			t.Fatalf("report %+v does not add up with %d tasks", report, len(ts))
+		}
+	})
 }
