@@ -42,3 +42,12 @@ func TestVerifyInBubblewrapIsConfined(t *testing.T) {
 	require.Equal(t, reward.RulePassed, v.Rule, v.Output)
 	require.Contains(t, v.Output, "no network:")
 }
+
+func TestVerifyInBubblewrapReportsSandboxTruncation(t *testing.T) {
+	newSandbox := bwrapSandboxes(t)
+	task := tasks.Task{ID: "loud", TestCode: "import sys\nsys.stdout.write('x' * (1 << 20))\nprint('All tests passed!')\n"}
+	v, err := reward.Verify(context.Background(), newSandbox(t), task, reward.VerifyOptions{})
+	require.NoError(t, err)
+	require.True(t, v.OutputTruncated)
+	require.Equal(t, 0, v.ExitCode)
+}

@@ -48,7 +48,12 @@ func (f Func) Score(ctx context.Context, in Input) (Breakdown, error) { return f
 
 // Weights are the weights of the three parts of [Default].
 type Weights struct {
-	Correctness, Efficiency, ToolUsage float64
+	// Correctness weighs C.
+	Correctness float64
+	// Efficiency weighs E.
+	Efficiency float64
+	// ToolUsage weighs U.
+	ToolUsage float64
 }
 
 // DefaultWeights are the original environment's weights.

@@ -71,6 +71,9 @@ type Verification struct {
 	TimedOut bool
 	// Output is the run's stdout followed by its stderr, cut to MaxOutput.
 	Output string
+	// OutputTruncated reports that the sandbox cut the output at its own cap (or
+	// killed the run for writing too much), so a "passed" line may not have been seen.
+	OutputTruncated bool
 	// TestFile is the workspace file the tests were written to.
 	TestFile string
 	// Unconfined reports that the sandbox ran the tests without isolation.
@@ -134,6 +137,7 @@ func Verify(ctx context.Context, sb rollout.Sandbox, t tasks.Task, opts VerifyOp
 	v.ExitCode = res.ExitCode
 	v.TimedOut = res.TimedOut
 	v.Unconfined = res.Unconfined
+	v.OutputTruncated = res.OutputTruncated || res.OutputKilled
 	v.Duration = res.Duration
 	v.Output = capOutput(out, maxOut)
 	return v, nil

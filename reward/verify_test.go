@@ -47,6 +47,7 @@ func stubFor(task tasks.Task) string {
 func runBuiltinVerification(t *testing.T, newSandbox func(t *testing.T) rollout.Sandbox) {
 	for _, task := range tasks.Builtin() {
 		t.Run(task.ID, func(t *testing.T) {
+			t.Parallel()
 			t.Run("reference solution passes", func(t *testing.T) {
 				v := verifyWork(t, newSandbox, task, agentWork{"solution.py": task.ReferenceSolution})
 				require.Equal(t, reward.RulePassed, v.Rule, v.Output)
