@@ -31,6 +31,15 @@
 // of type [*RowError] that names the file, the row and the column. Rows count from 1; in
 // a JSONL file the row is the line number.
 //
+// # The Hugging Face Hub
+//
+// [LoadHub] reads a split of a Hub dataset from the Parquet files the Hub converts every
+// dataset to: it asks GET {base}/api/datasets/{id}/parquet/{config}/{split} for the list
+// of file URLs, downloads each file once into [HubConfig.CacheDir] (atomically, checked
+// to be Parquet), and reads them with [LoadParquet]'s rules. A dataset in the cache is
+// used without any request, so a process can run offline after one online start. The
+// token is passed explicitly ([HubConfig.Token]); nothing is read from the environment.
+//
 // # Splits
 //
 // [Split] holds out max(EvalSize, ⌊n·EvalSplitRatio⌋) tasks for evaluation after a

@@ -25,7 +25,8 @@ var ErrNotCached = errors.New("tasks: dataset not in the cache")
 
 // HubConfig says which Hugging Face Hub dataset to load and where to keep it.
 type HubConfig struct {
-	// Dataset is the dataset id, "owner/name" (required).
+	// Dataset is the dataset id, "owner/name" or a legacy name without owner
+	// (required).
 	Dataset string
 	// Config is the dataset configuration (subset); "" means "default".
 	Config string

@@ -24,7 +24,7 @@ const (
 )
 
 // ErrMalformed is wrapped by every [*RowError].
-var ErrMalformed = errors.New("malformed row")
+var ErrMalformed = errors.New("tasks: malformed row")
 
 // LoadConfig configures the loaders. The zero value reads the default columns.
 type LoadConfig struct {
