@@ -28,7 +28,7 @@ func TestRunBubblewrap(t *testing.T) {
 }
 
 func TestRunUnconfined(t *testing.T) {
-	rollouttest.Run(t, func(t *testing.T) rollout.Sandbox { return newSandbox(t, sandbox.Config{Unconfined: true}) })
+	rollouttest.Run(t, func(t *testing.T) rollout.Sandbox { return newSandbox(t, unconfined()) })
 }
 
 // naive reads files by host path, following ".." and symlinks out of the workspace.
@@ -39,7 +39,7 @@ func (n naive) ReadFile(name string) ([]byte, error) {
 }
 
 func TestSandboxFindsEscapes(t *testing.T) {
-	sb := newSandbox(t, sandbox.Config{Unconfined: true})
+	sb := newSandbox(t, unconfined())
 	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(sb.HostDir()), "outside.txt"), []byte("x"), 0o644))
 	err := rollouttest.TestSandbox(context.Background(), naive{sb})
 	require.Error(t, err)
@@ -50,5 +50,13 @@ func TestSandboxFindsEscapes(t *testing.T) {
 }
 
 func TestSandboxPasses(t *testing.T) {
-	require.NoError(t, rollouttest.TestSandbox(context.Background(), newSandbox(t, sandbox.Config{Unconfined: true})))
+	require.NoError(t, rollouttest.TestSandbox(context.Background(), newSandbox(t, unconfined())))
+}
+
+// unconfined runs as its own host uid when the tests run as root: RLIMIT_NPROC of an
+// unconfined sandbox counts every process of its uid on the host, and bubblewrap
+// sandboxes of tests running in parallel (other packages included) run as the default
+// uid.
+func unconfined() sandbox.Config {
+	return sandbox.Config{Unconfined: true, UID: 65533, GID: 65533}
 }
