@@ -329,3 +329,13 @@ func TestProcessAndEvaluate(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &doc))
 	assert.Equal(t, m, doc.Results["all"])
 }
+
+func TestProcessGivesUpAfterRepeatedFailures(t *testing.T) {
+	f := newFixture(t, nil)
+	f.sim.SetError("/v1/completions", 400, `{"error":{"message":"bad","type":"BadRequestError","code":400}}`)
+	var out strings.Builder
+	err := f.env.Process(context.Background(), 1, &out)
+	require.ErrorIs(t, err, agenticopd.ErrRolloutFailed)
+	assert.Empty(t, out.String(), "nothing is written for failed groups")
+	assert.Equal(t, float64(2), f.env.Metrics()["env/failed_groups"], "one failure more than the groups asked for")
+}

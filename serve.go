@@ -119,8 +119,8 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 // Process collects n groups and writes them to w as JSON Lines, one group per line,
 // the format of Atropos's process mode. As that mode does, it keeps groups whose
 // scores are all equal and applies no length limit. A group that fails is logged and
-// replaced by one for the next task; after n failures more than n groups Process gives
-// up with the last error. At most MaxGroups groups are collected at once; lines are
+// replaced by one for the next task; after more than n failures Process gives up with
+// an error that wraps the last one. At most MaxGroups groups are collected at once; lines are
 // written in the order groups finish.
 func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 	if n <= 0 {
@@ -240,8 +240,7 @@ func (e *Env) Evaluate(ctx context.Context, dir string) (map[string]float64, err
 		return nil, err
 	}
 	var sums rewardSums
-	sums.add(rollouts)
-	sums.n = len(rollouts) // failed rollouts count with zero scores
+	sums.add(rollouts) // a failed rollout is a zero Rollout: it counts with zero scores
 	m := map[string]float64{"eval/n_items": float64(len(samples))}
 	sums.put(m, "eval")
 	if dir == "" {
