@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/tasks"
 )
 
 // Serve is the online loop: it registers with the trajectory API, then keeps as many
@@ -25,28 +27,22 @@ import (
 // Serve returns nil when the API's stop rule holds (total steps reached) and ctx.Err()
 // when ctx ends; either way it waits for the groups in flight, then disconnects.
 // Groups whose collection was cut short by ctx are abandoned; a group handed to the
-// client is on disk in the spool and is sent by the next Register if this run could
-// not deliver it. A group that fails to collect is logged and counted, and Serve goes
+// client is on disk in the spool: when a Send gives up (the client's retry budget ran
+// out), Serve flushes the spool again once the API answers a status poll, and a group
+// still spooled when Serve ends is sent by the next Register. A group that fails to collect is logged and counted, and Serve goes
 // on with the next task.
 func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 	if err := client.Register(ctx); err != nil {
 		return fmt.Errorf("agenticopd: serve: %w", err)
 	}
-	opts := collectOptions{keepEqual: e.cfg.KeepEqualScores, maxTokenLen: e.cfg.MaxTokenLen}
-	if opts.maxTokenLen == 0 {
+	l := &serveLoop{e: e, client: client, opts: collectOptions{keepEqual: e.cfg.KeepEqualScores, maxTokenLen: e.cfg.MaxTokenLen}}
+	if l.opts.maxTokenLen == 0 {
 		if reg := client.Registration(); reg != nil && reg.MaxTokenLen > 0 {
-			opts.maxTokenLen = reg.MaxTokenLen
+			l.opts.maxTokenLen = reg.MaxTokenLen
 		}
 	}
-
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		running int
-		report  sync.Mutex
-	)
 	defer func() {
-		wg.Wait()
+		l.wg.Wait()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if err := client.Disconnect(dctx); err != nil {
@@ -57,10 +53,7 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 	ticker := time.NewTicker(e.cfg.PollInterval)
 	defer ticker.Stop()
 	for {
-		mu.Lock()
-		inFlight := running
-		mu.Unlock()
-		dec, _, err := client.Pace(ctx, inFlight)
+		dec, _, err := client.Pace(ctx, l.inFlight())
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -68,44 +61,19 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 			e.cfg.Logger.Warn("status poll failed", "err", err)
 		case dec.Stop:
 			return nil
-		case !dec.Pause:
-			start := min(dec.Start, e.cfg.MaxGroups-inFlight)
-			for range max(start, 0) {
-				task, err := e.train.Next(ctx)
-				if err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					return fmt.Errorf("agenticopd: serve: next task: %w", err)
-				}
-				mu.Lock()
-				running++
-				mu.Unlock()
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { mu.Lock(); running--; mu.Unlock() }()
-					g, err := e.collect(ctx, task, opts)
+		default:
+			l.maybeFlush(ctx)
+			if !dec.Pause {
+				for range max(min(dec.Start, e.cfg.MaxGroups-l.inFlight()), 0) {
+					task, err := e.train.Next(ctx)
 					if err != nil {
-						if ctx.Err() == nil {
-							e.cfg.Logger.Warn("group failed", "task", task.ID, "err", err)
+						if ctx.Err() != nil {
+							return ctx.Err()
 						}
-						return
+						return fmt.Errorf("agenticopd: serve: next task: %w", err)
 					}
-					if g.Dropped == "" {
-						if err := client.Send(ctx, g.Data); err != nil {
-							e.cfg.Logger.Warn("send failed", "task", task.ID, "err", err)
-							e.metrics.count("env/send_failures", 1)
-						} else {
-							e.metrics.count("env/groups_sent", 1)
-						}
-					}
-					if e.cfg.OnGroup != nil {
-						report.Lock()
-						e.cfg.OnGroup(g)
-						report.Unlock()
-					}
-				}()
+					l.start(ctx, task)
+				}
 			}
 		}
 		select {
@@ -114,6 +82,94 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 		case <-ticker.C:
 		}
 	}
+}
+
+// serveLoop is the state of one Serve call: the groups in flight and the spool.
+type serveLoop struct {
+	e      *Env
+	client *atropos.Client
+	opts   collectOptions
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	running  int
+	flushing bool
+	report   sync.Mutex // serialises OnGroup
+	// spooled is set when a Send gave up with groups left in the spool.
+	spooled atomic.Bool
+}
+
+func (l *serveLoop) inFlight() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.running
+}
+
+// start collects one group for task and sends it, in its own goroutine.
+func (l *serveLoop) start(ctx context.Context, task tasks.Task) {
+	e := l.e
+	l.mu.Lock()
+	l.running++
+	l.mu.Unlock()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() { l.mu.Lock(); l.running--; l.mu.Unlock() }()
+		g, err := e.collect(ctx, task, l.opts)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.cfg.Logger.Warn("group failed", "task", task.ID, "err", err)
+			}
+			return
+		}
+		if g.Dropped == "" {
+			if err := l.client.Send(ctx, g.Data); err != nil {
+				e.cfg.Logger.Warn("send failed", "task", task.ID, "err", err)
+				e.metrics.count("env/send_failures", 1)
+				if errors.Is(err, atropos.ErrSpooled) {
+					l.spooled.Store(true)
+				}
+			} else {
+				e.metrics.count("env/groups_sent", 1)
+			}
+		}
+		if e.cfg.OnGroup != nil {
+			l.report.Lock()
+			e.cfg.OnGroup(g)
+			l.report.Unlock()
+		}
+	}()
+}
+
+// maybeFlush sends the spool again, in the background, when a Send left groups there
+// and no flush is running. It is called after a status poll succeeded, so the API is
+// answering.
+func (l *serveLoop) maybeFlush(ctx context.Context) {
+	if !l.spooled.Load() {
+		return
+	}
+	l.mu.Lock()
+	if l.flushing {
+		l.mu.Unlock()
+		return
+	}
+	l.flushing = true
+	l.mu.Unlock()
+	// Cleared before the flush starts: a Send that fails meanwhile sets it again.
+	l.spooled.Store(false)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		if err := l.client.Flush(ctx); err != nil {
+			l.e.cfg.Logger.Warn("spool flush failed", "err", err)
+			if errors.Is(err, atropos.ErrSpooled) {
+				l.spooled.Store(true)
+			}
+		}
+		l.mu.Lock()
+		l.flushing = false
+		l.mu.Unlock()
+	}()
 }
 
 // Process collects n groups and writes them to w as JSON Lines, one group per line,

@@ -17,51 +17,83 @@ import (
 
 func key(g *atropos.ScoredDataGroup) string { return fmt.Sprint(g.Tokens, g.Scores) }
 
-func TestServeDeliversEveryGroupOnceUnderBackPressure(t *testing.T) {
-	const (
-		groupSize  = 2
-		batchSize  = 4 // two groups per batch
-		numSteps   = 3
-		offPolicy  = 1 // pause once one batch is queued
-		maxGroups  = 2
-		queueLimit = offPolicy*batchSize/groupSize + maxGroups
-	)
-	api := atropostest.NewServer(t)
-	var (
-		mu     sync.Mutex
-		sent   = map[string]int{}
-		served []*atropos.ScoredDataGroup
-	)
+const (
+	groupSize = 2
+	batchSize = 4 // two groups per batch
+	offPolicy = 1 // pause once one batch is queued
+	maxGroups = 2
+)
+
+// serving is an env serving the fake trajectory API, and what it sent.
+type serving struct {
+	api    *atropostest.Server
+	client *atropos.Client
+	env    *agenticopd.Env
+
+	mu   sync.Mutex
+	sent map[string]int // groups the env finished and did not drop
+}
+
+func newServing(t *testing.T, retry atropos.RetryConfig) *serving {
+	t.Helper()
+	s := &serving{api: atropostest.NewServer(t), sent: map[string]int{}}
 	f := newFixture(t, func(c *agenticopd.Config) {
 		c.MaxGroups = maxGroups
 		c.PollInterval = 10 * time.Millisecond
 		c.OnGroup = func(g *agenticopd.Group) {
 			if g.Dropped == "" {
-				mu.Lock()
-				sent[key(g.Data)]++
-				mu.Unlock()
+				s.mu.Lock()
+				s.sent[key(g.Data)]++
+				s.mu.Unlock()
 			}
 		}
 	})
-	client, err := atropos.NewClient(api.URL(), atropos.ClientConfig{
+	s.env = f.env
+	var err error
+	s.client, err = atropos.NewClient(s.api.URL(), atropos.ClientConfig{
 		EnvName: "agentic_opd", GroupSize: groupSize, SpoolDir: t.TempDir(),
 		MaxBatchesOffPolicy: offPolicy, PollInterval: 10 * time.Millisecond,
-		StatusInterval: 10 * time.Millisecond,
+		StatusInterval: 10 * time.Millisecond, Retry: retry,
 	})
 	require.NoError(t, err)
+	return s
+}
 
+// received counts the groups the API got, by content.
+func (s *serving) received() map[string]int {
+	out := map[string]int{}
+	for _, g := range s.api.Received() {
+		out[key(g)]++
+	}
+	return out
+}
+
+// train registers a trainer for numSteps and returns it after its first /batch, which
+// lets envs register.
+func train(ctx context.Context, t *testing.T, api *atropostest.Server, numSteps int) *atropos.Trainer {
+	t.Helper()
+	tr, err := atropos.NewTrainer(api.URL())
+	require.NoError(t, err)
+	_, err = tr.Register(ctx, atropos.TrainerRegistration{BatchSize: batchSize, MaxTokenLen: 1 << 20, NumSteps: numSteps})
+	require.NoError(t, err)
+	_, err = tr.Batch(ctx)
+	require.NoError(t, err)
+	return tr
+}
+
+func TestServeDeliversEveryGroupOnceUnderBackPressure(t *testing.T) {
+	const queueLimit = offPolicy*batchSize/groupSize + maxGroups
+	s := newServing(t, atropos.RetryConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	trainer, err := atropos.NewTrainer(api.URL())
-	require.NoError(t, err)
-	_, err = trainer.Register(ctx, atropos.TrainerRegistration{BatchSize: batchSize, MaxTokenLen: 1 << 20, NumSteps: numSteps})
-	require.NoError(t, err)
+	trainer := train(ctx, t, s.api, 3)
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- f.env.Serve(ctx, client) }()
+	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
 
-	// The trainer pulls batches; while it has pulled little, the queue must stay
-	// bounded (the env pauses), and it must fill again after each pull (it resumes).
+	// The trainer pulls only when a full batch waits, so the env has to pause first;
+	// the queue must stay bounded meanwhile, and fill again after each pull.
+	var served []*atropos.ScoredDataGroup
 	maxQueued, pulls := 0, 0
 	for done := false; !done; {
 		select {
@@ -70,36 +102,68 @@ func TestServeDeliversEveryGroupOnceUnderBackPressure(t *testing.T) {
 			done = true
 		case <-time.After(20 * time.Millisecond):
 		}
-		queued := len(api.Received()) - len(served)
+		queued := len(s.api.Received()) - len(served)
 		maxQueued = max(maxQueued, queued)
-		// Pull only when a full batch is waiting, so the env has to pause first.
 		if queued*groupSize >= batchSize {
 			b, err := trainer.Batch(ctx)
 			require.NoError(t, err)
 			if b != nil {
 				pulls++
-				mu.Lock()
 				served = append(served, b...)
-				mu.Unlock()
 			}
-		} else if pulls == 0 {
-			_, err := trainer.Batch(ctx) // the first /batch lets the env register
-			require.NoError(t, err)
 		}
 	}
 
 	assert.LessOrEqual(t, maxQueued, queueLimit, "the env paused while the trainer did not pull")
 	assert.GreaterOrEqual(t, pulls, 2, "the env resumed after the trainer pulled")
-
-	mu.Lock()
-	defer mu.Unlock()
-	received := map[string]int{}
-	for _, g := range api.Received() {
-		received[key(g)]++
-	}
-	assert.Equal(t, sent, received, "every group sent arrives exactly once")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	received := s.received()
+	assert.Equal(t, s.sent, received, "every group sent arrives exactly once")
 	for _, g := range served {
 		assert.Contains(t, received, key(g))
 	}
-	assert.Equal(t, 1, api.RequestCount("/disconnect-env"))
+	assert.Equal(t, 1, s.api.RequestCount("/disconnect-env"))
+}
+
+func TestServeFlushesTheSpoolWhenSendsGiveUp(t *testing.T) {
+	// Two attempts per Send: the first two posts fail, so the first group's Send gives
+	// up and leaves it in the spool; Serve must deliver it without a restart.
+	s := newServing(t, atropos.RetryConfig{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	s.api.FailNext("/scored_data", 2, 503, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	trainer := train(ctx, t, s.api, 2)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
+	for done := false; !done; {
+		select {
+		case err := <-serveErr:
+			require.NoError(t, err)
+			done = true
+		case <-time.After(20 * time.Millisecond):
+			_, err := trainer.Batch(ctx)
+			require.NoError(t, err)
+		}
+	}
+	require.GreaterOrEqual(t, s.env.Metrics()["env/send_failures"], float64(1), "a Send gave up")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Equal(t, s.sent, s.received(), "the spooled group was delivered, once")
+	n, err := s.client.Spooled()
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing left in the spool")
+}
+
+func TestServeStopsOnCancel(t *testing.T) {
+	s := newServing(t, atropos.RetryConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	train(ctx, t, s.api, 1000)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
+	require.Eventually(t, func() bool { return len(s.api.Received()) > 0 }, time.Minute, 10*time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-serveErr, context.Canceled)
+	assert.Equal(t, 1, s.api.RequestCount("/disconnect-env"), "a clean stop disconnects")
 }
