@@ -32,7 +32,6 @@ import (
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
-	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
 func main() {
@@ -70,17 +69,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	policyURL := *vllmURL
 	if policyURL == "" {
 		train, _ := tasks.BuiltinSplit(*seed)
-		sim, err := vllmtest.Start(
-			vllmtest.WithAgentScript((&scripted.Student{}).Turn),
-			vllmtest.WithChatScript(scripted.Judge),
-			vllmtest.WithMaxLogprobs(*topK),
-		)
+		sim, err := scripted.Start(*topK)
 		if err != nil {
 			return err
 		}
 		defer sim.Close()
 		policyURL = sim.URL
-		fmt.Fprintf(stdout, "SIMULATOR: policy, judge and teacher are vllmtest at %s (scripted demo backend, not a language model); %d training tasks\n", sim.URL, len(train))
+		fmt.Fprintf(stdout, "%s; %d training tasks\n", scripted.Banner(sim), len(train))
 	} else {
 		fmt.Fprintf(stdout, "vLLM server: %s\n", policyURL)
 	}

@@ -28,7 +28,6 @@ import (
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/vllm"
-	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
 func main() {
@@ -60,17 +59,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	policyURL := *vllmURL
 	if policyURL == "" {
-		sim, err := vllmtest.Start(
-			vllmtest.WithAgentScript((&scripted.Student{}).Turn),
-			vllmtest.WithChatScript(scripted.Judge),
-			vllmtest.WithMaxLogprobs(*topK),
-		)
+		sim, err := scripted.Start(*topK)
 		if err != nil {
 			return err
 		}
 		defer sim.Close()
 		policyURL = sim.URL
-		fmt.Fprintf(stdout, "SIMULATOR: policy, judge and teacher are vllmtest at %s (scripted demo backend, not a language model)\n", sim.URL)
+		fmt.Fprintln(stdout, scripted.Banner(sim))
 	}
 	var opts []vllm.Option
 	if *model != "" {

@@ -158,3 +158,19 @@ func Judge(in vllmtest.ChatScriptInput) []string {
 	}
 	return out
 }
+
+// Start starts the vllmtest simulator with a Student and the Judge, allowing topK
+// prompt logprobs (like vLLM's --max-logprobs). The caller closes it.
+func Start(topK int) (*vllmtest.Server, error) {
+	return vllmtest.Start(
+		vllmtest.WithAgentScript((&Student{}).Turn),
+		vllmtest.WithChatScript(Judge),
+		vllmtest.WithMaxLogprobs(topK),
+	)
+}
+
+// Banner is the line the example programs print first when they run on the
+// simulator.
+func Banner(sim *vllmtest.Server) string {
+	return fmt.Sprintf("SIMULATOR: policy, judge and teacher are vllmtest at %s (scripted demo backend, not a language model)", sim.URL)
+}
