@@ -1,0 +1,23 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/judge"
+	"github.com/agentic-opd/agenticopd/judge/judgetest"
+)
+
+func TestRuleJudgeConforms(t *testing.T) {
+	judgetest.Run(t, func() judge.Judge { return judge.Func(ruleJudge) })
+}
+
+func TestCustomRolesUsesTheFrozenTeacher(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-out", t.TempDir(), "-groups", "1"}, &out), out.String())
+	assert.Contains(t, out.String(), "teacher requests: policy server 0, frozen teacher 1")
+}
