@@ -148,13 +148,44 @@ func definition(name, desc, params string) chat.Tool {
 	}}
 }
 
-// cleanPath turns a model-given path into a workspace-relative one; the Sandbox refuses
-// anything that still leaves the workspace.
-func cleanPath(p string) (string, error) {
+// workspaceMount is where a sandbox's workspace appears to the commands it runs, and
+// so to the model (the bubblewrap sandbox mounts it there and runs commands in it).
+// The file tools accept absolute paths under it as well as workspace-relative ones.
+const workspaceMount = "/workspace"
+
+// workspaceDir is implemented by sandboxes that say where their commands see the
+// workspace (the bubblewrap sandbox's Dir: workspaceMount, or the host path when
+// unconfined).
+type workspaceDir interface{ Dir() string }
+
+// cleanPath turns a model-given path into a workspace-relative one. The model sees the
+// workspace as the current directory of its commands, so an absolute path under
+// workspaceMount (or under the sandbox's own Dir) names the same file as the path
+// relative to it; any other absolute path is refused. The Sandbox refuses whatever
+// still leaves the workspace ("..", symlinks).
+func cleanPath(sb Sandbox, p string) (string, error) {
 	if strings.TrimSpace(p) == "" {
 		return "", errors.New(`"path" is required`)
 	}
-	return path.Clean(p), nil
+	if !strings.HasPrefix(p, "/") {
+		return path.Clean(p), nil
+	}
+	p = path.Clean(p)
+	roots := []string{workspaceMount}
+	if d, ok := sb.(workspaceDir); ok {
+		if dir := d.Dir(); strings.HasPrefix(dir, "/") && path.Clean(dir) != workspaceMount && dir != "/" {
+			roots = append(roots, path.Clean(dir))
+		}
+	}
+	for _, r := range roots {
+		if p == r {
+			return ".", nil
+		}
+		if rest, ok := strings.CutPrefix(p, r+"/"); ok {
+			return rest, nil
+		}
+	}
+	return "", fmt.Errorf("path %q is outside the workspace %s; give a path relative to it", p, roots[len(roots)-1])
 }
 
 // terminal
@@ -230,7 +261,7 @@ func (readFileTool) Definition() chat.Tool {
 	return definition("read_file",
 		"Read a text file of the workspace. Lines are returned numbered as \"LINE_NUMBER|CONTENT\".",
 		`{"type":"object","properties":{`+
-			`"path":{"type":"string","description":"File path relative to the workspace."},`+
+			`"path":{"type":"string","description":"File path, relative to the workspace (the current directory) or absolute under /workspace."},`+
 			`"offset":{"type":"integer","minimum":1,"description":"First line to read, 1-based (default 1)."},`+
 			`"limit":{"type":"integer","minimum":1,"maximum":2000,"description":"Number of lines to read (default 500)."}},`+
 			`"required":["path"]}`)
@@ -245,7 +276,7 @@ func (t readFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) 
 	if err := decodeArgs(args, &a); err != nil {
 		return errorResult("read_file: %v", err)
 	}
-	p, err := cleanPath(a.Path)
+	p, err := cleanPath(sb, a.Path)
 	if err != nil {
 		return errorResult("read_file: %v", err)
 	}
@@ -296,7 +327,7 @@ func (writeFileTool) Definition() chat.Tool {
 	return definition("write_file",
 		"Write a file of the workspace, replacing it if it exists and creating parent directories.",
 		`{"type":"object","properties":{`+
-			`"path":{"type":"string","description":"File path relative to the workspace."},`+
+			`"path":{"type":"string","description":"File path, relative to the workspace (the current directory) or absolute under /workspace."},`+
 			`"content":{"type":"string","description":"The complete new content of the file."}},`+
 			`"required":["path","content"]}`)
 }
@@ -309,7 +340,7 @@ func (writeFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) s
 	if err := decodeArgs(args, &a); err != nil {
 		return errorResult("write_file: %v", err)
 	}
-	p, err := cleanPath(a.Path)
+	p, err := cleanPath(sb, a.Path)
 	if err != nil {
 		return errorResult("write_file: %v", err)
 	}
@@ -333,7 +364,7 @@ func (patchTool) Definition() chat.Tool {
 	return definition("patch",
 		"Replace text in a file of the workspace. old_string must occur exactly once unless replace_all is true.",
 		`{"type":"object","properties":{`+
-			`"path":{"type":"string","description":"File path relative to the workspace."},`+
+			`"path":{"type":"string","description":"File path, relative to the workspace (the current directory) or absolute under /workspace."},`+
 			`"old_string":{"type":"string","description":"The exact text to replace."},`+
 			`"new_string":{"type":"string","description":"The replacement text."},`+
 			`"replace_all":{"type":"boolean","description":"Replace every occurrence (default false)."}},`+
@@ -350,7 +381,7 @@ func (patchTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) strin
 	if err := decodeArgs(args, &a); err != nil {
 		return errorResult("patch: %v", err)
 	}
-	p, err := cleanPath(a.Path)
+	p, err := cleanPath(sb, a.Path)
 	if err != nil {
 		return errorResult("patch: %v", err)
 	}
@@ -402,7 +433,7 @@ func (searchFilesTool) Definition() chat.Tool {
 		`{"type":"object","properties":{`+
 			`"pattern":{"type":"string","description":"Regular expression to search for."},`+
 			`"path":{"type":"string","description":"Directory to search, relative to the workspace (default \".\")."},`+
-			`"glob":{"type":"string","description":"Only search files whose name matches this glob, e.g. \"*.py\"."}},`+
+			`"glob":{"type":"string","description":"Only search files whose name matches this glob, e.g. \"*.py\" (a glob with \"/\" matches the path)."}},`+
 			`"required":["pattern"]}`)
 }
 
@@ -429,7 +460,9 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 	}
 	root := "."
 	if a.Path != "" {
-		root = path.Clean(strings.TrimPrefix(a.Path, "./"))
+		if root, err = cleanPath(sb, a.Path); err != nil {
+			return errorResult("search_files: %v", err)
+		}
 		if !fs.ValidPath(root) {
 			return errorResult("search_files: path %q leaves the workspace", a.Path)
 		}
@@ -456,10 +489,8 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		if a.Glob != "" {
-			if ok, _ := path.Match(a.Glob, d.Name()); !ok {
-				return nil
-			}
+		if a.Glob != "" && !globMatch(a.Glob, root, p) {
+			return nil
 		}
 		if info, err := d.Info(); err != nil || info.Size() > searchMaxFileSize {
 			return nil
@@ -492,4 +523,26 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 		Total     int    `json:"total"`
 		Truncated bool   `json:"truncated"`
 	}{joined, total, total > len(matches)})
+}
+
+// globMatch reports whether the file at workspace path p, found under the search root,
+// matches glob: a glob without "/" (after any leading "**/") is matched against the
+// file's name, at any depth; one with "/" against the path relative to the search root
+// or to the workspace.
+func globMatch(glob, root, p string) bool {
+	for strings.HasPrefix(glob, "**/") {
+		glob = glob[len("**/"):]
+	}
+	if !strings.Contains(glob, "/") {
+		ok, _ := path.Match(glob, path.Base(p))
+		return ok
+	}
+	if ok, _ := path.Match(glob, p); ok {
+		return true
+	}
+	if rel, found := strings.CutPrefix(p, root+"/"); found && root != "." {
+		ok, _ := path.Match(glob, rel)
+		return ok
+	}
+	return false
 }

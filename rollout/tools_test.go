@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -116,6 +117,34 @@ func TestFileTools(t *testing.T) {
 			map[string]any{"error": "search_files: invalid pattern: error parsing regexp: missing closing ): `(`"}},
 		{"search outside the workspace", "search_files", `{"pattern": "x", "path": "../.."}`,
 			map[string]any{"error": `search_files: path "../.." leaves the workspace`}},
+		{"search with a ** glob", "search_files", `{"pattern": "def", "glob": "**/*.py"}`,
+			map[string]any{"matches": "pkg/sol.py:1: def g():", "total": 1.0, "truncated": false}},
+		{"search with a glob on the path", "search_files", `{"pattern": "def", "glob": "pkg/*.py"}`,
+			map[string]any{"matches": "pkg/sol.py:1: def g():", "total": 1.0, "truncated": false}},
+		{"absolute paths under /workspace name workspace files", "write_file", `{"path": "/workspace/abs/b.py", "content": "B = 1\n"}`,
+			map[string]any{"path": "abs/b.py", "bytes_written": 6.0}},
+		{"read an absolute path under /workspace", "read_file", `{"path": "/workspace/abs/b.py"}`,
+			map[string]any{"path": "abs/b.py", "content": "     1|B = 1\n", "total_lines": 1.0, "truncated": false}},
+		{"patch an absolute path under /workspace", "patch", `{"path": "/workspace/abs/b.py", "old_string": "1", "new_string": "2"}`,
+			map[string]any{"path": "abs/b.py", "replacements": 1.0}},
+		{"write a nested file", "write_file", `{"path": "abs/deep/c.py", "content": "def c(): pass\n"}`,
+			map[string]any{"path": "abs/deep/c.py", "bytes_written": 14.0}},
+		{"search with a path glob relative to the search path", "search_files", `{"pattern": "def", "path": "abs", "glob": "deep/*.py"}`,
+			map[string]any{"matches": "abs/deep/c.py:1: def c(): pass", "total": 1.0, "truncated": false}},
+		{"a path glob does not match at other depths", "search_files", `{"pattern": "def", "glob": "deep/*.py"}`,
+			map[string]any{"matches": "", "total": 0.0, "truncated": false}},
+		{"search /workspace", "search_files", `{"pattern": "B = ", "path": "/workspace"}`,
+			map[string]any{"matches": "abs/b.py:1: B = 2", "total": 1.0, "truncated": false}},
+		{"search a directory under /workspace", "search_files", `{"pattern": "def", "path": "/workspace/pkg/"}`,
+			map[string]any{"matches": "pkg/sol.py:1: def g():", "total": 1.0, "truncated": false}},
+		{"absolute paths elsewhere are refused", "write_file", `{"path": "/etc/b.py", "content": "x"}`,
+			map[string]any{"error": `write_file: path "/etc/b.py" is outside the workspace /workspace; give a path relative to it`}},
+		{"a look-alike prefix is refused", "read_file", `{"path": "/workspacex/b.py"}`,
+			map[string]any{"error": `read_file: path "/workspacex/b.py" is outside the workspace /workspace; give a path relative to it`}},
+		{"leaving /workspace through .. is refused", "patch", `{"path": "/workspace/../etc/passwd", "old_string": "a", "new_string": "b"}`,
+			map[string]any{"error": `patch: path "/etc/passwd" is outside the workspace /workspace; give a path relative to it`}},
+		{"searching outside /workspace is refused", "search_files", `{"pattern": "x", "path": "/etc"}`,
+			map[string]any{"error": `search_files: path "/etc" is outside the workspace /workspace; give a path relative to it`}},
 	}
 	for _, st := range steps {
 		got := callTool(t, tools, sb, st.tool, st.args)
@@ -132,6 +161,23 @@ func TestFileTools(t *testing.T) {
 		got := callTool(t, tools, sb, "write_file", `{"path": "../outside", "content": "x"}`)
 		require.Contains(t, got["error"], "write_file: ")
 	})
+}
+
+// dirSandbox is a sandbox whose commands see the workspace at its host path, as the
+// unconfined sandbox's do.
+type dirSandbox struct{ *tempSandbox }
+
+func (s dirSandbox) Dir() string { return s.dir }
+
+func TestFileToolsTakeTheSandboxDir(t *testing.T) {
+	tools := rollout.DefaultTools()
+	sb := dirSandbox{newTempSandbox(t)}
+	got := callTool(t, tools, sb, "write_file", fmt.Sprintf(`{"path": %q, "content": "x"}`, sb.dir+"/sub/a.txt"))
+	require.Equal(t, map[string]any{"path": "sub/a.txt", "bytes_written": 1.0}, got)
+	got = callTool(t, tools, sb, "read_file", `{"path": "/workspace/sub/a.txt"}`)
+	require.Equal(t, "     1|x\n", got["content"], "/workspace still names the workspace")
+	got = callTool(t, tools, sb, "read_file", fmt.Sprintf(`{"path": %q}`, sb.dir+"x/a.txt"))
+	require.Equal(t, fmt.Sprintf("read_file: path %q is outside the workspace %s; give a path relative to it", sb.dir+"x/a.txt", sb.dir), got["error"])
 }
 
 func TestCapText(t *testing.T) {
