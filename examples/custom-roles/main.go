@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer teacher.Close()
-	fmt.Fprintf(stdout, "%s; frozen teacher: vllmtest at %s\n", scripted.Banner(policy), teacher.URL)
+	fmt.Fprintf(stdout, "%s; another vllmtest at %s plays a frozen teacher\n", scripted.Banner(policy, "the policy"), teacher.URL)
 
 	env, err := agenticopd.NewEnv(agenticopd.Config{
 		Policy:      policy.Client(),

@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer sim.Close()
 		url = sim.URL
-		fmt.Fprintln(stdout, scripted.Banner(sim))
+		fmt.Fprintln(stdout, scripted.Banner(sim, "the policy"))
 	}
 	var opts []vllm.Option
 	if *model != "" {

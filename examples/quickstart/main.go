@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer sim.Close()
 		policyURL = sim.URL
-		fmt.Fprintf(stdout, "%s; %d training tasks\n", scripted.Banner(sim), len(train))
+		fmt.Fprintf(stdout, "%s; %d training tasks\n", scripted.Banner(sim, "the policy, the judge and the teacher"), len(train))
 	} else {
 		fmt.Fprintf(stdout, "vLLM server: %s\n", policyURL)
 	}

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer sim.Close()
 		policyURL = sim.URL
-		fmt.Fprintln(stdout, scripted.Banner(sim))
+		fmt.Fprintln(stdout, scripted.Banner(sim, "the policy, the judge and the teacher"))
 	}
 	var opts []vllm.Option
 	if *model != "" {

@@ -170,7 +170,7 @@ func Start(topK int) (*vllmtest.Server, error) {
 }
 
 // Banner is the line the example programs print first when they run on the
-// simulator.
-func Banner(sim *vllmtest.Server) string {
-	return fmt.Sprintf("SIMULATOR: policy, judge and teacher are vllmtest at %s (scripted demo backend, not a language model)", sim.URL)
+// simulator; roles says what it plays.
+func Banner(sim *vllmtest.Server, roles string) string {
+	return fmt.Sprintf("SIMULATOR: vllmtest at %s plays %s (a scripted test and demo backend, not a language model)", sim.URL, roles)
 }
