@@ -228,7 +228,8 @@ func (c *Client) exchange(ctx context.Context, rc *retryablehttp.Client, method,
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("read response: %w", ctxErr)
 		}
-		return nil, fmt.Errorf("read response: %w", err)
+		// the connection broke, or the attempt timed out, in the middle of the answer
+		return nil, &transportError{fmt.Errorf("read response: %w", err)}
 	}
 	return buf.Bytes(), nil
 }

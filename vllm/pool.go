@@ -33,8 +33,9 @@ func WithHealthCheck(interval, timeout time.Duration) Option {
 
 // Pool spreads requests over several vLLM servers serving the same model. Each call
 // goes to the healthy server with the fewest requests in flight. A server whose call
-// fails with a connection error or a 5xx is marked failed and skipped; the call moves
-// on to the next server. A background checker, owned by the pool, probes failed
+// fails with a connection error (a broken answer, or an attempt that ran past
+// [WithAttemptTimeout], included) or a 5xx is marked failed and skipped; the call moves
+// on to the next server. The end of the caller's ctx marks no server. A background checker, owned by the pool, probes failed
 // servers with GET /health and takes them back when they answer; when every server is
 // marked failed, a call probes them itself before giving up with [ErrNoHealthyServer].
 //
@@ -199,8 +200,8 @@ func (p *Pool) acquire(skip map[*member]bool) *member {
 	return best
 }
 
-func (p *Pool) release(m *member, err error) {
-	fail := serverFailure(err)
+func (p *Pool) release(ctx context.Context, m *member, err error) {
+	fail := serverFailure(ctx, err)
 	p.mu.Lock()
 	m.inflight--
 	if fail {
@@ -213,9 +214,12 @@ func (p *Pool) release(m *member, err error) {
 }
 
 // serverFailure reports whether err says the server is down or broken: a connection
-// error or a 5xx, as opposed to a bad request or the caller's ctx.
-func serverFailure(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+// error (including an attempt that timed out under [WithAttemptTimeout]) or a 5xx, as
+// opposed to a bad request or the end of the caller's ctx. Whether the caller's ctx
+// ended is asked of ctx itself: an attempt timeout also satisfies
+// errors.Is(err, context.DeadlineExceeded).
+func serverFailure(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
 		return false
 	}
 	var te *transportError
@@ -248,8 +252,8 @@ func (p *Pool) do(ctx context.Context, fn func(*Client) error) error {
 			continue
 		}
 		err := fn(m.c)
-		p.release(m, err)
-		if !serverFailure(err) {
+		p.release(ctx, m, err)
+		if !serverFailure(ctx, err) {
 			return err
 		}
 		tried[m] = true

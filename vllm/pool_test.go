@@ -240,3 +240,59 @@ func TestPoolCloseIsIdempotent(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.Len(t, p.Clients(), 1)
 }
+
+// hanging answers nothing until the client gives up on the request.
+func hanging(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hits.Add(1)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+func TestPoolAttemptTimeoutFailsOver(t *testing.T) {
+	// An attempt cut by WithAttemptTimeout is a server failure, although its error
+	// also satisfies errors.Is(err, context.DeadlineExceeded): the caller's ctx is
+	// still alive.
+	hang, hits := hanging(t)
+	b := newBackend(t, "b")
+	p := newTestPool(t, []string{hang.URL, b.srv.URL}, vllm.WithAttemptTimeout(50*time.Millisecond))
+	for range 3 {
+		got, err := p.Chat(bg, judgeReq)
+		require.NoError(t, err)
+		require.Equal(t, []string{"b"}, got.Choices)
+	}
+	require.Equal(t, int32(1), hits.Load(), "the hanging server was tried once, then skipped")
+	require.Equal(t, []string{b.srv.URL}, p.Healthy())
+}
+
+func TestPoolBrokenBodyFailsOver(t *testing.T) {
+	// A server that drops the connection in the middle of a 200 answer is a server
+	// failure too.
+	var hits atomic.Int32
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hits.Add(1)
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"choices":[`)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(broken.Close)
+	b := newBackend(t, "b")
+	p := newTestPool(t, []string{broken.URL, b.srv.URL})
+	got, err := p.Chat(bg, judgeReq)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b"}, got.Choices)
+	require.Equal(t, int32(1), hits.Load())
+	require.Equal(t, []string{b.srv.URL}, p.Healthy())
+}
