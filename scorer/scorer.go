@@ -4,7 +4,9 @@
 // there.
 //
 // The vLLM implementation is [github.com/agentic-opd/agenticopd/vllm.Client]; [Func]
-// adapts a plain function, for tests and for users' own teachers.
+// adapts a plain function, for tests and for users' own teachers; package
+// [github.com/agentic-opd/agenticopd/scorer/scorertest] checks that a teacher keeps the
+// contract below.
 //
 // # Positions
 //
