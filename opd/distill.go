@@ -110,11 +110,12 @@ type Sequence struct {
 	Turns []TurnResult
 }
 
-// Hints returns the hints given for the trajectory's turns, in order.
+// Hints returns the hints given for the trajectory's turns, in order: the hint texts
+// that are not only white space, as Distill counts hints.
 func (s *Sequence) Hints() []string {
 	var out []string
 	for _, t := range s.Turns {
-		if t.Hint.Text != "" {
+		if judge.Strip(t.Hint.Text) != "" {
 			out = append(out, t.Hint.Text)
 		}
 	}
@@ -147,7 +148,10 @@ const (
 	StatusNoHint TurnStatus = "no_hint"
 	// StatusTemplateDrift: the hint could not be rendered exactly; unscored.
 	StatusTemplateDrift TurnStatus = "template_drift"
-	// StatusMismatch: the alignment check failed; unscored.
+	// StatusMismatch: the alignment check failed (a scored position does not hold the
+	// student's sampled token, or, with Inline, the turn's generation prompt is not a
+	// recorded generation-prompt segment, so the hint has no safe insertion point);
+	// unscored.
 	StatusMismatch TurnStatus = "alignment_mismatch"
 	// StatusScored: the turn's whole generated span got teacher rows.
 	StatusScored TurnStatus = "scored"

@@ -479,3 +479,65 @@ func TestDistillNothingToDo(t *testing.T) {
 		"opd/teacher_prompt_tokens": 0, "opd/teacher_positions": 0,
 	}, res.Metrics.Map(), "the reference's means appear only once a rollout had a pair")
 }
+
+// A hint goes only where the trajectory records the turn's generation prompt: a turn
+// whose GenPromptStart does not open a generation-prompt segment ending at its Start is
+// left unscored, and its hint is not inserted, so later turns do not see it either.
+func TestDistillInlineBoundary(t *testing.T) {
+	tests := []struct {
+		name  string
+		shift func(*rollout.Turn)
+	}{
+		{"insertion point inside the tool result", func(tr *rollout.Turn) { tr.GenPromptStart-- }},
+		{"insertion point inside the generation prompt", func(tr *rollout.Turn) { tr.GenPromptStart++ }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			trajs := group()
+			a := trajs[0]
+			tt.shift(&a.Turns[1])
+			var calls atomic.Int64
+			teacher := &fakeTeacher{}
+			d := newDistiller(t, opd.Config{Judge: scriptedJudge(&calls), Teacher: teacher.scorer(), Templater: &fakeTemplate{}, TopK: topK})
+			res, err := d.Distill(context.Background(), trajs)
+			require.NoError(t, err)
+
+			turns := res.Sequences[0].Turns
+			require.Equal(t, opd.StatusMismatch, turns[1].Status)
+			require.Contains(t, turns[1].Detail, "not a recorded generation prompt")
+			require.Equal(t, opd.StatusScored, turns[3].Status)
+			require.Equal(t, 1, res.Metrics.AlignmentMismatches)
+			require.Equal(t, 2, res.Metrics.ScoredTurns)
+
+			// Rollout A's teacher sequence holds only turn 3's hint.
+			t3 := a.Turns[3]
+			h3 := render([]chat.Message{opd.HintMessage(hintFor["All tests passed!"])}, false)
+			want := append(append(append([]int32{}, a.Tokens[:t3.GenPromptStart]...), h3...), a.Tokens[t3.GenPromptStart:t3.End]...)
+			require.Equal(t, want, teacher.reqs[0].Sequences[0].Tokens)
+			for p := a.Turns[1].Start; p < a.Turns[1].End; p++ {
+				require.False(t, res.Sequences[0].Rows.Scored(p), "position %d of the turn without a safe insertion point", p)
+			}
+			requireRows(t, len(a.Tokens), []scoredSpan{{t3.Start, t3.End, want, t3.Start + len(h3)}}, res.Sequences[0].Rows)
+		})
+	}
+}
+
+// A judge's white-space-only hint text is no hint: the turn is not scored, and neither
+// the metrics nor Sequence.Hints count it.
+func TestDistillWhiteSpaceHintIsNoHint(t *testing.T) {
+	blank := judge.Func(func(ctx context.Context, _ judge.Turn) (judge.Hint, error) {
+		return judge.Hint{Text: " \n\t", Votes: []judge.Vote{{Score: 1, Hint: " \n\t"}}}, ctx.Err()
+	})
+	teacher := &fakeTeacher{}
+	d := newDistiller(t, opd.Config{Judge: blank, Teacher: teacher.scorer(), Templater: &fakeTemplate{}, TopK: topK})
+	res, err := d.Distill(context.Background(), group())
+	require.NoError(t, err)
+	require.Zero(t, res.Metrics.Hints)
+	require.Empty(t, teacher.reqs)
+	for i, s := range res.Sequences {
+		require.Empty(t, s.Hints(), "sequence %d", i)
+		for _, tr := range s.Turns {
+			require.Equal(t, opd.StatusNoHint, tr.Status)
+		}
+	}
+}

@@ -13,10 +13,12 @@
 //     before its turn's generation prompt and scores every hinted turn of a rollout in
 //     one sequence; [TaskPrompt] reproduces the reference's placement ([AppendHint]),
 //     one sequence per hinted turn;
-//  4. checks the alignment: every scored teacher position must hold the student's
-//     token at the mapped student position, and that position must be a sampled token
-//     of the trajectory; a turn that fails is counted and left unscored, never
-//     shifted;
+//  4. checks the alignment: with Inline, a hint is inserted only where the trajectory
+//     records the turn's generation prompt ([rollout.SegGenPrompt] spanning exactly
+//     [Turn.GenPromptStart, Turn.Start)); every scored teacher position must hold the
+//     student's token at the mapped student position, and that position must be a
+//     sampled token of the trajectory; a turn that fails is counted and left unscored,
+//     never shifted;
 //  5. sends all teacher sequences of the group in one [scorer.LogprobScorer] Score call
 //     (the scorer splits it by server limits) with K = TopK;
 //  6. places the teacher's ranked top-K rows and the teacher logprob of each sampled

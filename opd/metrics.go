@@ -26,7 +26,8 @@ type Metrics struct {
 	Votes, UnparsedVotes int
 	UnparsedByReason     map[string]int
 	// AlignmentMismatches counts hinted turns left unscored because a scored position
-	// failed the check by token id or fell outside the sampled tokens.
+	// failed the check by token id or fell outside the sampled tokens, or (Inline) the
+	// turn's generation prompt is not a recorded generation-prompt segment.
 	AlignmentMismatches int
 	// TemplateDrift counts hinted turns left unscored because the hint could not be
 	// rendered exactly (see [Templater]) or, with TaskPrompt, the rendered generation

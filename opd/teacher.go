@@ -52,6 +52,10 @@ func (d *Distiller) build(ctx context.Context, trajs []*rollout.Trajectory, hint
 		}
 		t := trajs[seq]
 		if d.cfg.Placement == Inline {
+			ws = d.boundaries(ctx, t, ws)
+			if len(ws) == 0 {
+				continue
+			}
 			teacher, spans := inlineSequence(t, ws)
 			add(seq, teacher, spans)
 			continue
@@ -64,6 +68,33 @@ func (d *Distiller) build(ctx context.Context, trajs []*rollout.Trajectory, hint
 		}
 	}
 	return req, plans
+}
+
+// boundaries keeps the turns of ws whose hint has a safe insertion point: the
+// trajectory records a generation-prompt segment spanning exactly [GenPromptStart,
+// Start) of the turn (reference multiturn-tokenization §4.5, step 1). Any other turn is
+// marked as an alignment mismatch before its hint is inserted, so that a hint at a
+// wrong place reaches neither its own turn nor a later one.
+func (d *Distiller) boundaries(ctx context.Context, t *rollout.Trajectory, ws []*work) []*work {
+	genPrompt := make(map[int]int) // start -> end of each generation-prompt segment
+	for _, s := range t.Segments {
+		if s.Kind == rollout.SegGenPrompt {
+			genPrompt[s.Start] = s.End
+		}
+	}
+	ok := ws[:0:0]
+	for _, w := range ws {
+		turn := t.Turns[w.pair.TurnIndex]
+		if end, found := genPrompt[turn.GenPromptStart]; found && end == turn.Start {
+			ok = append(ok, w)
+			continue
+		}
+		detail := fmt.Sprintf("turn %d: [%d, %d) is not a recorded generation prompt; the hint has no safe insertion point",
+			w.pair.TurnIndex, turn.GenPromptStart, turn.Start)
+		w.res.Status, w.res.Detail = StatusMismatch, detail
+		d.warn(ctx, "opd: alignment check failed; the turn is left unscored", w, fmt.Errorf("%s", detail))
+	}
+	return ok
 }
 
 // inlineSequence is the student's ids with each hint's tokens inserted at its turn's
