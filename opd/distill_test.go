@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -540,4 +541,47 @@ func TestDistillWhiteSpaceHintIsNoHint(t *testing.T) {
 			require.Equal(t, opd.StatusNoHint, tr.Status)
 		}
 	}
+}
+
+func TestDistillBoundsJudgeCalls(t *testing.T) {
+	var inFlight, most, calls atomic.Int64
+	j := judge.Func(func(ctx context.Context, turn judge.Turn) (judge.Hint, error) {
+		calls.Add(1)
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(2 * time.Millisecond) // give the other calls a chance to overlap
+		return judge.Hint{}, ctx.Err()
+	})
+	d := newDistiller(t, opd.Config{Judge: j, Teacher: (&fakeTeacher{}).scorer(), Templater: &fakeTemplate{}, TopK: topK, Concurrency: 2})
+	_, err := d.Distill(context.Background(), group())
+	require.NoError(t, err)
+	require.EqualValues(t, 5, calls.Load())
+	require.LessOrEqual(t, most.Load(), int64(2), "judge calls in flight at once")
+}
+
+// Cancelling ctx while judge calls are in flight stops the call with ctx's error: no
+// turn is counted as a judge failure and nothing reaches the teacher.
+func TestDistillCancelledWhileJudging(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var started atomic.Int64
+	j := judge.Func(func(ctx context.Context, _ judge.Turn) (judge.Hint, error) {
+		if started.Add(1) == 1 {
+			cancel()
+		}
+		<-ctx.Done()
+		return judge.Hint{}, fmt.Errorf("judge: %w", ctx.Err())
+	})
+	teacher := &fakeTeacher{}
+	d := newDistiller(t, opd.Config{Judge: j, Teacher: teacher.scorer(), Templater: &fakeTemplate{}, TopK: topK})
+	res, err := d.Distill(ctx, group())
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, res.Sequences)
+	require.Empty(t, teacher.reqs)
 }
