@@ -65,9 +65,11 @@ type Config struct {
 	// MaxTimeout caps any command's timeout, including one asked for by the agent.
 	// Default [DefaultMaxTimeout].
 	MaxTimeout time.Duration
-	// OutputLimit is how many bytes of each of stdout and stderr are kept. The rest
-	// is counted and discarded, and the result is marked truncated. Default
-	// [DefaultOutputLimit].
+	// OutputLimit is how many bytes of each of stdout and stderr are kept: a longer
+	// stream keeps its first OutputLimit-OutputLimit/2 and its last OutputLimit/2
+	// bytes, joined by a line "...[N bytes cut]...", and the result is marked
+	// truncated; what lies between is counted and discarded. The tail matters: test
+	// runners print their verdict last. Default [DefaultOutputLimit].
 	OutputLimit int
 	// KillOutputLimit is the total output (stdout plus stderr) after which the
 	// command is killed and the result marked [rollout.CommandResult.OutputKilled].

@@ -269,16 +269,36 @@ func TestOutputBeyondCapIsCut(t *testing.T) {
 	f := newFactory(t, sandbox.Config{OutputLimit: 1000})
 	sb := newSandbox(t, f)
 	res, err := sb.RunDetailed(t.Context(), rollout.Command{
-		Shell: "head -c 200000 /dev/zero | tr '\\0' a; head -c 5000 /dev/zero | tr '\\0' b >&2",
+		Shell: "printf HEAD; head -c 200000 /dev/zero | tr '\\0' a; printf TAIL; head -c 5000 /dev/zero | tr '\\0' b >&2",
 	})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode)
 	require.True(t, res.OutputTruncated)
 	require.False(t, res.OutputKilled)
-	require.Equal(t, strings.Repeat("a", 1000), string(res.Stdout))
-	require.Equal(t, strings.Repeat("b", 1000), string(res.Stderr))
-	require.Equal(t, int64(200000), res.StdoutBytes)
+	// Half the cap from the head, half from the tail: the end of the output is kept.
+	a := strings.Repeat("a", 496)
+	require.Equal(t, "HEAD"+a+"\n...[199008 bytes cut]...\n"+a+"TAIL", string(res.Stdout))
+	b := strings.Repeat("b", 500)
+	require.Equal(t, b+"\n...[4000 bytes cut]...\n"+b, string(res.Stderr))
+	require.Equal(t, int64(200008), res.StdoutBytes)
 	require.Equal(t, int64(5000), res.StderrBytes)
+
+	// Many small writes: the tail is the stream's last bytes, in order.
+	res, err = sb.RunDetailed(t.Context(), rollout.Command{Argv: []string{"seq", "1", "100000"}})
+	require.NoError(t, err)
+	var all strings.Builder
+	for i := 1; i <= 100000; i++ {
+		fmt.Fprintf(&all, "%d\n", i)
+	}
+	want := all.String()
+	require.Equal(t, int64(len(want)), res.StdoutBytes)
+	require.Equal(t, want[:500]+fmt.Sprintf("\n...[%d bytes cut]...\n", len(want)-1000)+want[len(want)-500:], string(res.Stdout))
+
+	// Exactly the cap is kept whole.
+	res, err = sb.RunDetailed(t.Context(), rollout.Command{Shell: "printf HEAD; head -c 992 /dev/zero | tr '\\0' a; printf TAIL"})
+	require.NoError(t, err)
+	require.False(t, res.OutputTruncated)
+	require.Equal(t, "HEAD"+strings.Repeat("a", 992)+"TAIL", string(res.Stdout))
 
 	res, err = sb.RunDetailed(t.Context(), rollout.Command{Shell: "echo short"})
 	require.NoError(t, err)
@@ -296,8 +316,11 @@ func TestRunawayWriterIsKilled(t *testing.T) {
 	require.False(t, res.TimedOut)
 	require.True(t, res.OutputTruncated)
 	require.Equal(t, 128+9, res.ExitCode)
-	require.Len(t, res.Stdout, sandbox.DefaultOutputLimit)
-	require.True(t, strings.HasPrefix(string(res.Stdout), m+"\n"+m+"\n"))
+	head, tail, cut := strings.Cut(string(res.Stdout), "\n...[")
+	require.True(t, cut, "the cut is marked")
+	require.Len(t, head, sandbox.DefaultOutputLimit/2)
+	require.True(t, strings.HasPrefix(head, m+"\n"+m+"\n"))
+	require.Contains(t, tail, m+"\n"+m+"\n")
 	require.Greater(t, res.StdoutBytes, int64(4<<20))
 	require.Empty(t, hostProcs(t, "yes", m))
 }

@@ -51,9 +51,11 @@
 // background processes never outlive the command. A group is only ever signalled
 // while its leader is unreaped (waitid WNOWAIT), so a recycled pid is never hit.
 //
-// Output: the first Config.OutputLimit bytes (64 KiB) of each of stdout and stderr are
-// kept; the rest is read, counted ([Result]) and discarded, so the command never blocks
-// on a full pipe, and the result is marked OutputTruncated. When stdout and stderr
+// Output: Config.OutputLimit bytes (64 KiB) of each of stdout and stderr are kept, the
+// head and the tail of a longer stream (half each, joined by a line
+// "...[N bytes cut]..."), so that a verdict printed last is not lost; the rest is read,
+// counted ([Result]) and discarded, so the command never blocks on a full pipe, and the
+// result is marked OutputTruncated. When stdout and stderr
 // together pass Config.KillOutputLimit (16 MiB) the command is killed and marked
 // OutputKilled. A timeout gives ExitCode 124 and TimedOut; death by signal N gives
 // 128+N. bwrap failing to set up a command (it never ran) is an [ErrStart] error.
