@@ -25,6 +25,12 @@ type ChatCompletionRequest struct {
 	Stop        []string `json:"stop,omitempty"`
 	// ChatTemplateKwargs is passed to the template, for example {"enable_thinking": false}.
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitzero"`
+	// PromptLogprobs is the top-k at each position of the rendered prompt (vLLM's
+	// extension); the answer carries them once, at the top level.
+	PromptLogprobs *int `json:"prompt_logprobs,omitempty"`
+	// ReturnTokenIDs asks for each choice's token_ids and the top-level
+	// prompt_token_ids (vLLM 0.10.2+).
+	ReturnTokenIDs bool `json:"return_token_ids,omitempty"`
 	// Extra members are merged into the JSON body; a key that a field above already
 	// sends is an error.
 	Extra map[string]any `json:"-"`
@@ -32,10 +38,16 @@ type ChatCompletionRequest struct {
 
 // ChatCompletionResponse is the answer of POST /v1/chat/completions.
 type ChatCompletionResponse struct {
-	ID      string       `json:"id"`
-	Model   string       `json:"model"`
-	Choices []ChatChoice `json:"choices"`
-	Usage   Usage        `json:"usage"`
+	ID      string
+	Model   string
+	Choices []ChatChoice
+	Usage   Usage
+	// PromptLogprobs is the top-level prompt_logprobs of the rendered prompt, laid out
+	// as for completions (position 0 has no entries); nil when not asked for.
+	PromptLogprobs *PromptLogprobs
+	// PromptTokenIDs are the ids of the rendered prompt (return_token_ids, 0.10.2+);
+	// nil when the server did not send them.
+	PromptTokenIDs []int32
 }
 
 // ChatChoice is one returned message.
@@ -45,6 +57,9 @@ type ChatChoice struct {
 	Message chat.Message `json:"message"`
 	// FinishReason is "stop", "length" or "tool_calls".
 	FinishReason string `json:"finish_reason"`
+	// StopReason is the stop token id (a JSON number) or stop string that ended the
+	// choice, or nil.
+	StopReason any `json:"stop_reason"`
 	// TokenIDs are the generated ids when the server was asked for them.
 	TokenIDs []int32 `json:"token_ids"`
 }
@@ -71,9 +86,55 @@ func (c *Client) ChatCompletions(ctx context.Context, req ChatCompletionRequest)
 	if err != nil {
 		return nil, err
 	}
-	var out ChatCompletionResponse
-	if err := decodeInto(http.MethodPost, path, raw, &out); err != nil {
+	out, err := DecodeChatCompletionResponse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
+	}
+	if out.PromptLogprobs != nil && out.PromptTokenIDs != nil && out.PromptLogprobs.Len() != len(out.PromptTokenIDs) {
+		return nil, fmt.Errorf("vllm: POST %s: prompt_logprobs has %d positions, prompt_token_ids %d", path, out.PromptLogprobs.Len(), len(out.PromptTokenIDs))
+	}
+	return out, nil
+}
+
+// DecodeChatCompletionResponse decodes a /v1/chat/completions response body, with
+// the top-level prompt_logprobs read by the same scanner as for completions.
+func DecodeChatCompletionResponse(data []byte) (*ChatCompletionResponse, error) {
+	s := &scanner{data: data}
+	out := &ChatCompletionResponse{}
+	err := s.object(false, func(k []byte) error {
+		switch string(k) {
+		case "id":
+			return s.unmarshalNext(&out.ID)
+		case "model":
+			return s.unmarshalNext(&out.Model)
+		case "usage":
+			return s.unmarshalNext(&out.Usage)
+		case "choices":
+			return s.unmarshalNext(&out.Choices)
+		case "prompt_token_ids":
+			return s.unmarshalNext(&out.PromptTokenIDs)
+		case "prompt_logprobs":
+			if s.null() {
+				out.PromptLogprobs = nil
+				return nil
+			}
+			out.PromptLogprobs = &PromptLogprobs{}
+			return decodePromptLogprobs(s, out.PromptLogprobs)
+		default:
+			_, err := s.skip()
+			return err
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
+	if err := s.end(); err != nil {
+		return nil, err
+	}
+	for i, ch := range out.Choices {
+		if ch.Index != i {
+			return nil, fmt.Errorf("choices[%d] has index %d", i, ch.Index)
+		}
+	}
+	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/chat"
@@ -304,4 +305,74 @@ func TestMalformedSuccessBody(t *testing.T) {
 	require.ErrorContains(t, err, "vllm: POST /v1/completions: decode response")
 	var ae *vllm.APIError
 	require.False(t, errors.As(err, &ae))
+}
+
+func TestChatCompletionsPromptLogprobsAndTokenIDs(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /v1/chat/completions": {file: "chat_completion_prompt_logprobs.json"}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	resp, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{
+		Messages:       []chat.Message{{Role: chat.RoleUser, Content: "judge this"}},
+		PromptLogprobs: vllm.Ptr(2),
+		ReturnTokenIDs: true,
+	})
+	require.NoError(t, err)
+	body := r.requests("POST /v1/chat/completions")[0].Body
+	require.Equal(t, 2.0, body["prompt_logprobs"])
+	require.Equal(t, true, body["return_token_ids"])
+
+	require.Equal(t, []int32{151644, 872, 198, 151645}, resp.PromptTokenIDs)
+	require.Len(t, resp.Choices, 1)
+	require.Equal(t, []int32{47, 3836, 151643}, resp.Choices[0].TokenIDs)
+	require.Equal(t, 151643.0, resp.Choices[0].StopReason)
+	require.Equal(t, vllm.Usage{PromptTokens: 4, CompletionTokens: 3, TotalTokens: 7}, resp.Usage)
+
+	want := &vllm.PromptLogprobs{
+		Offsets:  []int32{0, 0, 3, 5, 8},
+		IDs:      []int32{872, 8948, 77091, 198, 271, 151645, 9707, 13048},
+		Logprobs: []float32{-3.25, -0.5, -1.5, -0.015625, -4.5, vllm.NegInfLogprob, -0.25, -2},
+		Ranks:    []int32{4, 1, 2, 1, 2, 151936, 1, 2},
+	}
+	if d := cmp.Diff(want, resp.PromptLogprobs, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("prompt_logprobs (-want +got):\n%s", d)
+	}
+	ids, lps, err := resp.PromptLogprobs.AppendTopK(3, 2, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int32{9707, 13048}, ids)
+	require.Equal(t, []float32{-0.25, -2}, lps)
+	lp, rank, ok := resp.PromptLogprobs.Lookup(3, 151645)
+	require.True(t, ok)
+	require.True(t, vllm.IsNegInf(lp))
+	require.Equal(t, int32(151936), rank)
+
+	// Without them, both stay nil and nothing is sent.
+	r2 := newReplay(t, map[string]route{"POST /v1/chat/completions": {file: "chat_completion.json"}})
+	c2 := newTestClient(t, r2.srv.URL, vllm.WithModel("m"))
+	resp, err = c2.ChatCompletions(bg, vllm.ChatCompletionRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "q"}}})
+	require.NoError(t, err)
+	require.Nil(t, resp.PromptLogprobs)
+	require.Nil(t, resp.PromptTokenIDs)
+	require.NotContains(t, r2.requests("POST /v1/chat/completions")[0].Body, "prompt_logprobs")
+	require.NotContains(t, r2.requests("POST /v1/chat/completions")[0].Body, "return_token_ids")
+}
+
+func TestDecodeChatCompletionResponseRejects(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"index out of order", `{"choices":[{"index":1,"message":{"role":"assistant","content":"x"}}]}`, "choices[0] has index 1"},
+		{"bad prompt_logprobs key", `{"choices":[],"prompt_logprobs":[null,{"x":{"logprob":-1}}]}`, "not a token id"},
+		{"prompt_logprobs without logprob", `{"choices":[],"prompt_logprobs":[null,{"5":{"rank":1}}]}`, "no logprob"},
+		{"trailing data", `{"choices":[]} {}`, "after the top-level value"},
+		{"not an object", `[]`, "want '{'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := vllm.DecodeChatCompletionResponse([]byte(tc.body))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestChatCompletionsPromptLengthsDisagree(t *testing.T) {
+	r := newReplay(t, map[string]route{"POST /v1/chat/completions": {body: `{"choices":[],"prompt_logprobs":[null,null],"prompt_token_ids":[1,2,3]}`}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	_, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "q"}}})
+	require.ErrorContains(t, err, "prompt_logprobs has 2 positions, prompt_token_ids 3")
 }

@@ -30,7 +30,10 @@
 // finite value ([NegInfLogprob]) because Atropos refuses non-finite numbers.
 //
 // With a batch of P prompts and n samples each, choice p*n+j is sample j of prompt p
-// ([CompletionResponse.ChoicesOf]).
+// ([CompletionResponse.ChoicesOf]). Chat completions carry prompt_logprobs and
+// prompt_token_ids once, at the top level of the answer
+// ([ChatCompletionResponse.PromptLogprobs], [ChatCompletionResponse.PromptTokenIDs]),
+// decoded the same way.
 //
 // # Teacher scoring
 //

@@ -217,3 +217,25 @@ func FuzzDecodeCompletionResponse(f *testing.F) {
 }
 
 func httpStatusKnown(code int) bool { return http.StatusText(code) != "" }
+
+func FuzzDecodeChatCompletionResponse(f *testing.F) {
+	for _, name := range []string{"chat_completion.json", "chat_completion_prompt_logprobs.json"} {
+		f.Add(readTestdata(f, name))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		resp, err := vllm.DecodeChatCompletionResponse(data)
+		if err != nil {
+			return
+		}
+		for i, ch := range resp.Choices {
+			if ch.Index != i {
+				t.Fatalf("choice %d has index %d", i, ch.Index)
+			}
+		}
+		if pl := resp.PromptLogprobs; pl != nil {
+			if pl.Len() > 0 && (int(pl.Offsets[pl.Len()]) != len(pl.IDs) || len(pl.IDs) != len(pl.Logprobs) || len(pl.IDs) != len(pl.Ranks)) {
+				t.Fatal("prompt_logprobs arrays disagree")
+			}
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/chat"
@@ -252,4 +253,35 @@ func TestSimPostRetrySendsTheSameBody(t *testing.T) {
 	require.Len(t, bodies, 2)
 	require.Equal(t, bodies[0], bodies[1])
 	require.NotEmpty(t, bodies[0])
+}
+
+func TestSimChatPromptLogprobs(t *testing.T) {
+	s := vllmtest.NewServer(t, vllmtest.WithChatScript(func(in vllmtest.ChatScriptInput) []string { return []string{"PASS"} }))
+	c := s.Client(fastRetry...)
+	msgs := []chat.Message{{Role: chat.RoleSystem, Content: "You judge."}, {Role: chat.RoleUser, Content: "Is 2+2 4?"}}
+	resp, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{Messages: msgs, PromptLogprobs: vllm.Ptr(3), ReturnTokenIDs: true})
+	require.NoError(t, err)
+
+	// The prompt ids are the chat-form /tokenize render of the same messages.
+	r, err := c.Render(bg, rollout.RenderRequest{Messages: msgs, AddGenerationPrompt: true})
+	require.NoError(t, err)
+	require.Equal(t, r.Tokens, resp.PromptTokenIDs)
+	require.Equal(t, append(s.Tokenize("PASS"), vllmtest.ImEnd), resp.Choices[0].TokenIDs)
+
+	// The top-level prompt_logprobs agree with completions' on the same ids.
+	pl := resp.PromptLogprobs
+	require.Equal(t, len(r.Tokens), pl.Len())
+	cr, err := c.Completions(bg, vllm.CompletionRequest{Prompts: [][]int32{r.Tokens}, MaxTokens: 1, PromptLogprobs: vllm.Ptr(3)})
+	require.NoError(t, err)
+	if d := cmp.Diff(cr.Choices[0].PromptLogprobs, pl); d != "" {
+		t.Errorf("chat vs completions prompt_logprobs (-want +got):\n%s", d)
+	}
+	ids, _, _ := pl.Entries(0)
+	require.Empty(t, ids, "position 0 is null")
+	for j := 1; j < pl.Len(); j++ {
+		_, _, ok := pl.Lookup(j, r.Tokens[j])
+		require.True(t, ok, "position %d has the prompt token", j)
+		ids, _, _ := pl.Entries(j)
+		require.Contains(t, []int{3, 4}, len(ids), "k or k+1 entries at %d", j)
+	}
 }
