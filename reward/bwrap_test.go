@@ -28,6 +28,10 @@ func TestVerifyBuiltinTasksInBubblewrap(t *testing.T) {
 	runBuiltinVerification(t, bwrapSandboxes(t))
 }
 
+func TestVerifyEarlyExitDoesNotPassInBubblewrap(t *testing.T) {
+	runEarlyExitChecks(t, bwrapSandboxes(t))
+}
+
 func TestVerifyInBubblewrapIsConfined(t *testing.T) {
 	newSandbox := bwrapSandboxes(t)
 	task := tasks.Task{ID: "net", TestCode: "import socket\n" +

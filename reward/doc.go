@@ -13,7 +13,11 @@
 // (the output is matched in lower case). Unlike the original, which ran the
 // test_solution.py the agent wrote, the verifier writes the task's own test code to a
 // fresh, randomly named file and runs that: what the agent wrote as tests never decides
-// the reward.
+// the reward. An exit code 0 counts only when the test script ran to its end, which the
+// test process proves with a random token it writes last; code the tests imported that
+// ends the process early with status 0 (solution.py calling os._exit(0) or sys.exit(0)
+// after printing "passed") gets 0.1 ([RuleIncomplete]). See [Verify] for what this does
+// and does not stop.
 //
 // A [Reward] then combines the verification with the trajectory. [Default] is the
 // original's 0.7·C + 0.15·E + 0.15·U, clamped to [0, 1], where E ([Efficiency]) rewards

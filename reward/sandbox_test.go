@@ -60,6 +60,9 @@ func (s *dirSandbox) Run(ctx context.Context, c rollout.Command) (rollout.Comman
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = filepath.Join(s.dir, c.Dir)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	if c.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

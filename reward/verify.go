@@ -3,9 +3,11 @@ package reward
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -41,6 +43,10 @@ const (
 	RuleAssertion Rule = "assertion"
 	// RuleFailed: any other failure: crash, syntax error, missing solution, timeout (C = 0.1).
 	RuleFailed Rule = "failed"
+	// RuleIncomplete: exit code 0, but the canonical tests did not run to their end: code
+	// the tests imported ended the process early, e.g. with os._exit(0) or sys.exit(0)
+	// from solution.py (C = 0.1, as any other failed run).
+	RuleIncomplete Rule = "incomplete"
 	// RuleSandboxError: the sandbox could not run the tests (C = 0.0).
 	RuleSandboxError Rule = "sandbox_error"
 	// RuleNoTests: the task has no test code (C = 0.0).
@@ -74,6 +80,9 @@ type Verification struct {
 	// OutputTruncated reports that the sandbox cut the output at its own cap (or
 	// killed the run for writing too much), so a "passed" line may not have been seen.
 	OutputTruncated bool
+	// Completed reports that the canonical tests ran to their end: the test script
+	// returned, or exited with status 0 from its own code (as unittest.main does).
+	Completed bool
 	// TestFile is the workspace file the tests were written to.
 	TestFile string
 	// Unconfined reports that the sandbox ran the tests without isolation.
@@ -94,8 +103,21 @@ func (v Verification) Passed() bool { return v.Correctness >= 0.8 }
 // directory, the script's directory not first on the module path) with the workspace
 // appended to the module path, so `from solution import …` finds the agent's
 // solution.py while files the agent left in the workspace cannot shadow standard
-// modules. The agent's code still runs inside the test process when the tests import
-// it; the sandbox, not the verifier, confines what that code can do.
+// modules.
+//
+// The agent's code runs inside the test process when the tests import it, so the exit
+// status alone does not prove that the tests ran: a solution.py that prints "All tests
+// passed!" and calls os._exit(0) or sys.exit(0) would otherwise score 1.0. Verify
+// therefore gives the test process a random token on its standard input, which a small
+// runner reads before any test code runs and writes to a second fresh file
+// (_verify_<hex>.ok) only when the test script has run to its end: it returned, or
+// raised SystemExit with status 0 from the script's own code or from the standard
+// library it called (unittest.main), not from code it imported. An exit status 0
+// without the token is [RuleIncomplete] (C = 0.1). This stops the generic early-exit
+// fakes; code written against this runner could still find the token in the process's
+// memory, and an object that compares equal to everything still passes `==` asserts:
+// the sandbox, not the verifier, confines what the agent's code can do, and the tests
+// decide what they check.
 //
 // A task without test code gives [ErrNoTests]. A sandbox failure gives an error and a
 // Verification with [RuleSandboxError] and correctness 0, so that callers may still
@@ -117,23 +139,35 @@ func Verify(ctx context.Context, sb rollout.Sandbox, t tasks.Task, opts VerifyOp
 		maxOut = DefaultMaxOutput
 	}
 	var nonce [12]byte
+	var secret [16]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return Verification{Rule: RuleSandboxError}, fmt.Errorf("reward: verify: %w", err)
 	}
-	name := "_verify_" + hex.EncodeToString(nonce[:]) + ".py"
+	if _, err := rand.Read(secret[:]); err != nil {
+		return Verification{Rule: RuleSandboxError}, fmt.Errorf("reward: verify: %w", err)
+	}
+	base := "_verify_" + hex.EncodeToString(nonce[:])
+	name, done := base+".py", base+".ok"
+	token := []byte(hex.EncodeToString(secret[:]))
 	v := Verification{Rule: RuleSandboxError, TestFile: name}
 	if err := sb.WriteFile(name, []byte(t.TestCode)); err != nil {
 		return v, fmt.Errorf("reward: verify %q: write tests: %w", t.ID, err)
 	}
 	res, err := sb.Run(ctx, rollout.Command{
-		Argv:    []string{python, "-I", "-B", "-c", bootstrap, name},
+		Argv:    []string{python, "-I", "-B", "-c", bootstrap, name, done},
 		Timeout: timeout,
+		Stdin:   token,
 	})
 	if err != nil {
 		return v, fmt.Errorf("reward: verify %q: run tests: %w", t.ID, err)
 	}
 	out := string(res.Stdout) + string(res.Stderr)
-	v.Correctness, v.Rule = Correctness(res.ExitCode, out)
+	v.Completed = hasToken(sb, done, token)
+	if res.ExitCode == 0 && !v.Completed {
+		v.Correctness, v.Rule = 0.1, RuleIncomplete
+	} else {
+		v.Correctness, v.Rule = Correctness(res.ExitCode, out)
+	}
 	v.ExitCode = res.ExitCode
 	v.TimedOut = res.TimedOut
 	v.Unconfined = res.Unconfined
@@ -143,17 +177,58 @@ func Verify(ctx context.Context, sb rollout.Sandbox, t tasks.Task, opts VerifyOp
 	return v, nil
 }
 
+// hasToken reports whether the workspace file name is a regular file holding exactly
+// token. It is checked with a Stat first so that a planted FIFO or huge file is never
+// read.
+func hasToken(sb rollout.Sandbox, name string, token []byte) bool {
+	fi, err := fs.Stat(sb.FS(), name)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(token)) {
+		return false
+	}
+	data, err := sb.ReadFile(name)
+	return err == nil && subtle.ConstantTimeCompare(data, token) == 1
+}
+
 // bootstrap runs the test file given as the first argument as __main__, with the
-// workspace (the current directory) appended to the module path.
+// workspace (the current directory) appended to the module path. Before any test code
+// runs it reads the completion token from standard input; it writes the token to the
+// file given as the second argument only when the script ran to its end: it returned,
+// or raised SystemExit with status 0 (None, 0 or False) whose innermost frame outside
+// the standard library is the script's own code (the script's sys.exit, exit() or
+// unittest.main), not code it imported.
 const bootstrap = `import os, runpy, sys
-sys.path.append(os.getcwd())
-path = sys.argv[1]
-sys.argv = sys.argv[1:]
-runpy.run_path(path, run_name="__main__")
+def _verify():
+    token = sys.stdin.buffer.read()
+    test = os.path.abspath(sys.argv[1])
+    done = os.path.abspath(sys.argv[2])
+    stdlib = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+    sys.path.append(os.getcwd())
+    sys.argv = [test]
+    def finish():
+        with open(done, "wb") as f:
+            f.write(token)
+    def from_script(tb):
+        last = None
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            if not name.startswith("<") and not name.startswith(stdlib):
+                last = name
+            tb = tb.tb_next
+        return last == test
+    try:
+        runpy.run_path(test, run_name="__main__")
+    except SystemExit as e:
+        if from_script(e.__traceback__) and (e.code is None or e.code is False or e.code == 0):
+            finish()
+        raise
+    finish()
+_verify()
 `
 
 // Correctness maps a test run to C with the original's table (see the package doc):
-// the rules are tried in order on the exit code and the lower-cased output.
+// the rules are tried in order on the exit code and the lower-cased output. It is the
+// bare table: [Verify] also requires an exit code 0 to come with the completion token
+// (else [RuleIncomplete]).
 func Correctness(exitCode int, output string) (float64, Rule) {
 	out := strings.ToLower(output)
 	switch {

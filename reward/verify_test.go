@@ -3,6 +3,7 @@ package reward_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -54,6 +55,7 @@ func runBuiltinVerification(t *testing.T, newSandbox func(t *testing.T) rollout.
 				require.Equal(t, 1.0, v.Correctness)
 				require.Equal(t, 0, v.ExitCode)
 				require.Contains(t, v.Output, "All tests passed!")
+				require.True(t, v.Completed)
 				require.True(t, v.Passed())
 			})
 			t.Run("wrong solution fails", func(t *testing.T) {
@@ -85,6 +87,75 @@ func runBuiltinVerification(t *testing.T, newSandbox func(t *testing.T) rollout.
 
 func TestVerifyBuiltinTasks(t *testing.T) {
 	runBuiltinVerification(t, dirSandboxFactory)
+}
+
+// runEarlyExitChecks checks that code imported by the tests cannot end the test process
+// with status 0 before the tests ran, while test scripts that exit on their own still
+// count.
+func runEarlyExitChecks(t *testing.T, newSandbox func(t *testing.T) rollout.Sandbox) {
+	fizzbuzz := tasks.Builtin()[0]
+	hacks := []struct {
+		name     string
+		solution string
+	}{
+		{name: "print passed and os._exit(0) on import", solution: "print('All tests passed!', flush=True)\nimport os\nos._exit(0)\n"},
+		{name: "print passed and sys.exit(0) on import", solution: "print('All tests passed!')\nimport sys\nsys.exit(0)\n"},
+		{name: "sys.exit(0) on import", solution: "import sys\nsys.exit(0)\n"},
+		{name: "exit() builtin on import", solution: "print('All tests passed!')\nexit(0)\n"},
+		{name: "SystemExit from the function under test", solution: "def fizzbuzz(n):\n    print('All tests passed!')\n    raise SystemExit\n"},
+		{name: "unittest.main from the solution", solution: "import unittest\ndef fizzbuzz(n):\n    print('All tests passed!')\n    unittest.main(argv=['x'])\n"},
+		{name: "wrong solution forcing status 0 at exit", solution: "import atexit, os\natexit.register(lambda: os._exit(0))\n" + stubFor(fizzbuzz)},
+	}
+	for _, h := range hacks {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			v := verifyWork(t, newSandbox, fizzbuzz, agentWork{"solution.py": h.solution})
+			require.Equal(t, 0, v.ExitCode, v.Output)
+			require.False(t, v.Completed)
+			require.Equal(t, reward.RuleIncomplete, v.Rule, v.Output)
+			require.Equal(t, 0.1, v.Correctness)
+			require.False(t, v.Passed())
+		})
+	}
+
+	legit := []struct {
+		name  string
+		tests string
+		exit  int
+		rule  reward.Rule
+	}{
+		{name: "script ends with sys.exit(0)", tests: "import sys\nfrom solution import f\nassert f() == 1\nprint('All tests passed!')\nsys.exit(0)\n", rule: reward.RulePassed},
+		{name: "script ends with exit()", tests: "from solution import f\nassert f() == 1\nprint('All tests passed!')\nexit()\n", rule: reward.RulePassed},
+		{name: "sys.exit(0) from a function of the script", tests: "import sys\nfrom solution import f\ndef main():\n    assert f() == 1\n    sys.exit(0)\nmain()\n", rule: reward.RuleExitZero},
+		{name: "unittest.main passing", tests: "import unittest\nfrom solution import f\nclass T(unittest.TestCase):\n    def test_f(self):\n        self.assertEqual(f(), 1)\nunittest.main()\n", rule: reward.RuleExitZero},
+		{name: "unittest.main failing", tests: "import unittest\nfrom solution import f\nclass T(unittest.TestCase):\n    def test_f(self):\n        self.assertEqual(f(), 2)\nunittest.main()\n", exit: 1, rule: reward.RuleAssertion},
+		{name: "script changes directory", tests: "import os\nfrom solution import f\nos.chdir('/')\nassert f() == 1\nprint('All tests passed!')\n", rule: reward.RulePassed},
+		{name: "the token is not on the tests' stdin", tests: "import sys\nassert sys.stdin.read() == ''\nprint('All tests passed!')\n", rule: reward.RulePassed},
+	}
+	for _, tc := range legit {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v := verifyWork(t, newSandbox, tasks.Task{ID: "t", TestCode: tc.tests}, agentWork{"solution.py": "def f():\n    return 1\n"})
+			require.Equal(t, tc.exit, v.ExitCode, v.Output)
+			require.Equal(t, tc.exit == 0, v.Completed, v.Output)
+			require.Equal(t, tc.rule, v.Rule, v.Output)
+		})
+	}
+}
+
+func TestVerifyEarlyExitDoesNotPass(t *testing.T) {
+	runEarlyExitChecks(t, dirSandboxFactory)
+}
+
+func TestVerifyIgnoresAPlantedCompletionFile(t *testing.T) {
+	// Whatever the agent wrote under names like the verifier's, the token is fresh.
+	task := tasks.Builtin()[0]
+	work := agentWork{"solution.py": "import sys\nsys.exit(0)\n"}
+	for i := range 4 {
+		work[fmt.Sprintf("_verify_%024x.ok", i)] = strings.Repeat("0", 32)
+	}
+	v := verifyWork(t, dirSandboxFactory, task, work)
+	require.Equal(t, reward.RuleIncomplete, v.Rule)
 }
 
 func TestVerifyTestFileNameIsFresh(t *testing.T) {
