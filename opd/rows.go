@@ -1,5 +1,7 @@
 package opd
 
+import "fmt"
+
 // Rows holds the teacher's rows for one student sequence, one per token position, in a
 // flat layout: position p's ranked entries are IDs[Offsets[p]:Offsets[p+1]] and
 // Logprobs[Offsets[p]:Offsets[p+1]], most likely first. A position the teacher was not
@@ -55,8 +57,12 @@ func (r *Rows) Dense() (ids [][]int32, logprobs [][]float32) {
 // ZeroPadded returns the reference's fixed layout: k entries at every position, rows
 // cut to k and padded with id 0 and logprob 0, and all-zero rows where nothing was
 // scored. Zeros are not neutral (logprob 0 on id 0 reads as certainty of token 0); use
-// it only for trainers that need the fixed shape.
+// it only for trainers that need the fixed shape. A negative k is a programmer error
+// and panics.
 func (r *Rows) ZeroPadded(k int) (ids [][]int32, logprobs [][]float32) {
+	if k < 0 {
+		panic(fmt.Sprintf("opd: Rows.ZeroPadded: k is %d, want ≥ 0", k))
+	}
 	n := r.Len()
 	ids, logprobs = make([][]int32, n), make([][]float32, n)
 	flatIDs, flatLps := make([]int32, n*k), make([]float32, n*k)

@@ -66,6 +66,8 @@ func TestRowsZeroPadded(t *testing.T) {
 	}
 	ids[0] = append(ids[0], 5)
 	require.Equal(t, []int32{11, 12}, ids[1], "rows do not share capacity")
+
+	require.PanicsWithValue(t, "opd: Rows.ZeroPadded: k is -1, want ≥ 0", func() { r.ZeroPadded(-1) })
 }
 
 func TestMetricsMapAndAdd(t *testing.T) {
