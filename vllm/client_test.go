@@ -158,6 +158,8 @@ func TestTokenizeBadRequests(t *testing.T) {
 	}{
 		{"neither form", vllm.TokenizeRequest{}, "exactly one of Prompt and Messages"},
 		{"both forms", vllm.TokenizeRequest{Prompt: vllm.Ptr("x"), Messages: msgs}, "exactly one of Prompt and Messages"},
+		{"empty messages", vllm.TokenizeRequest{Messages: []chat.Message{}}, "Messages is empty"},
+		{"both forms, messages empty", vllm.TokenizeRequest{Prompt: vllm.Ptr("x"), Messages: []chat.Message{}}, "exactly one of Prompt and Messages"},
 		{"chat fields on prompt", vllm.TokenizeRequest{Prompt: vllm.Ptr("x"), AddGenerationPrompt: vllm.Ptr(true)}, "need Messages"},
 		{"both template switches", vllm.TokenizeRequest{Messages: msgs, AddGenerationPrompt: vllm.Ptr(true), ContinueFinalMessage: vllm.Ptr(true)}, "cannot both be true"},
 		{"count disagrees", vllm.TokenizeRequest{Messages: msgs}, "count 3 but 2 tokens"},

@@ -18,7 +18,9 @@ var (
 	// ErrMaxLogprobs: a request asked for more logprobs than the server's
 	// --max-logprobs allows. The *[MaxLogprobsError] in the chain holds the cap.
 	ErrMaxLogprobs = errors.New("vllm: more logprobs requested than the server allows")
-	// ErrContextLength: prompt plus max_tokens exceed the model's context length.
+	// ErrContextLength: prompt plus max_tokens exceed the model's context length
+	// ("This model's maximum context length is …", or the engine's "The decoder prompt
+	// (length N) is longer than the maximum model length of M.").
 	ErrContextLength = errors.New("vllm: request exceeds the model's maximum context length")
 	// ErrModelNotFound: the requested model (or route) does not exist on the server.
 	ErrModelNotFound = errors.New("vllm: model not found")
@@ -229,7 +231,8 @@ func classify(e *APIError) error {
 	}
 	lower := strings.ToLower(msg)
 	switch {
-	case strings.Contains(lower, "maximum context length"):
+	case strings.Contains(lower, "maximum context length"), // the OpenAI server's check
+		strings.Contains(lower, "maximum model length"): // the V1 engine's "The decoder prompt (length N) is longer than …"
 		return ErrContextLength
 	case e.Status == http.StatusNotFound && (e.Type == "NotFoundError" || strings.Contains(lower, "does not exist") || strings.Contains(lower, "model")):
 		return ErrModelNotFound

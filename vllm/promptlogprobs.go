@@ -64,10 +64,12 @@ func (p *PromptLogprobs) Lookup(j int, id int32) (logprob float32, rank int32, o
 // sent no ranks, entries are ordered by logprob instead. Fewer than k entries are
 // appended when the server sent fewer.
 //
-// Ranks can repeat: vLLM ranks the actual prompt token by counting the tokens with a
-// strictly greater logprob, so a token tied with a top-k member shares its rank. Tied
-// entries keep the server's order and the first k are taken; they have equal logprobs,
-// so the result is a top-k set either way.
+// Ranks are not trusted to be unique. vLLM V1 ranks the actual prompt token by
+// counting the tokens whose logprob is at least its own, so outside the top-k it gets
+// a rank above k even when tied with a top-k member; other servers (or versions) may
+// count only strictly greater logprobs, and then a tied token shares a top-k rank.
+// Tied entries keep the server's order and the first k are taken; they have equal
+// logprobs, so the result is a top-k set either way.
 //
 // It fails when k < 1 or j is not a position.
 func (p *PromptLogprobs) AppendTopK(j, k int, ids []int32, logprobs []float32) ([]int32, []float32, error) {

@@ -9,7 +9,7 @@ import (
 )
 
 // TokenizeRequest is a POST /tokenize request, in prompt form (Prompt set) or chat form
-// (Messages set); setting both, or neither, is an error.
+// (Messages set, not empty); setting both, or neither, is an error.
 //
 // The boolean switches are pointers because the server's defaults differ between the
 // forms (add_special_tokens is true for a prompt, false for messages;
@@ -51,6 +51,10 @@ func (c *Client) Tokenize(ctx context.Context, req TokenizeRequest) (*TokenizeRe
 	const path = "/tokenize"
 	if (req.Prompt == nil) == (req.Messages == nil) {
 		return nil, fmt.Errorf("vllm: POST %s: set exactly one of Prompt and Messages", path)
+	}
+	if req.Messages != nil && len(req.Messages) == 0 {
+		// encoding/json would drop the empty list, leaving a request of neither form
+		return nil, fmt.Errorf("vllm: POST %s: Messages is empty", path)
 	}
 	if req.Prompt != nil && (req.Tools != nil || req.AddGenerationPrompt != nil || req.ContinueFinalMessage != nil || req.ChatTemplateKwargs != nil) {
 		return nil, fmt.Errorf("vllm: POST %s: Tools, AddGenerationPrompt, ContinueFinalMessage and ChatTemplateKwargs need Messages", path)
