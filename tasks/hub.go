@@ -33,8 +33,10 @@ type HubConfig struct {
 	// Split is the split to read; "" means "train".
 	Split string
 	// Token is a Hub access token for private or gated datasets, sent as
-	// "Authorization: Bearer <token>" to BaseURL only; "" sends none. It is never
-	// read from the environment.
+	// "Authorization: Bearer <token>" only on requests to BaseURL's scheme and host
+	// (port included), never after a redirect elsewhere (the Hub redirects file
+	// downloads to its storage hosts); "" sends none. It is never read from the
+	// environment.
 	Token string
 	// CacheDir is the directory the Parquet files are kept in (required). A dataset
 	// found there complete is used without any request.
@@ -190,14 +192,46 @@ type hubClient struct {
 	base string
 }
 
+// maxRedirects is how many redirects a request follows when the caller's client has no
+// redirect policy of its own (net/http's default).
+const maxRedirects = 10
+
+// client returns the HTTP client. With a token, it is a copy of the caller's client
+// whose redirect policy drops the token on every hop that leaves the Hub: net/http alone
+// would forward it to the same host name on another port and to every subdomain.
 func (h hubClient) client() *http.Client {
-	if h.cfg.HTTPClient != nil {
-		return h.cfg.HTTPClient
+	c := h.cfg.HTTPClient
+	if c == nil {
+		c = http.DefaultClient
 	}
-	return http.DefaultClient
+	if h.cfg.Token == "" {
+		return c
+	}
+	cc := *c
+	next := c.CheckRedirect
+	cc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !h.onHub(req.URL) {
+			req.Header.Del("Authorization")
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
+	return &cc
 }
 
-// get sends a GET, with the token when the URL is on the Hub's host.
+// onHub reports whether u has the scheme and host (with port) of the Hub's address:
+// only such requests carry the token.
+func (h hubClient) onHub(u *url.URL) bool {
+	base, err := url.Parse(h.base)
+	return err == nil && base.Scheme == u.Scheme && strings.EqualFold(base.Host, u.Host)
+}
+
+// get sends a GET, with the token when the URL is on the Hub (see onHub).
 func (h hubClient) get(ctx context.Context, rawURL string) (*http.Response, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -207,7 +241,7 @@ func (h hubClient) get(ctx context.Context, rawURL string) (*http.Response, erro
 	if err != nil {
 		return nil, fmt.Errorf("tasks: hub: %w", err)
 	}
-	if base, err := url.Parse(h.base); err == nil && base.Host == u.Host && h.cfg.Token != "" {
+	if h.cfg.Token != "" && h.onHub(u) {
 		req.Header.Set("Authorization", "Bearer "+h.cfg.Token)
 	}
 	resp, err := h.client().Do(req)

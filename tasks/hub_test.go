@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +31,9 @@ type fakeHub struct {
 	fileBase string
 	// listing, when set, is the listing's body.
 	listing string
+	// redirectBase, when set, is where the listed file URLs redirect to instead of
+	// the server itself (the Hub sends downloads to its storage hosts).
+	redirectBase string
 
 	mu       sync.Mutex
 	requests []string // "METHOD path auth"
@@ -66,8 +70,8 @@ func newFakeHub(t *testing.T) *fakeHub {
 	mux.HandleFunc("GET /api/datasets/{owner}/{name}/parquet/{config}/{split}/{n}", func(w http.ResponseWriter, r *http.Request) {
 		var n int
 		fmt.Sscanf(r.PathValue("n"), "%d.parquet", &n)
-		http.Redirect(w, r, fmt.Sprintf("/datasets/%s/%s/resolve/refs%%2Fconvert%%2Fparquet/%s/%s/%04d.parquet",
-			r.PathValue("owner"), r.PathValue("name"), r.PathValue("config"), r.PathValue("split"), n), http.StatusFound)
+		http.Redirect(w, r, fmt.Sprintf("%s/datasets/%s/%s/resolve/refs%%2Fconvert%%2Fparquet/%s/%s/%04d.parquet",
+			h.redirectBase, r.PathValue("owner"), r.PathValue("name"), r.PathValue("config"), r.PathValue("split"), n), http.StatusFound)
 	})
 	mux.HandleFunc("GET /datasets/{owner}/{name}/resolve/{rev}/{config}/{split}/{file}", func(w http.ResponseWriter, r *http.Request) {
 		key := r.PathValue("owner") + "/" + r.PathValue("name") + "/" + r.PathValue("config") + "/" + r.PathValue("split")
@@ -174,6 +178,43 @@ func TestLoadHubTokenStaysOnTheHub(t *testing.T) {
 	for _, r := range cdn.log() {
 		require.True(t, strings.HasSuffix(r, " "), "no token sent to another host: %q", r)
 	}
+}
+
+func TestLoadHubTokenNotForwardedOnRedirect(t *testing.T) {
+	// net/http forwards an Authorization header on a redirect to the same host name
+	// (any port) and to subdomains; the loader drops it on every hop that leaves the
+	// Hub's address.
+	hub := newFakeHub(t)
+	storage := newFakeHub(t) // same host name, another port
+	rows := [][]byte{parquetBytes(t, []simpleRow{{"P", "T"}}), parquetBytes(t, []simpleRow{{"Q", "U"}})}
+	hub.files["acme/coding/default/train"] = rows
+	storage.files["acme/coding/default/train"] = rows
+	hub.redirectBase = storage.srv.URL
+	for _, client := range []*http.Client{nil, {CheckRedirect: func(*http.Request, []*http.Request) error { return nil }}} {
+		got, _, err := tasks.LoadHub(context.Background(), tasks.HubConfig{
+			Dataset: "acme/coding", Token: "secret", CacheDir: t.TempDir(), BaseURL: hub.srv.URL, HTTPClient: client,
+		})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+	}
+	for _, r := range hub.log() {
+		require.True(t, strings.HasSuffix(r, " Bearer secret"), "the Hub gets the token: %q", r)
+	}
+	require.Len(t, storage.log(), 4)
+	for _, r := range storage.log() {
+		require.True(t, strings.HasSuffix(r, " "), "no token sent after a redirect off the Hub: %q", r)
+	}
+}
+
+func TestLoadHubCallerRedirectPolicyKept(t *testing.T) {
+	hub := newFakeHub(t)
+	hub.files["acme/coding/default/train"] = [][]byte{parquetBytes(t, []simpleRow{{"P", "T"}})}
+	stop := errors.New("no redirects here")
+	_, _, err := tasks.LoadHub(context.Background(), tasks.HubConfig{
+		Dataset: "acme/coding", Token: "secret", CacheDir: t.TempDir(), BaseURL: hub.srv.URL,
+		HTTPClient: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return stop }},
+	})
+	require.ErrorIs(t, err, stop)
 }
 
 func TestLoadHubErrors(t *testing.T) {
