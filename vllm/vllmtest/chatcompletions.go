@@ -128,16 +128,23 @@ func (s *Server) validateChat(req *chatRequest) (sampling, []int32, string, *api
 		return sp, nil, "", e
 	}
 	prompt := s.tok.encode(text)
-	switch {
-	case req.MaxCompletionTokens != nil:
-		sp.maxTokens = *req.MaxCompletionTokens
-	case req.MaxTokens != nil:
-		sp.maxTokens = *req.MaxTokens
-	default:
-		sp.maxTokens = max(1, s.cfg.maxModelLen-len(prompt))
+	// vLLM takes `max_completion_tokens or max_tokens` (so a 0 falls through) and,
+	// when that is None, fills the context.
+	maxTokens := req.MaxTokens
+	if req.MaxCompletionTokens != nil && *req.MaxCompletionTokens != 0 {
+		maxTokens = req.MaxCompletionTokens
 	}
-	if e := s.checkContext(len(prompt), sp.maxTokens); e != nil {
-		return sp, nil, "", e
+	if maxTokens == nil {
+		if len(prompt) >= s.cfg.maxModelLen {
+			return sp, nil, "", badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens in the messages, Please reduce the length of the messages.",
+				s.cfg.maxModelLen, len(prompt))
+		}
+		sp.maxTokens = s.cfg.maxModelLen - len(prompt)
+	} else {
+		sp.maxTokens = *maxTokens
+		if e := s.checkContext(len(prompt), sp.maxTokens); e != nil {
+			return sp, nil, "", e
+		}
 	}
 	if sp.maxTokens < 1 {
 		return sp, nil, "", badRequest("max_tokens must be at least 1, got %d.", sp.maxTokens)

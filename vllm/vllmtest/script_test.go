@@ -3,6 +3,7 @@ package vllmtest_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -251,6 +252,36 @@ func TestChatSampledAndValidation(t *testing.T) {
 			var e apiError
 			require.NoError(t, json.Unmarshal(raw, &e))
 			require.True(t, strings.HasPrefix(e.Error.Message, tt.want), "message %q", e.Error.Message)
+		})
+	}
+}
+
+func TestChatContextLengthMessages(t *testing.T) {
+	s := vllmtest.NewServer(t, vllmtest.WithMaxModelLen(40))
+	content := strings.Repeat("word ", 50)
+	n := len(s.Tokenize("<|im_start|>user\n" + content + "<|im_end|>\n<|im_start|>assistant\n"))
+	require.Greater(t, n, 40)
+	msgs := []any{map[string]any{"role": "user", "content": content}}
+	for _, tt := range []struct {
+		name string
+		body map[string]any
+		want string
+	}{
+		{"no max_tokens", map[string]any{"messages": msgs},
+			fmt.Sprintf("This model's maximum context length is 40 tokens. However, you requested %d tokens in the messages, Please reduce the length of the messages.", n)},
+		{"max_completion_tokens 0 falls through to none", map[string]any{"messages": msgs, "max_completion_tokens": 0},
+			fmt.Sprintf("This model's maximum context length is 40 tokens. However, you requested %d tokens in the messages, Please reduce the length of the messages.", n)},
+		{"max_tokens", map[string]any{"messages": msgs, "max_tokens": 5},
+			fmt.Sprintf("This model's maximum context length is 40 tokens. However, you requested %d tokens (%d in the messages, 5 in the completion). Please reduce the length of the messages or completion.", n+5, n)},
+		{"max_completion_tokens wins", map[string]any{"messages": msgs, "max_tokens": 5, "max_completion_tokens": 7},
+			fmt.Sprintf("This model's maximum context length is 40 tokens. However, you requested %d tokens (%d in the messages, 7 in the completion). Please reduce the length of the messages or completion.", n+7, n)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, raw := post(t, s.URL+"/v1/chat/completions", tt.body)
+			require.Equal(t, 400, status)
+			var e apiError
+			require.NoError(t, json.Unmarshal(raw, &e))
+			require.Equal(t, tt.want, e.Error.Message)
 		})
 	}
 }
