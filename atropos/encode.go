@@ -239,16 +239,26 @@ func (jw *jsonWriter) value(v any, isNil bool, field string) error {
 		jw.buf = append(jw.buf, "null"...)
 		return nil
 	}
+	b, err := marshalValue(v, field)
+	if err != nil {
+		return err
+	}
+	jw.buf = append(jw.buf, b...)
+	return nil
+}
+
+// marshalValue encodes a free-form value with encoding/json, reporting NaN and ±Inf as
+// [ErrNonFinite].
+func marshalValue(v any, field string) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		var uv *json.UnsupportedValueError
 		if errors.As(err, &uv) {
-			return fmt.Errorf("%w: %s: %v", ErrNonFinite, field, err)
+			return nil, fmt.Errorf("%w: %s: %v", ErrNonFinite, field, err)
 		}
-		return fmt.Errorf("atropos: %s: %w", field, err)
+		return nil, fmt.Errorf("atropos: %s: %w", field, err)
 	}
-	jw.buf = append(jw.buf, b...)
-	return nil
+	return b, nil
 }
 
 func (jw *jsonWriter) distillIDs(d []*DistillRows, k int) {
@@ -355,4 +365,66 @@ func appendFloat(b []byte, f float64, bits int) []byte {
 		}
 	}
 	return b
+}
+
+// checkEncodable reports the first error encode would meet other than a write error, so
+// that a streaming encoder can refuse a group before writing any of it. k is the
+// DenseZeroPad width (0 for none): entries past it are not written, so not checked.
+func (g *ScoredDataGroup) checkEncodable(k int) error {
+	for j, f := range g.Scores {
+		if !finite(f) {
+			return fmt.Errorf("%w: scores[%d] = %v", ErrNonFinite, j, f)
+		}
+	}
+	for _, m := range []struct {
+		name string
+		v    [][]float64
+	}{{"advantages", g.Advantages}, {"ref_logprobs", g.RefLogprobs}, {"inference_logprobs", g.InferenceLogprobs}} {
+		for i, row := range m.v {
+			for j, f := range row {
+				if !finite(f) {
+					return fmt.Errorf("%w: %s[%d][%d] = %v", ErrNonFinite, m.name, i, j, f)
+				}
+			}
+		}
+	}
+	for i, seq := range g.Messages {
+		for j, msg := range seq {
+			if len(msg) > 0 && !json.Valid(msg) {
+				return (&jsonWriter{}).raw(msg, fmt.Sprintf("messages[%d][%d]", i, j))
+			}
+		}
+	}
+	if len(g.Images) > 0 && !json.Valid(g.Images) {
+		return (&jsonWriter{}).raw(g.Images, "images")
+	}
+	if g.GenerationParams != nil {
+		if _, err := marshalValue(g.GenerationParams, "generation_params"); err != nil {
+			return err
+		}
+	}
+	if g.Overrides != nil {
+		if _, err := marshalValue(g.Overrides, "overrides"); err != nil {
+			return err
+		}
+	}
+	if g.GroupOverrides != nil {
+		if _, err := marshalValue(g.GroupOverrides, "group_overrides"); err != nil {
+			return err
+		}
+	}
+	for i, r := range g.Distill {
+		for pos := range r.Len() {
+			_, lps := r.Row(pos)
+			if k > 0 && len(lps) > k {
+				lps = lps[:k]
+			}
+			for j, f := range lps {
+				if !finite(float64(f)) {
+					return fmt.Errorf("%w: distill_logprobs[%d][%d][%d] = %v", ErrNonFinite, i, pos, j, f)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -24,12 +24,17 @@ func NewEncoder(w io.Writer) *Encoder {
 // SetOptions sets the encoding options for later groups.
 func (e *Encoder) SetOptions(opts EncodeOptions) { e.opts = opts }
 
-// Encode writes g as one line. On error (ErrNonFinite, invalid raw JSON, or the writer's
-// error) part of the line may already have been written; the encoder should not be used
-// further after a write error.
+// Encode writes g as one line. A group that cannot be encoded ([ErrNonFinite], invalid
+// raw JSON, an unencodable free-form value) is refused before anything is written, so the
+// encoder stays usable and the output holds whole lines only. After a write error part of
+// the line may have been written; the error sticks and later calls return it.
 func (e *Encoder) Encode(g *ScoredDataGroup) error {
 	if e.jw.err != nil {
 		return e.jw.err
+	}
+	// The line is streamed in chunks: check first what could fail halfway.
+	if err := g.checkEncodable(e.opts.DenseZeroPad); err != nil {
+		return err
 	}
 	e.jw.buf = e.jw.buf[:0]
 	if err := g.encode(&e.jw, &e.opts); err != nil {

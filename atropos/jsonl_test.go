@@ -109,3 +109,36 @@ func TestEncoderDenseZeroPad(t *testing.T) {
 	require.Equal(t, []int32{0, 0, 0}, ids)
 	require.Equal(t, []float32{0, 0, 0}, lps)
 }
+
+// TestEncoderBadGroupWritesNothing checks that a group the encoder refuses (a NaN deep
+// inside, invalid raw JSON) leaves no partial line behind, even when its first fields
+// were large enough to be streamed already: the next group still starts a clean line.
+func TestEncoderBadGroupWritesNothing(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*atropos.ScoredDataGroup)
+	}{
+		{"NaN distill logprob", func(g *atropos.ScoredDataGroup) {
+			last := g.Distill[1].Len() - 1
+			require.NoError(t, g.Distill[1].SetRow(last, []int32{1}, []float32{float32(math.NaN())}))
+		}},
+		{"Inf inference logprob", func(g *atropos.ScoredDataGroup) { g.InferenceLogprobs[1][7] = math.Inf(-1) }},
+		{"NaN in group_overrides", func(g *atropos.ScoredDataGroup) { g.GroupOverrides = map[string]any{"t": math.NaN()} }},
+		{"bad images", func(g *atropos.ScoredDataGroup) { g.Images = []byte(`{"a":`) }},
+		{"unencodable generation_params", func(g *atropos.ScoredDataGroup) { g.GenerationParams = map[string]any{"f": func() {}} }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := bigGroup(2, 20000, 8) // tokens and masks alone exceed the flush size
+			tc.mod(bad)
+			var buf bytes.Buffer
+			enc := atropos.NewEncoder(&buf)
+			require.Error(t, enc.Encode(bad))
+			require.Zero(t, buf.Len(), "nothing written for a refused group")
+			require.NoError(t, enc.Encode(goldenGroup(t)), "the encoder stays usable")
+			var n int
+			require.NoError(t, atropos.ReadJSONL(&buf, func(*atropos.ScoredDataGroup) error { n++; return nil }))
+			require.Equal(t, 1, n)
+		})
+	}
+}
