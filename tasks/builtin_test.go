@@ -128,3 +128,80 @@ func TestBuiltinReturnsACopy(t *testing.T) {
 	b := tasks.Builtin()
 	require.NotEqual(t, "changed", b[0].Statement)
 }
+
+// referenceCases are the test cases of the original environment's built-in tasks, call
+// and expected value, as its test scripts assert them with ==.
+var referenceCases = map[string][]string{
+	"fizzbuzz": {
+		"fizzbuzz(15) == ['1', '2', 'Fizz', '4', 'Buzz', 'Fizz', '7', '8', 'Fizz', 'Buzz', '11', 'Fizz', '13', '14', 'FizzBuzz']",
+		"fizzbuzz(1) == ['1']",
+		"fizzbuzz(0) == []",
+	},
+	"is_palindrome": {
+		"is_palindrome('A man, a plan, a canal: Panama') == True",
+		"is_palindrome('race a car') == False",
+		"is_palindrome('') == True",
+		"is_palindrome('Was it a car or a cat I saw?') == True",
+	},
+	"two_sum": {
+		"two_sum([2, 7, 11, 15], 9) == [0, 1]",
+		"two_sum([3, 2, 4], 6) == [1, 2]",
+		"two_sum([3, 3], 6) == [0, 1]",
+	},
+	"flatten": {
+		"flatten([1, [2, [3, 4], 5]]) == [1, 2, 3, 4, 5]",
+		"flatten([]) == []",
+		"flatten([1, 2, 3]) == [1, 2, 3]",
+		"flatten([[[[1]]]]) == [1]",
+		"flatten([1, [2], [[3]], [[[4]]]]) == [1, 2, 3, 4]",
+	},
+	"longest_common_prefix": {
+		"longest_common_prefix(['flower', 'flow', 'flight']) == 'fl'",
+		"longest_common_prefix(['dog', 'racecar', 'car']) == ''",
+		"longest_common_prefix(['interspecies', 'interstellar', 'interstate']) == 'inters'",
+		"longest_common_prefix(['a']) == 'a'",
+		"longest_common_prefix([]) == ''",
+	},
+	"group_anagrams": {
+		// result = group_anagrams(['eat', 'tea', 'tan', 'ate', 'nat', 'bat']), each group
+		// sorted, then the list of groups sorted.
+		"result == [['ate', 'eat', 'tea'], ['bat'], ['nat', 'tan']]",
+		"group_anagrams([]) == []",
+		"group_anagrams(['a']) == [['a']]",
+	},
+	"valid_parentheses": {
+		"valid_parentheses('()') == True",
+		"valid_parentheses('()[]{}') == True",
+		"valid_parentheses('(]') == False",
+		"valid_parentheses('([)]') == False",
+		"valid_parentheses('{[]}') == True",
+		"valid_parentheses('') == True",
+	},
+	"merge_intervals": {
+		"merge_intervals([[1, 3], [2, 6], [8, 10], [15, 18]]) == [[1, 6], [8, 10], [15, 18]]",
+		"merge_intervals([[1, 4], [4, 5]]) == [[1, 5]]",
+		"merge_intervals([[1, 4], [0, 4]]) == [[0, 4]]",
+		"merge_intervals([]) == []",
+		"merge_intervals([[1, 2]]) == [[1, 2]]",
+	},
+}
+
+func TestBuiltinTestCasesAreTheReferences(t *testing.T) {
+	for _, task := range tasks.Builtin() {
+		t.Run(task.ID, func(t *testing.T) {
+			var asserts []string
+			for _, line := range strings.Split(task.TestCode, "\n") {
+				if rest, ok := strings.CutPrefix(line, "assert "); ok {
+					asserts = append(asserts, rest)
+				}
+			}
+			if diff := cmp.Diff(referenceCases[task.ID], asserts); diff != "" {
+				t.Errorf("asserted cases (-want +got):\n%s", diff)
+			}
+		})
+	}
+	group := tasks.Builtin()[5]
+	require.Equal(t, "group_anagrams", group.ID)
+	require.Contains(t, group.TestCode, "result = group_anagrams(['eat', 'tea', 'tan', 'ate', 'nat', 'bat'])\n"+
+		"result = sorted(sorted(group) for group in result)\n")
+}

@@ -11,7 +11,9 @@ const DifficultyUnknown = "unknown"
 
 // Task is one coding task.
 type Task struct {
-	// ID names the task; unique within its source.
+	// ID names the task: the built-in task's function name, a dataset row's "id"
+	// column as given (not checked for uniqueness), else "<source>:<row>", which is
+	// unique within a load.
 	ID string
 	// Statement is the task text shown to the agent.
 	Statement string
