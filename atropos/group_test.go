@@ -389,6 +389,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"null tokens", `{"tokens":null,"masks":[[1]],"scores":[1]}`, `must not be null`},
 		{"NaN", `{"tokens":[[1]],"masks":[[1]],"scores":[NaN]}`, `NaN or Inf`},
 		{"Infinity", `{"tokens":[[1]],"masks":[[1]],"scores":[1],"ref_logprobs":[[-Infinity]]}`, `NaN or Inf`},
+		{"Infinity distill logprob", `{"tokens":[[1]],"masks":[[1]],"scores":[1],"distill_token_ids":[[[1]]],"distill_logprobs":[[[Infinity]]]}`, `NaN or Inf`},
 		{"float token", `{"tokens":[[1.5]],"masks":[[1]],"scores":[1]}`, `want an integer`},
 		{"bad number", `{"tokens":[[1]],"masks":[[1]],"scores":[01]}`, `bad number`},
 		{"trailing data", `{"tokens":[[1]],"masks":[[1]],"scores":[1]} x`, `unexpected data`},
@@ -405,6 +406,9 @@ func TestDecodeErrors(t *testing.T) {
 			err := g.UnmarshalJSON([]byte(tc.in))
 			require.ErrorIs(t, err, atropos.ErrSyntax)
 			require.ErrorContains(t, err, tc.want)
+			if tc.want == `NaN or Inf` {
+				require.ErrorIs(t, err, atropos.ErrNonFinite)
+			}
 		})
 	}
 }
