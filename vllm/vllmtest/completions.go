@@ -330,11 +330,15 @@ func (s *Server) finish(prompt []int32, c continuation, sp sampling) genChoice {
 	g := genChoice{continuation: c, prompt: prompt}
 	textIDs := c.ids
 	if n := len(c.ids); n > 0 && c.finish == "stop" {
-		last := c.ids[n-1]
-		if !isStop(last) {
+		// stop_reason is null only for the tokenizer's eos (<|im_end|>): vLLM adds the
+		// other eos ids of generation_config (<|endoftext|>) to stop_token_ids, so they
+		// are named like any stop id.
+		if last := c.ids[n-1]; last != ImEnd {
 			g.stopReason = last
 		}
-		textIDs = c.ids[:n-1] // the stop token is not part of the text
+		if !sp.includeStop {
+			textIDs = c.ids[:n-1] // the stop token is not part of the text
+		}
 	}
 	text, _ := s.tok.decode(textIDs, sp.skipSpecial)
 	if len(sp.stop) > 0 {

@@ -85,8 +85,10 @@
 //     continue_final_message and add_generation_prompt set;
 //   - error bodies in the nested 0.10.1+ shape, or the flat 0.8 shape with
 //     [WithFlatErrors]; stop on <|im_end|> or <|endoftext|>, stop_token_ids and stop
-//     strings (text cut, ids kept); the stop token is not in text; skip_special_tokens
-//     drops only the <|…|> tokens;
+//     strings (text cut, ids kept); the stop token is not in text unless
+//     include_stop_str_in_output; stop_reason null for <|im_end|> and the id for
+//     <|endoftext|> and stop_token_ids (vLLM adds generation_config's other eos ids to
+//     stop_token_ids); skip_special_tokens drops only the <|…|> tokens;
 //   - hermes tool-call parsing on chat completions when the request has tools:
 //     tool_calls with "chatcmpl-tool-" ids, content before the first block or null,
 //     finish_reason "tool_calls".

@@ -244,8 +244,21 @@ func TestEchoAndStopTokenIDs(t *testing.T) {
 	require.Equal(t, float64(stopID), c.StopReason, "stop_reason names the stop id")
 	require.Equal(t, s.Decode(ids[:1]), c.Text)
 
+	r = generate(t, s, map[string]any{"prompt": prompt, "max_tokens": 20, "stop_token_ids": []int32{stopID}, "include_stop_str_in_output": true})
+	c = r.Choices[0]
+	require.Equal(t, ids[:2], c.TokenIDs)
+	require.Equal(t, s.Decode(ids[:2]), c.Text, "include_stop_str_in_output keeps the stop token's text")
+
 	early := vllmtest.NewServer(t, vllmtest.WithAgentScript(vllmtest.ScriptByTurn("done<|im_end|>ignored")))
 	r = generate(t, early, map[string]any{"prompt": prompt, "max_tokens": 20})
 	require.Equal(t, append(s.Tokenize("done"), vllmtest.ImEnd), r.Choices[0].TokenIDs, "a stop token inside scripted text ends the turn")
 	require.Equal(t, "done", r.Choices[0].Text)
+	require.Nil(t, r.Choices[0].StopReason, "<|im_end|> is the tokenizer's eos: stop_reason null")
+
+	eot := vllmtest.NewServer(t, vllmtest.WithAgentScript(vllmtest.ScriptByTurn("done<|endoftext|>")))
+	r = generate(t, eot, map[string]any{"prompt": prompt, "max_tokens": 20, "skip_special_tokens": false})
+	require.Equal(t, append(s.Tokenize("done"), vllmtest.EndOfText), r.Choices[0].TokenIDs)
+	require.Equal(t, "done", r.Choices[0].Text)
+	require.Equal(t, "stop", r.Choices[0].FinishReason)
+	require.Equal(t, float64(vllmtest.EndOfText), r.Choices[0].StopReason, "<|endoftext|> is a generation_config eos id, named like a stop id")
 }
