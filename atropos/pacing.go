@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 )
 
@@ -90,16 +91,25 @@ type Decision struct {
 // unlimited stands for "no bound" in Decision.Start computations.
 const unlimited = 1 << 30
 
-// Pace applies BaseEnv's rules to a status, with running units of work in flight:
-//   - Stop when current_step + queue_size×group_size / batch_size > TotalSteps.
-//   - Pause when queue_size×group_size >= MaxBatchesOffPolicy×batch_size (and, for an env
-//     with a minimum allocation, its own queue already covers its reserved share
-//     ceil(min×batch_size×MaxBatchesOffPolicy / max_group_size)×(max_group_size /
-//     group_size)), or while the batch size is unknown.
-//   - Otherwise allow up to min(MaxWorkers, MaxBatchesOffPolicy×derived_batch_size /
-//     group_size − queue_size) units in flight, where derived_batch_size =
-//     int(batch_size×(unallocated_fraction + min allocation)); for a min-allocation env
-//     at least its unfilled reserved share.
+// Pace applies BaseEnv's rules to a status, with running units of work in flight
+// (mbo = MaxBatchesOffPolicy, bs = batch_size, gs = GroupSize, mgs = max_group_size;
+// // is integer division, / real division):
+//   - Stop when current_step + queue_size×gs // bs > TotalSteps.
+//   - Pause when queue_size×gs >= mbo×bs (and, for an env with a minimum allocation,
+//     its own queue already covers its reserved share: ceil(min×bs×mbo / mgs)×(mgs // gs)
+//     − self_queue_size <= 0), or while the batch size is unknown.
+//   - Start nothing more while MaxWorkers units run.
+//   - Otherwise allow up to min(MaxWorkers, mbo×derived_batch_size // gs − queue_size)
+//     units in flight, where derived_batch_size = int(bs×(unallocated_fraction + min
+//     allocation)). For an env with a minimum allocation this is raised, as BaseEnv does,
+//     to the refill of its reserved share, ceil(((ceil(min×bs×mbo / mgs) + mgs // gs)×mgs
+//     − floor(mgs×self_queue_size / (mgs / gs))) / gs), which may exceed MaxWorkers.
+//
+// Two deliberate differences from BaseEnv: mbo <= 0 never pauses and sets no bound
+// (BaseEnv's formula would then start no work at all), and in the pause rule mgs // gs
+// counts as at least 1, so that an env with a reserved share and nothing queued does not
+// pause while other envs fill the queue with smaller groups (BaseEnv would, and the API
+// would then form no batch while the reserved env has nothing packable).
 func Pace(st EnvStatus, p PacingParams, running int) Decision {
 	var d Decision
 	if p.BatchSize <= 0 || p.GroupSize <= 0 {
@@ -110,31 +120,39 @@ func Pace(st EnvStatus, p PacingParams, running int) Decision {
 		d.Stop, d.Pause = true, true
 		return d
 	}
+	mbo := p.MaxBatchesOffPolicy
+	mg := max(st.MaxGroupSize, 1)
 	minAlloc := 0.0
 	if p.MinBatchAllocation != nil {
 		minAlloc = *p.MinBatchAllocation
 	}
-	ownLeft := 0
-	if p.MinBatchAllocation != nil {
-		mg := max(st.MaxGroupSize, 1)
-		share := ceilDiv(minAlloc*float64(p.BatchSize*max(p.MaxBatchesOffPolicy, 1)), float64(mg))
-		ownLeft = share*max(mg/p.GroupSize, 1) - st.SelfQueueSize
+	if mbo > 0 && st.QueueSize*p.GroupSize >= mbo*p.BatchSize {
+		covered := true
+		if p.MinBatchAllocation != nil {
+			share := ceilDiv(minAlloc*float64(p.BatchSize*mbo), float64(mg))
+			covered = share*max(mg/p.GroupSize, 1)-st.SelfQueueSize <= 0
+		}
+		if covered {
+			d.Pause = true
+			return d
+		}
 	}
-	if p.MaxBatchesOffPolicy > 0 && st.QueueSize*p.GroupSize >= p.MaxBatchesOffPolicy*p.BatchSize &&
-		(p.MinBatchAllocation == nil || ownLeft <= 0) {
-		d.Pause = true
+	if p.MaxWorkers > 0 && running >= p.MaxWorkers {
 		return d
 	}
-	derived := int(float64(p.BatchSize) * (st.UnallocatedFraction + minAlloc))
 	target := unlimited
-	if p.MaxBatchesOffPolicy > 0 {
-		target = p.MaxBatchesOffPolicy*derived/p.GroupSize - st.QueueSize
-		if p.MinBatchAllocation != nil {
-			target = max(target, ownLeft)
-		}
+	if mbo > 0 {
+		derived := int(float64(p.BatchSize) * (st.UnallocatedFraction + minAlloc))
+		target = mbo*derived/p.GroupSize - st.QueueSize
 	}
 	if p.MaxWorkers > 0 {
 		target = min(target, p.MaxWorkers)
+	}
+	if p.MinBatchAllocation != nil && mbo > 0 {
+		packs := ceilDiv(minAlloc*float64(p.BatchSize*mbo), float64(mg))
+		own := math.Floor(float64(mg*st.SelfQueueSize) / (float64(mg) / float64(p.GroupSize)))
+		fill := ceilDiv(float64((packs+mg/p.GroupSize)*mg)-own, float64(p.GroupSize))
+		target = max(target, fill, 0)
 	}
 	d.Start = max(target-running, 0)
 	return d

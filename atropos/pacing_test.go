@@ -44,7 +44,19 @@ func TestPace(t *testing.T) {
 			atropos.Decision{Pause: true}},
 		{"min allocation keeps its share filling", atropos.EnvStatus{QueueSize: 8, SelfQueueSize: 1, MaxGroupSize: 4, UnallocatedFraction: 0.5},
 			with(func(p *atropos.PacingParams) { p.MinBatchAllocation = &half }), 0,
-			atropos.Decision{Start: 3}}, // share ceil(0.5×16×2/4)×1 − 1 = 3; target max(2×16/4 − 8, 3)
+			atropos.Decision{Start: 4}}, // no pause: ceil(0.5×16×2/4)×1 − 1 = 3 > 0; refill ceil(((4 + 1)×4 − 4×1/1)/4) = 4 beats 2×16/4 − 8 = 0
+		{"min allocation refill counts running work", atropos.EnvStatus{QueueSize: 8, SelfQueueSize: 1, MaxGroupSize: 4, UnallocatedFraction: 0.5},
+			with(func(p *atropos.PacingParams) { p.MinBatchAllocation = &half }), 3,
+			atropos.Decision{Start: 1}},
+		{"min allocation refill may exceed the worker cap", atropos.EnvStatus{QueueSize: 8, SelfQueueSize: 1, MaxGroupSize: 4, UnallocatedFraction: 0.5},
+			with(func(p *atropos.PacingParams) { p.MinBatchAllocation = &half; p.MaxWorkers = 2 }), 1,
+			atropos.Decision{Start: 3}}, // as BaseEnv: max(min(2, 0), 4) − 1
+		{"at the worker cap nothing starts", atropos.EnvStatus{QueueSize: 8, SelfQueueSize: 1, MaxGroupSize: 4, UnallocatedFraction: 0.5},
+			with(func(p *atropos.PacingParams) { p.MinBatchAllocation = &half; p.MaxWorkers = 2 }), 2,
+			atropos.Decision{}},
+		{"min allocation refill with smaller groups in the queue", atropos.EnvStatus{QueueSize: 9, SelfQueueSize: 0, MaxGroupSize: 2, UnallocatedFraction: 0.5},
+			with(func(p *atropos.PacingParams) { p.MinBatchAllocation = &half }), 0,
+			atropos.Decision{Start: 4}}, // no pause although 9×4 >= 32: mgs // gs counts as 1; refill ceil(((8 + 0)×2 − 0)/4) = 4
 		{"min allocation share covered", atropos.EnvStatus{QueueSize: 8, SelfQueueSize: 4, MaxGroupSize: 4, UnallocatedFraction: 0.5},
 			with(func(p *atropos.PacingParams) { p.MinBatchAllocation = &half }), 0,
 			atropos.Decision{Pause: true}},
