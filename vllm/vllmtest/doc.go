@@ -102,5 +102,8 @@
 //   - tool-call JSON numbers keep their literal text (Python would reformat floats);
 //   - token_strs are decoded pieces, not raw BPE pieces ("Ġthe");
 //   - validation messages other than those listed are close to vLLM's, not equal;
-//   - seeded sampling does not depend on batch composition (vLLM's does, a little).
+//   - seeded sampling does not depend on batch composition (vLLM's does, a little);
+//   - an assistant message's reasoning_content reaches the template; vLLM versions
+//     differ (older ones drop it, current ones ignore that key and read "reasoning"),
+//     so only reasoning written inline in content as <think>…</think> is portable.
 package vllmtest

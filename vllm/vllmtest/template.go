@@ -168,13 +168,16 @@ func renderAssistant(b *strings.Builder, m wireMessage, thinking, afterQuery, la
 		reasoning := ""
 		if m.ReasoningContent != nil {
 			reasoning = *m.ReasoningContent
-		} else if j := strings.LastIndex(content, "</think>"); j >= 0 {
-			before := strings.TrimRight(content[:j], "\n")
+		} else if first := strings.Index(content, "</think>"); first >= 0 {
+			// Qwen3: reasoning is split('</think>')[0].rstrip('\n').split('<think>')[-1]
+			// .lstrip('\n'), content is split('</think>')[-1].lstrip('\n').
+			before := strings.TrimRight(content[:first], "\n")
 			if k := strings.LastIndex(before, "<think>"); k >= 0 {
 				before = before[k+len("<think>"):]
 			}
 			reasoning = strings.TrimLeft(before, "\n")
-			content = strings.TrimLeft(content[j+len("</think>"):], "\n")
+			last := strings.LastIndex(content, "</think>")
+			content = strings.TrimLeft(content[last+len("</think>"):], "\n")
 		}
 		if afterQuery && (last || reasoning != "") {
 			fmt.Fprintf(b, "<think>\n%s\n</think>\n\n%s", strings.Trim(reasoning, "\n"), strings.TrimLeft(content, "\n"))

@@ -180,6 +180,11 @@ func TestThinkingReRenderDrift(t *testing.T) {
 		next := renderIDs(t, s, []map[string]any{user, {"role": "assistant", "content": "Answer."}, {"role": "tool", "content": "ok"}}, nil, true, off)
 		require.False(t, isPrefix(held, next))
 	})
+	t.Run("reasoning before the first </think>, content after the last", func(t *testing.T) {
+		twice := map[string]any{"role": "assistant", "content": "<think>\nA\n</think>\nB</think>\n\nC"}
+		got := renderIDs(t, s, []map[string]any{user, twice}, nil, false, nil)
+		require.Equal(t, s.Tokenize("<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nA\n</think>\n\nC<|im_end|>\n"), got)
+	})
 	t.Run("default template keeps reasoning", func(t *testing.T) {
 		plain := vllmtest.NewServer(t)
 		held := renderIDs(t, plain, []map[string]any{user, reasoned}, nil, false, nil)
