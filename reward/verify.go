@@ -119,6 +119,10 @@ func (v Verification) Passed() bool { return v.Correctness >= 0.8 }
 // the sandbox, not the verifier, confines what the agent's code can do, and the tests
 // decide what they check.
 //
+// The sandbox must pass [rollout.Command.Stdin] to the command, as the Sandbox contract
+// says; Verify detects one that does not and returns an error rather than scoring every
+// run as incomplete.
+//
 // A task without test code gives [ErrNoTests]. A sandbox failure gives an error and a
 // Verification with [RuleSandboxError] and correctness 0, so that callers may still
 // score the rollout; a test run that fails, crashes or times out is not an error.
@@ -162,7 +166,10 @@ func Verify(ctx context.Context, sb rollout.Sandbox, t tasks.Task, opts VerifyOp
 		return v, fmt.Errorf("reward: verify %q: run tests: %w", t.ID, err)
 	}
 	out := string(res.Stdout) + string(res.Stderr)
-	v.Completed = hasToken(sb, done, token)
+	v.Completed, err = hasToken(sb, done, token)
+	if err != nil {
+		return v, fmt.Errorf("reward: verify %q: %w", t.ID, err)
+	}
 	if res.ExitCode == 0 && !v.Completed {
 		v.Correctness, v.Rule = 0.1, RuleIncomplete
 	} else {
@@ -179,14 +186,21 @@ func Verify(ctx context.Context, sb rollout.Sandbox, t tasks.Task, opts VerifyOp
 
 // hasToken reports whether the workspace file name is a regular file holding exactly
 // token. It is checked with a Stat first so that a planted FIFO or huge file is never
-// read.
-func hasToken(sb rollout.Sandbox, name string, token []byte) bool {
+// read. An empty file means the runner read no token: the sandbox did not pass
+// Command.Stdin to the command, and no run could ever count as complete.
+func hasToken(sb rollout.Sandbox, name string, token []byte) (bool, error) {
 	fi, err := fs.Stat(sb.FS(), name)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(token)) {
-		return false
+	if err != nil || !fi.Mode().IsRegular() {
+		return false, nil
+	}
+	if fi.Size() == 0 {
+		return false, errors.New("the sandbox did not pass Command.Stdin to the test process; Verify needs it")
+	}
+	if fi.Size() != int64(len(token)) {
+		return false, nil
 	}
 	data, err := sb.ReadFile(name)
-	return err == nil && subtle.ConstantTimeCompare(data, token) == 1
+	return err == nil && subtle.ConstantTimeCompare(data, token) == 1, nil
 }
 
 // bootstrap runs the test file given as the first argument as __main__, with the

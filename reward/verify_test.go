@@ -273,6 +273,24 @@ func TestVerifyErrors(t *testing.T) {
 
 type refusingSandbox struct{ *dirSandbox }
 
+// noStdinSandbox drops Command.Stdin, as a sandbox that ignores it would.
+type noStdinSandbox struct{ *dirSandbox }
+
+func (s noStdinSandbox) Run(ctx context.Context, c rollout.Command) (rollout.CommandResult, error) {
+	c.Stdin = nil
+	return s.dirSandbox.Run(ctx, c)
+}
+
+func TestVerifyNeedsTheSandboxToPassStdin(t *testing.T) {
+	task := tasks.Builtin()[0]
+	sb := noStdinSandbox{newDirSandbox(t)}
+	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
+	v, err := reward.Verify(context.Background(), sb, task, reward.VerifyOptions{})
+	require.ErrorContains(t, err, "did not pass Command.Stdin")
+	require.Equal(t, reward.RuleSandboxError, v.Rule)
+	require.Equal(t, 0.0, v.Correctness)
+}
+
 func (refusingSandbox) WriteFile(string, []byte) error { return fs.ErrPermission }
 
 func TestCorrectnessTable(t *testing.T) {
