@@ -452,3 +452,17 @@ func TestStatsMetrics(t *testing.T) {
 	require.Equal(t, 4.0, m["rollout/alt_close"])
 	require.Len(t, m, 9)
 }
+
+func TestAgentWithTemplateNeedingToolCalls(t *testing.T) {
+	p := &fakePolicy{toolsNeedCall: true, alternate: true, script: scripted(fixScript...)}
+	a, err := rollout.NewAgent(p, rollout.Config{})
+	require.NoError(t, err)
+	tr, stats, err := a.RunStats(context.Background(), startMessages, newTempSandbox(t))
+	require.NoError(t, err)
+	require.Equal(t, rollout.StopNoToolCalls, tr.Stop, tr.Err)
+	require.Equal(t, rollout.Stats{Rollouts: 1, ToolCalls: 5}, stats)
+	checkExact(t, tr, p.prompts, p.outputs, nil)
+	full, err := p.Render(context.Background(), rollout.RenderRequest{Messages: tr.Messages, Tools: a.ToolDefinitions()})
+	require.NoError(t, err)
+	require.Equal(t, decode(full.Tokens), decode(tr.Tokens))
+}

@@ -102,6 +102,11 @@ type fakePolicy struct {
 	renderErrs int
 	// ignoreTools renders as an old server that does not know "tools".
 	ignoreTools bool
+	// toolsNeedCall refuses a tool message that does not follow an assistant tool call
+	// or another tool message, as some templates do.
+	toolsNeedCall bool
+	// alternate refuses two user messages in a row, as some templates do.
+	alternate bool
 
 	mu       sync.Mutex
 	renders  int
@@ -135,6 +140,9 @@ func (p *fakePolicy) Render(ctx context.Context, req rollout.RenderRequest) (rol
 func (p *fakePolicy) renderText(req rollout.RenderRequest) (string, error) {
 	var b strings.Builder
 	msgs := req.Messages
+	if err := checkOrder(msgs, p.toolsNeedCall, p.alternate); err != nil {
+		return "", err
+	}
 	toolsText := ""
 	if len(req.Tools) > 0 && !p.ignoreTools {
 		var names []string
@@ -324,4 +332,22 @@ func call(name string, args any) string {
 		panic(err)
 	}
 	return fmt.Sprintf("<tool_call>\n{\"name\": %q, \"arguments\": %s}\n</tool_call>", name, a)
+}
+
+// checkOrder applies the message-order rules some templates raise on.
+func checkOrder(msgs []chat.Message, toolsNeedCall, alternate bool) error {
+	for i, m := range msgs {
+		if i == 0 {
+			continue
+		}
+		prev := msgs[i-1]
+		if toolsNeedCall && m.Role == chat.RoleTool && prev.Role != chat.RoleTool &&
+			(prev.Role != chat.RoleAssistant || len(prev.ToolCalls) == 0) {
+			return fmt.Errorf("template error: messages[%d]: a tool message must follow an assistant tool call", i)
+		}
+		if alternate && m.Role == chat.RoleUser && prev.Role == chat.RoleUser {
+			return fmt.Errorf("template error: messages[%d]: conversation roles must alternate", i)
+		}
+	}
+	return nil
 }

@@ -315,3 +315,49 @@ func TestAgentDriftAgainstSimulator(t *testing.T) {
 	require.Equal(t, tr.Turns[0].End+1, len(tr.Tokens), "the trajectory ends with the separator: the delta was not appended")
 	require.Equal(t, rollout.SegSeparator, tr.Segments[len(tr.Segments)-1].Kind)
 }
+
+// orderedPolicy is a Policy whose template, like some real ones, raises when a tool
+// message does not follow an assistant tool call (the server answers 400).
+type orderedPolicy struct{ rollout.Policy }
+
+func (p orderedPolicy) Render(ctx context.Context, req rollout.RenderRequest) (rollout.Rendered, error) {
+	if err := checkOrder(req.Messages, true, false); err != nil {
+		return rollout.Rendered{}, err
+	}
+	return p.Policy.Render(ctx, req)
+}
+
+// TestAgentToolBaseFallbackAgainstSimulator: with a template that takes tool messages
+// only after an assistant tool call, calibration falls back to a base ending with such
+// a call (reference §4.2 step 4), and the rollout is token for token the one the
+// plain template gives.
+func TestAgentToolBaseFallbackAgainstSimulator(t *testing.T) {
+	ctx := context.Background()
+	sb := newTempSandbox(t) // the same paths in the tool output of both runs
+	plain, plainClient, _ := simulator(t, fixScript)
+	a, err := rollout.NewAgent(plainClient, rollout.Config{Greedy: true})
+	require.NoError(t, err)
+	want, err := a.Run(ctx, startMessages, sb)
+	require.NoError(t, err)
+	require.Equal(t, rollout.StopNoToolCalls, want.Stop, want.Err)
+	c, err := a.Template().Calibrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, rollout.BaseFixed, c.ToolBase)
+
+	s, client, rec := simulator(t, fixScript)
+	b, err := rollout.NewAgent(orderedPolicy{client}, rollout.Config{Greedy: true})
+	require.NoError(t, err)
+	tr, stats, err := b.RunStats(ctx, startMessages, sb)
+	require.NoError(t, err)
+	require.Equal(t, rollout.StopNoToolCalls, tr.Stop, tr.Err)
+	require.Zero(t, stats.TemplateDrift)
+	c, err = b.Template().Calibrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, rollout.BaseToolCalls, c.ToolBase)
+	checkAgainstSimulator(t, tr, s, rec)
+	require.Equal(t, s.Decode(want.Tokens), s.Decode(tr.Tokens))
+	require.Equal(t, want.Tokens, tr.Tokens)
+	require.Equal(t, want.Logprobs, tr.Logprobs)
+	require.Equal(t, want.Segments, tr.Segments)
+	require.Equal(t, plain.RequestCount("/v1/completions"), s.RequestCount("/v1/completions"))
+}

@@ -27,7 +27,7 @@ var ErrTemplateDrift = errors.New("rollout: template drift")
 var ErrCalibration = errors.New("rollout: template calibration failed")
 
 // ErrRoleUnsupported reports that messages of a role cannot be appended as a delta
-// because the template did not render them prefix-stably during calibration.
+// because calibration could not render them prefix-stably on any base.
 var ErrRoleUnsupported = errors.New("rollout: role cannot be appended as a token delta")
 
 // DriftError details a failed delta check. It matches [ErrTemplateDrift] with
@@ -95,9 +95,52 @@ type Calibration struct {
 	MergesToolRuns bool
 	// UserDelta reports whether user messages can be appended (hints use this).
 	UserDelta bool
+	// ToolBase and UserBase say which base deltas of tool results and of user
+	// messages are diffed against: the first of the candidates that rendered the
+	// role's probes prefix-stably during calibration (reference
+	// multiturn-tokenization §4.2 step 4). ToolBase is BaseFixed or BaseToolCalls;
+	// UserBase is BaseFixed or BaseNoUser (meaningful only when UserDelta).
+	ToolBase, UserBase BaseKind
 	// MaxModelLen is the server's context length as reported while calibrating, 0 if
 	// unknown.
 	MaxModelLen int
+	// BaseWithoutUser is ids(base without its final user message) when UserBase is
+	// BaseNoUser, else nil.
+	BaseWithoutUser []int32
+}
+
+// BaseKind names a base conversation deltas are diffed against.
+type BaseKind uint8
+
+// Base kinds. A delta whose diff or shape check fails on the role's calibrated base is
+// retried once on the role's other candidate before it is reported as drift
+// (reference multiturn-tokenization §4.7).
+const (
+	// BaseFixed is TemplateConfig.Base, rendered once at calibration.
+	BaseFixed BaseKind = iota
+	// BaseToolCalls is TemplateConfig.Base plus an assistant turn that calls the
+	// tools being answered (same ids and names, arguments {}), with a short inline
+	// reasoning block so that Qwen3-style templates render it the same whether or
+	// not it is the last message. For templates that render tool messages only after
+	// an assistant tool call. It is rendered with every delta, which therefore costs
+	// two renders.
+	BaseToolCalls
+	// BaseNoUser is TemplateConfig.Base without its final user message, for
+	// templates whose rendering of a user message depends on an earlier one.
+	BaseNoUser
+)
+
+// String returns "fixed", "tool_calls" or "no_user".
+func (k BaseKind) String() string {
+	switch k {
+	case BaseFixed:
+		return "fixed"
+	case BaseToolCalls:
+		return "tool_calls"
+	case BaseNoUser:
+		return "no_user"
+	}
+	return fmt.Sprintf("BaseKind(%d)", uint8(k))
 }
 
 // Template is a server chat template calibrated once for one (policy, tools,
@@ -106,13 +149,19 @@ type Calibration struct {
 //
 // Calibration (reference multiturn-tokenization §4.2) renders, through
 // [Policy.Render] only: the base B (ending with a user turn) with and without the
-// generation prompt (G is the difference), B plus one assistant and one user message
-// (the close token and the separator the model does not generate), two user messages
-// that differ only in body (cross-check), probe tool runs and user messages whose
-// contents start and end with newlines (prefix stability per role), and, when there are
-// tools, the base without them (a server that ignores "tools" fails calibration). It runs lazily on
-// first use and is cached; a calibration that failed for a transient reason (ctx, a
-// policy error) is retried on the next call.
+// generation prompt (G is the difference), B plus one assistant and one user message,
+// twice with user bodies that differ (the close token and the separator the model does
+// not generate, as the two renders' common tail), probe tool runs and user messages
+// whose contents start and end with newlines (prefix stability per role), and, when
+// there are tools, the base without them (a server that ignores "tools" fails
+// calibration). A role whose probe fails on B (a render error or a failed check) is
+// tried on the role's alternative base (§4.2 step 4): tool runs after an assistant
+// turn calling the tools ([BaseToolCalls]), user messages on B without its user
+// message ([BaseNoUser]); [Calibration] records the base each role uses. Tool runs
+// that fit no base fail calibration; user messages that fit none are refused
+// ([ErrRoleUnsupported]). Calibration runs lazily on first use and is cached; a
+// calibration that failed for a transient reason (ctx, a policy error) is retried on
+// the next call.
 //
 // A Template is safe for concurrent use.
 type Template struct {
@@ -222,7 +271,7 @@ func (t *Template) Delta(ctx context.Context, msgs []chat.Message, addGeneration
 		case chat.RoleTool, chat.RoleSystem:
 		case chat.RoleUser:
 			if !c.UserDelta {
-				return nil, fmt.Errorf("%w: user (calibration found it not prefix-stable)", ErrRoleUnsupported)
+				return nil, fmt.Errorf("%w: user (calibration could not append it prefix-stably on any base)", ErrRoleUnsupported)
 			}
 		default:
 			return nil, fmt.Errorf("%w: %q", ErrRoleUnsupported, m.Role)
@@ -231,23 +280,99 @@ func (t *Template) Delta(ctx context.Context, msgs []chat.Message, addGeneration
 	return t.delta(ctx, c, msgs, addGenerationPrompt)
 }
 
-// delta is Delta without the role gate; calibration uses it for its probes.
+// delta is Delta without the role gate: the diff on the base calibrated for msgs'
+// roles, retried once on the role's other candidate base when it fails its checks.
 func (t *Template) delta(ctx context.Context, c *Calibration, msgs []chat.Message, gen bool) ([]int32, error) {
-	full := append(chat.Clone(t.cfg.Base), msgs...)
-	r, err := t.Render(ctx, full, gen)
+	kind, alt := c.ToolBase, BaseToolCalls
+	switch {
+	case slices.ContainsFunc(msgs, func(m chat.Message) bool { return m.Role == chat.RoleTool }):
+		if kind == BaseToolCalls {
+			alt = BaseFixed
+		}
+	case slices.ContainsFunc(msgs, func(m chat.Message) bool { return m.Role == chat.RoleUser }):
+		kind, alt = c.UserBase, BaseNoUser
+		if kind == BaseNoUser {
+			alt = BaseFixed
+		}
+		if alt == BaseNoUser && len(t.cfg.Base) < 2 {
+			alt = kind
+		}
+	default:
+		kind, alt = BaseFixed, BaseFixed
+	}
+	d, err := t.deltaOn(ctx, c, kind, msgs, gen)
+	if err == nil || alt == kind || !errors.Is(err, ErrTemplateDrift) {
+		return d, err
+	}
+	if d, aerr := t.deltaOn(ctx, c, alt, msgs, gen); aerr == nil {
+		return d, nil
+	}
+	return nil, err
+}
+
+// deltaOn is the fixed-base diff of msgs on the base of the given kind, with the
+// prefix asserted and the shape checked.
+func (t *Template) deltaOn(ctx context.Context, c *Calibration, kind BaseKind, msgs []chat.Message, gen bool) ([]int32, error) {
+	base, baseIDs, err := t.base(ctx, c, kind, msgs)
 	if err != nil {
 		return nil, err
 	}
-	if !hasPrefix(r.Tokens, c.Base) {
-		return nil, &DriftError{Check: "prefix", Detail: fmt.Sprintf(
-			"rendering base+%d messages does not start with the base rendering (first difference at %d of %d)",
-			len(msgs), firstDiff(r.Tokens, c.Base), len(c.Base))}
+	r, err := t.Render(ctx, append(base, msgs...), gen)
+	if err != nil {
+		return nil, err
 	}
-	d := slices.Clone(r.Tokens[len(c.Base):])
-	if err := checkShape(c, d, expectedTurns(c, msgs), gen); err != nil {
+	if !hasPrefix(r.Tokens, baseIDs) {
+		return nil, &DriftError{Check: "prefix", Detail: fmt.Sprintf(
+			"rendering base (%s)+%d messages does not start with the base rendering (first difference at %d of %d)",
+			kind, len(msgs), firstDiff(r.Tokens, baseIDs), len(baseIDs))}
+	}
+	d := slices.Clone(r.Tokens[len(baseIDs):])
+	if err := checkShape(c, d, expectedTurns(c, msgs), gen, t.cfg.ExtraCloses); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// base returns a fresh copy of the base messages of the given kind for a delta of
+// msgs, and their ids.
+func (t *Template) base(ctx context.Context, c *Calibration, kind BaseKind, msgs []chat.Message) ([]chat.Message, []int32, error) {
+	b := chat.Clone(t.cfg.Base)
+	switch kind {
+	case BaseNoUser:
+		if c.BaseWithoutUser == nil {
+			return nil, nil, fmt.Errorf("%w: no rendering of the base without its user message", ErrCalibration)
+		}
+		return b[:len(b)-1], c.BaseWithoutUser, nil
+	case BaseToolCalls:
+		b = append(b, callingAssistant(msgs))
+		r, err := t.Render(ctx, b, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, r.Tokens, nil
+	}
+	return b, c.Base, nil
+}
+
+// callingAssistant is the assistant turn of a BaseToolCalls base: one call per tool
+// message of msgs, with its id and name.
+func callingAssistant(msgs []chat.Message) chat.Message {
+	m := chat.Message{Role: chat.RoleAssistant, Content: "<think>\nx\n</think>\n\n"}
+	for i, tm := range msgs {
+		if tm.Role != chat.RoleTool {
+			continue
+		}
+		id, name := tm.ToolCallID, tm.Name
+		if id == "" {
+			id = fmt.Sprintf("call_base_%d", i)
+		}
+		if name == "" {
+			name = "tool"
+		}
+		m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: id, Type: "function",
+			Function: chat.FunctionCall{Name: name, Arguments: "{}"}})
+	}
+	return m
 }
 
 // expectedTurns is the number of turns msgs render as (without the generation prompt).
@@ -263,7 +388,8 @@ func expectedTurns(c *Calibration, msgs []chat.Message) int {
 }
 
 // checkShape applies the §4.4 shape rules to a delta.
-func checkShape(c *Calibration, d []int32, turns int, gen bool) error {
+// extra are further ids (the accepted alternative closes) a delta must not hold.
+func checkShape(c *Calibration, d []int32, turns int, gen bool, extra []int32) error {
 	shape := func(format string, args ...any) error {
 		return &DriftError{Check: "shape", Detail: fmt.Sprintf(format, args...)}
 	}
@@ -275,6 +401,11 @@ func checkShape(c *Calibration, d []int32, turns int, gen bool) error {
 	}
 	if c.BOS >= 0 && slices.Contains(d, c.BOS) {
 		return shape("delta contains the BOS token %d", c.BOS)
+	}
+	for _, id := range extra {
+		if id != c.Close && slices.Contains(d, id) {
+			return shape("delta contains the end-of-turn token %d (a special-token literal in a message?)", id)
+		}
 	}
 	body := d
 	wantStarts := turns
@@ -379,21 +510,27 @@ func (t *Template) calibrate(ctx context.Context) (*Calibration, error) {
 		}
 	}
 
-	// Two user turns that differ only in body: their deltas share the close and the
-	// separator as a common tail (verl's cross-check), and start with the turn start.
-	u1, err := t.rawDelta(ctx, c, []chat.Message{{Role: chat.RoleUser, Content: "y"}})
+	// B + [assistant "x", user "y"] and the same with user "z": the two deltas share
+	// the close and the separator as a common tail (verl's cross-check), the user turn
+	// starts at the last turn-start token, and the assistant turn before it must end
+	// with the same close and separator. No user turn directly follows the base's:
+	// some templates refuse or merge consecutive user messages.
+	turns := func(user string) []chat.Message {
+		return []chat.Message{{Role: chat.RoleAssistant, Content: "x"}, {Role: chat.RoleUser, Content: user}}
+	}
+	ay, err := t.rawDelta(ctx, c, turns("y"))
 	if err != nil {
 		return nil, err
 	}
-	u2, err := t.rawDelta(ctx, c, []chat.Message{{Role: chat.RoleUser, Content: "z"}})
+	az, err := t.rawDelta(ctx, c, turns("z"))
 	if err != nil {
 		return nil, err
 	}
-	tail := commonSuffix(u1, u2)
-	if len(u1) == 0 || u1[0] != c.TurnStart {
-		return nil, fail("a user turn does not start with the generation prompt's first token %d", c.TurnStart)
+	if len(ay) == 0 || ay[0] != c.TurnStart {
+		return nil, fail("an appended turn does not start with the generation prompt's first token %d", c.TurnStart)
 	}
-	if len(tail) == 0 {
+	tail := commonSuffix(ay, az)
+	if len(tail) == 0 || tail[0] == c.TurnStart {
 		return nil, fail("user turns have no common closing tail")
 	}
 	c.Close = tail[0]
@@ -401,57 +538,95 @@ func (t *Template) calibrate(ctx context.Context) (*Calibration, error) {
 	if c.Base[0] != c.TurnStart {
 		c.BOS = c.Base[0]
 	}
-
-	// B + [assistant "x", user "y"]: the assistant turn's rendering must end with the
-	// same close and separator, right before the user turn.
-	ax, err := t.rawDelta(ctx, c, []chat.Message{
-		{Role: chat.RoleAssistant, Content: "x"},
-		{Role: chat.RoleUser, Content: "y"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if !hasSuffix(ax, u1) {
-		return nil, fail("the user turn after an assistant turn renders differently from one after the base")
-	}
-	if !hasSuffix(ax[:len(ax)-len(u1)], tail) {
+	if k := lastIndex(ay, c.TurnStart); k <= 0 || !hasSuffix(ay[:k], tail) {
 		return nil, fail("an assistant turn does not end with the close token %d and separator %v", c.Close, c.Separator)
 	}
 
 	// Tool runs: two results with newline-edged content; the turn count says whether
-	// the template merges them.
+	// the template merges them. Tried on the fixed base, then after an assistant turn
+	// calling the tools (templates that take tool messages only there).
 	tools := []chat.Message{
-		{Role: chat.RoleTool, ToolCallID: "call_0_0", Content: "\nfirst result\n"},
-		{Role: chat.RoleTool, ToolCallID: "call_0_1", Content: "second result\n\n"},
+		{Role: chat.RoleTool, ToolCallID: "call_0_0", Name: "probe", Content: "\nfirst result\n"},
+		{Role: chat.RoleTool, ToolCallID: "call_0_1", Name: "probe", Content: "second result\n\n"},
 	}
-	d, err := t.rawRender(ctx, c, tools, false)
-	if err != nil {
-		return nil, err
-	}
-	c.MergesToolRuns = true
-	if checkShape(c, d, expectedTurns(c, tools), false) != nil {
-		c.MergesToolRuns = false
-		if err := checkShape(c, d, expectedTurns(c, tools), false); err != nil {
-			return nil, fail("tool results do not render as whole turns: %v", err)
+	var toolErrs []error
+	for _, kind := range []BaseKind{BaseFixed, BaseToolCalls} {
+		err := t.probeTools(ctx, c, kind, tools)
+		if err == nil {
+			c.ToolBase, toolErrs = kind, nil
+			break
 		}
-	}
-	if _, err := t.delta(ctx, c, tools, true); err != nil {
-		if errors.Is(err, ErrTemplateDrift) {
-			return nil, fail("tool results are not prefix-stable: %v", err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("rollout: calibrating template: %w", ctx.Err())
 		}
-		return nil, err
+		toolErrs = append(toolErrs, fmt.Errorf("on the %s base: %w", kind, err))
+	}
+	if toolErrs != nil {
+		err := errors.Join(toolErrs...)
+		for _, e := range toolErrs {
+			if !errors.Is(e, ErrTemplateDrift) {
+				return nil, fmt.Errorf("rollout: calibrating template: %w", err)
+			}
+		}
+		return nil, fail("tool results are not prefix-stable: %v", err)
 	}
 
-	// User messages (hints): allowed when prefix-stable.
+	// User messages (hints): allowed when prefix-stable on the fixed base, or else on
+	// the base without its user message (templates that refuse two user turns in a
+	// row, or whose rendering of one depends on the other). A role that fits neither,
+	// whether a check fails or the server refuses the render, is refused by Delta; the
+	// agent does not need it.
 	hint := []chat.Message{{Role: chat.RoleUser, Content: "\nA hint.\n"}}
-	c.UserDelta = true
-	if _, err := t.delta(ctx, c, hint, false); err != nil {
-		if !errors.Is(err, ErrTemplateDrift) {
-			return nil, err
-		}
+	c.UserDelta, c.UserBase = true, BaseFixed
+	_, ferr := t.deltaOn(ctx, c, BaseFixed, hint, false)
+	if ferr != nil {
 		c.UserDelta = false
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("rollout: calibrating template: %w", ctx.Err())
+		}
+		if len(base) >= 2 {
+			if r, err := t.Render(ctx, base[:len(base)-1], false); err == nil && len(r.Tokens) > 0 {
+				c.BaseWithoutUser = slices.Clone(r.Tokens)
+				if _, err := t.deltaOn(ctx, c, BaseNoUser, hint, false); err == nil {
+					c.UserDelta, c.UserBase = true, BaseNoUser
+				}
+			}
+		}
+		if !c.UserDelta {
+			c.BaseWithoutUser = nil
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("rollout: calibrating template: %w", ctx.Err())
+			}
+		}
 	}
 	return c, nil
+}
+
+// probeTools checks that the tool-run probe renders on the base of the given kind as
+// whole turns, prefix-stably, with and without the generation prompt; it sets
+// c.MergesToolRuns.
+func (t *Template) probeTools(ctx context.Context, c *Calibration, kind BaseKind, tools []chat.Message) error {
+	base, baseIDs, err := t.base(ctx, c, kind, tools)
+	if err != nil {
+		return err
+	}
+	r, err := t.Render(ctx, append(base, tools...), false)
+	if err != nil {
+		return err
+	}
+	if !hasPrefix(r.Tokens, baseIDs) {
+		return &DriftError{Check: "prefix", Detail: "rendering the base plus tool messages does not start with the base rendering"}
+	}
+	d := r.Tokens[len(baseIDs):]
+	c.MergesToolRuns = true
+	if checkShape(c, d, expectedTurns(c, tools), false, nil) != nil {
+		c.MergesToolRuns = false
+		if err := checkShape(c, d, expectedTurns(c, tools), false, nil); err != nil {
+			return fmt.Errorf("tool results do not render as whole turns: %w", err)
+		}
+	}
+	_, err = t.deltaOn(ctx, c, kind, tools, true)
+	return err
 }
 
 // rawDelta renders base+msgs without the generation prompt and returns the suffix
@@ -495,6 +670,15 @@ func firstDiff(a, b []int32) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+func lastIndex(s []int32, id int32) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == id {
+			return i
+		}
+	}
+	return -1
 }
 
 func count(s []int32, id int32) int {

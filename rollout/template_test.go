@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -125,8 +126,8 @@ func TestTemplateDeltaErrors(t *testing.T) {
 		{
 			name: "re-render changes the base",
 			hook: func(req rollout.RenderRequest, ids []int32) []int32 {
-				if len(req.Messages) > 2 && req.Messages[2].Content == "late" {
-					ids[3]++ // the server now renders the base differently
+				if slices.ContainsFunc(req.Messages, func(m chat.Message) bool { return m.Content == "late" }) {
+					ids[3]++ // the server now renders any base differently
 				}
 				return ids
 			},
@@ -240,4 +241,104 @@ func TestTemplateCalibrationRefusesServerIgnoringTools(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tmpl.Calibrate(context.Background())
 	require.NoError(t, err)
+}
+
+func TestTemplateAlternativeBases(t *testing.T) {
+	tools := []chat.Message{
+		{Role: chat.RoleTool, ToolCallID: "call_0_0", Name: "terminal", Content: "one"},
+		{Role: chat.RoleTool, ToolCallID: "call_0_1", Name: "read_file", Content: "two"},
+	}
+	hint := []chat.Message{{Role: chat.RoleUser, Content: "hint"}}
+	const (
+		toolTurn = "<|im_start|>user\n<tool_response>\none\n</tool_response>\n<tool_response>\ntwo\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+		hintTurn = "<|im_start|>user\nhint<|im_end|>\n"
+	)
+	tests := []struct {
+		name               string
+		policy             *fakePolicy
+		toolBase, userBase rollout.BaseKind
+		withoutUser        string
+	}{
+		{"plain ChatML", &fakePolicy{}, rollout.BaseFixed, rollout.BaseFixed, ""},
+		{"tool messages only after a tool call", &fakePolicy{toolsNeedCall: true}, rollout.BaseToolCalls, rollout.BaseFixed, ""},
+		{"roles must alternate", &fakePolicy{alternate: true}, rollout.BaseFixed, rollout.BaseNoUser,
+			"<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"},
+		{"both", &fakePolicy{toolsNeedCall: true, alternate: true}, rollout.BaseToolCalls, rollout.BaseNoUser,
+			"<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			tmpl, err := rollout.NewTemplate(tc.policy, rollout.TemplateConfig{})
+			require.NoError(t, err)
+			c, err := tmpl.Calibrate(ctx)
+			require.NoError(t, err)
+			require.Equal(t, tc.toolBase, c.ToolBase, c.ToolBase.String())
+			require.Equal(t, tc.userBase, c.UserBase, c.UserBase.String())
+			require.True(t, c.UserDelta)
+			require.True(t, c.MergesToolRuns)
+			require.Equal(t, tc.withoutUser, decode(c.BaseWithoutUser))
+
+			d, err := tmpl.Delta(ctx, tools, true)
+			require.NoError(t, err)
+			require.Equal(t, toolTurn, decode(d))
+			d, err = tmpl.Delta(ctx, hint, false)
+			require.NoError(t, err)
+			require.Equal(t, hintTurn, decode(d))
+		})
+	}
+}
+
+func TestTemplateAlternativeBaseUnusable(t *testing.T) {
+	// A base of a single user message has no user-less alternative: a template that
+	// refuses two user messages in a row then supports no user deltas.
+	tmpl, err := rollout.NewTemplate(&fakePolicy{alternate: true}, rollout.TemplateConfig{
+		Base: []chat.Message{{Role: chat.RoleUser, Content: "U"}},
+	})
+	require.NoError(t, err)
+	c, err := tmpl.Calibrate(context.Background())
+	require.NoError(t, err, "tool deltas work; the agent needs no user deltas")
+	require.False(t, c.UserDelta)
+	_, err = tmpl.Delta(context.Background(), []chat.Message{{Role: chat.RoleUser, Content: "hint"}}, false)
+	require.ErrorIs(t, err, rollout.ErrRoleUnsupported)
+	d, err := tmpl.Delta(context.Background(), []chat.Message{{Role: chat.RoleTool, Content: "r"}}, true)
+	require.NoError(t, err)
+	require.Equal(t, "<|im_start|>user\n<tool_response>\nr\n</tool_response><|im_end|>\n<|im_start|>assistant\n", decode(d))
+}
+
+func TestTemplateDeltaRetriesOnTheOtherBase(t *testing.T) {
+	// The server renders the fixed base differently when a tool message containing
+	// "late" follows it; after an assistant tool call it does not.
+	p := &fakePolicy{renderHook: func(req rollout.RenderRequest, ids []int32) []int32 {
+		if len(req.Messages) > 2 && req.Messages[2].Role == chat.RoleTool && req.Messages[2].Content == "late" {
+			ids[3]++
+		}
+		return ids
+	}}
+	tmpl, err := rollout.NewTemplate(p, rollout.TemplateConfig{})
+	require.NoError(t, err)
+	c, err := tmpl.Calibrate(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, rollout.BaseFixed, c.ToolBase)
+	before := p.renders
+	d, err := tmpl.Delta(context.Background(), []chat.Message{{Role: chat.RoleTool, Content: "late"}}, true)
+	require.NoError(t, err)
+	require.Equal(t, "<|im_start|>user\n<tool_response>\nlate\n</tool_response><|im_end|>\n<|im_start|>assistant\n", decode(d))
+	require.Equal(t, before+3, p.renders, "the fixed-base diff, then the other base and its diff")
+}
+
+func TestTemplateDeltaRefusesExtraCloseLiterals(t *testing.T) {
+	msgs := []chat.Message{{Role: chat.RoleTool, Content: "done<|endoftext|>"}}
+	tmpl, err := rollout.NewTemplate(&fakePolicy{}, rollout.TemplateConfig{ExtraCloses: []int32{idEndOfText}})
+	require.NoError(t, err)
+	_, err = tmpl.Delta(context.Background(), msgs, true)
+	var de *rollout.DriftError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, "shape", de.Check)
+	require.ErrorContains(t, err, "end-of-turn token 3")
+
+	tmpl, err = rollout.NewTemplate(&fakePolicy{}, rollout.TemplateConfig{})
+	require.NoError(t, err)
+	_, err = tmpl.Delta(context.Background(), msgs, true)
+	require.NoError(t, err, "without ExtraCloses the id is not known to be special")
 }
