@@ -38,6 +38,9 @@ type Client struct {
 	once    *retryablehttp.Client // one attempt: health probes
 	score   scoreLimits
 	fixedMd string
+	// ownHTTP is the client's own *http.Client (no WithHTTPClient): its idle
+	// connections may be closed by a Pool that closes.
+	ownHTTP *http.Client
 
 	mu    sync.Mutex
 	model string // resolved lazily from /v1/models when fixedMd is ""
@@ -150,7 +153,12 @@ func newClient(baseURL string, cf config) (*Client, error) {
 	if err := cf.score.validate(); err != nil {
 		return nil, err
 	}
+	var own *http.Client
+	if cf.httpClient == nil {
+		own = hc
+	}
 	return &Client{
+		ownHTTP: own,
 		base:    u,
 		apiKey:  cf.apiKey,
 		logger:  cf.logger,

@@ -99,12 +99,19 @@ func NewPool(urls []string, opts ...Option) (*Pool, error) {
 	return p, nil
 }
 
-// Close stops the health checker and waits for it. It is idempotent; calls made after
-// Close still work, without background checks.
+// Close stops the health checker, waits for it, and closes the idle connections of
+// the clients' own transports (not those of a [WithHTTPClient] client), so that no
+// goroutine of the pool outlives it. It is idempotent; calls made after Close still
+// work, without background checks.
 func (p *Pool) Close() error {
 	p.closeOnce.Do(func() {
 		p.cancel()
 		<-p.done
+		for _, m := range p.members {
+			if m.c.ownHTTP != nil {
+				m.c.ownHTTP.CloseIdleConnections()
+			}
+		}
 	})
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/judge"
@@ -295,4 +296,19 @@ func TestPoolBrokenBodyFailsOver(t *testing.T) {
 	require.Equal(t, []string{"b"}, got.Choices)
 	require.Equal(t, int32(1), hits.Load())
 	require.Equal(t, []string{b.srv.URL}, p.Healthy())
+}
+
+func TestPoolCloseEndsItsGoroutines(t *testing.T) {
+	a, b := newBackend(t, "a"), newBackend(t, "b")
+	before := goleak.IgnoreCurrent()
+	p, err := vllm.NewPool([]string{a.srv.URL, b.srv.URL}, vllm.WithModel("m"), vllm.WithHealthCheck(time.Millisecond, time.Second))
+	require.NoError(t, err)
+	for range 4 {
+		_, err := p.Chat(bg, judgeReq)
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Close())
+	// The servers still run: the checker and the kept-alive connections must be gone
+	// all the same.
+	goleak.VerifyNone(t, before)
 }
