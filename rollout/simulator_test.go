@@ -332,9 +332,18 @@ func (p orderedPolicy) Render(ctx context.Context, req rollout.RenderRequest) (r
 // a call (reference §4.2 step 4), and the rollout is token for token the one the
 // plain template gives.
 func TestAgentToolBaseFallbackAgainstSimulator(t *testing.T) {
+	for name, opts := range map[string][]vllmtest.Option{
+		"chatml":   nil,
+		"thinking": {vllmtest.WithThinkingTemplate()},
+	} {
+		t.Run(name, func(t *testing.T) { testToolBaseFallback(t, opts) })
+	}
+}
+
+func testToolBaseFallback(t *testing.T, opts []vllmtest.Option) {
 	ctx := context.Background()
 	sb := newTempSandbox(t) // the same paths in the tool output of both runs
-	plain, plainClient, _ := simulator(t, fixScript)
+	plain, plainClient, _ := simulator(t, fixScript, opts...)
 	a, err := rollout.NewAgent(plainClient, rollout.Config{Greedy: true})
 	require.NoError(t, err)
 	want, err := a.Run(ctx, startMessages, sb)
@@ -344,7 +353,7 @@ func TestAgentToolBaseFallbackAgainstSimulator(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rollout.BaseFixed, c.ToolBase)
 
-	s, client, rec := simulator(t, fixScript)
+	s, client, rec := simulator(t, fixScript, opts...)
 	b, err := rollout.NewAgent(orderedPolicy{client}, rollout.Config{Greedy: true})
 	require.NoError(t, err)
 	tr, stats, err := b.RunStats(ctx, startMessages, sb)
