@@ -285,3 +285,34 @@ func TestSimChatPromptLogprobs(t *testing.T) {
 		require.Contains(t, []int{3, 4}, len(ids), "k or k+1 entries at %d", j)
 	}
 }
+
+func TestSimScoreSplitKeepsOrder(t *testing.T) {
+	// Sequences of different lengths and positions, split into concurrent requests,
+	// come back in request order: the split result equals the one-request result.
+	s := vllmtest.NewServer(t)
+	texts := []string{"def add(a, b):", "return a + b", "All tests passed!", "Traceback (most recent call last):", "x = 1", "print(add(2, 3))", "assert add(2, 3) == 5"}
+	var seqs []scorer.Sequence
+	for i, txt := range texts {
+		toks := s.Tokenize(txt)
+		require.Greater(t, len(toks), 2)
+		pos := []int{1, len(toks) - 1}
+		if i%2 == 1 {
+			pos = []int{len(toks) - 1}
+		}
+		seqs = append(seqs, scorer.Sequence{Tokens: toks, Positions: pos})
+	}
+	req := scorer.Request{K: 5, Sequences: seqs}
+	whole, err := s.Client(fastRetry...).Score(bg, req)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.RequestCount("/v1/completions"))
+
+	split, err := s.Client(append([]vllm.Option{vllm.WithScoreBatch(2, 1000, 3)}, fastRetry...)...).Score(bg, req)
+	require.NoError(t, err)
+	require.Equal(t, 1+4, s.RequestCount("/v1/completions"), "7 sequences, 2 per request")
+	if d := cmp.Diff(whole, split); d != "" {
+		t.Errorf("one request vs split (-want +got):\n%s", d)
+	}
+	for i, r := range split.Sequences {
+		require.Equal(t, seqs[i].Positions, r.Positions)
+	}
+}
