@@ -167,42 +167,47 @@ func (s *Server) minAllocBatch() ([]*entry, bool) {
 			perEnv[id] = append(perEnv[id], qidx[j])
 		}
 	}
+	// Minimums in sequences, for the envs whose minimum is positive, by env id.
 	mins := map[int]int{}
+	var order []int
 	sum := 0
 	for _, id := range minEnvs {
 		m := int(float64(bs) * *s.st.envs[id].minAlloc)
-		if m > 0 && len(perEnv[id]) == 0 {
+		if m <= 0 {
+			continue
+		}
+		if len(perEnv[id]) == 0 {
 			return nil, false // a reserved env has nothing packable: starve
 		}
 		mins[id] = m
+		order = append(order, id)
 		sum += m
 	}
 	if sum > bs {
-		for _, id := range minEnvs {
+		scale := float64(bs) / float64(sum)
+		for _, id := range order {
 			smallest := math.MaxInt
-			for _, qi := range byEnv[id] {
+			for _, qi := range perEnv[id] {
 				smallest = min(smallest, s.st.queue[qi].n)
 			}
-			if smallest == math.MaxInt {
-				smallest = 0
-			}
-			mins[id] = max(mins[id]*bs/sum, smallest)
+			mins[id] = max(smallest, int(float64(mins[id])*scale))
 		}
 	}
 	take := map[int]bool{}
 	var batch []*entry
 	total := 0
-	for _, id := range minEnvs {
+	for _, id := range order {
 		got := 0
 		for _, qi := range perEnv[id] {
-			n := s.st.queue[qi].n
-			if got >= mins[id] || total+n > bs {
+			if got >= mins[id] {
 				break
 			}
-			take[qi] = true
-			batch = append(batch, s.st.queue[qi])
-			got += n
-			total += n
+			if n := s.st.queue[qi].n; total+n <= bs {
+				take[qi] = true
+				batch = append(batch, s.st.queue[qi])
+				got += n
+				total += n
+			}
 		}
 	}
 	packed := map[int]bool{}
@@ -249,7 +254,7 @@ func (s *Server) handleStatusEnv(r *http.Request, body []byte) reply {
 }
 
 // statusEnv computes /status-env for env id R; ok is false where upstream divides by
-// zero. Called with s.mu held.
+// zero (no connected weight, or a group size of 0). Called with s.mu held.
 func (s *Server) statusEnv(R int) (atropos.EnvStatus, bool) {
 	envs := s.st.envs
 	env := envs[R]
@@ -270,33 +275,39 @@ func (s *Server) statusEnv(R int) (atropos.EnvStatus, bool) {
 		}
 	}
 	mgs := max(1, maxSize(s.st.queue))
-	perEnv := map[int]int{}
+	// Sequences of R, and of every other env id; groups without an env id count as one
+	// more "env" (upstream keys them by None), with no reserved minimum.
+	const noEnv = -1 << 62
+	self := 0
+	others := map[int]int{}
 	g := env.groupSize
 	for _, e := range s.st.queue {
-		if e.envID != nil {
-			perEnv[*e.envID] += e.n
-			if *e.envID == R {
-				g = max(g, e.n)
-			}
+		switch {
+		case e.envID != nil && *e.envID == R:
+			self += e.n
+			g = max(g, e.n)
+		case e.envID != nil:
+			others[*e.envID] += e.n
+		default:
+			others[noEnv] += e.n
 		}
 	}
 	env.groupSize = g // written back, as upstream
-	g = max(g, 1)
-	q := perEnv[R]
+	if g == 0 {
+		return atropos.EnvStatus{}, false // upstream divides by the group size
+	}
+	q := self
 	if mgs > 1 {
-		for id, n := range perEnv {
-			if id == R || id < 0 || id >= len(envs) {
-				continue
-			}
+		for id, n := range others {
 			reserved := 0
-			if m := envs[id].minAlloc; m != nil {
-				reserved = int(float64(s.st.batchSize) * *m)
+			if id >= 0 && id < len(envs) && envs[id].connected && envs[id].minAlloc != nil {
+				reserved = int(float64(s.st.batchSize) * *envs[id].minAlloc)
 			}
 			q += max(0, (n+mgs-1)/mgs*mgs-reserved)
 		}
 	}
 	return atropos.EnvStatus{
 		CurrentStep: s.st.step, QueueSize: q / g, UnallocatedFraction: 1 - min(1, minSum),
-		SelfQueueSize: perEnv[R] / g, MaxGroupSize: mgs, EnvWeight: weight,
+		SelfQueueSize: self / g, MaxGroupSize: mgs, EnvWeight: weight,
 	}, true
 }

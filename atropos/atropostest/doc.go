@@ -26,14 +26,18 @@
 //     queue, after which /register no longer initialises anything; /info stays -1 and
 //     /batch keeps answering "Trainer not registered" until /reset_data.
 //   - Buffering of groups whose size differs from the env's group size, released to the
-//     queue when some buffered groups sum exactly to it (greedy FIFO first, then a
-//     subset search preferring earlier groups); "buffered" replies with buffer_size.
+//     queue when some buffered groups sum exactly to it (greedy FIFO first, then
+//     upstream's subset search, which walks back from the newest group and so takes
+//     newer groups first); "buffered" replies with buffer_size.
 //   - Batch formation: exact-sum batches from packs of the largest group size, as many
 //     batches as possible at once, the step counter moved by that many, batches served
 //     newest first; the minimum-allocation variant when any env set
-//     min_batch_allocation (with starvation while a reserved env has nothing packable).
+//     min_batch_allocation: per-env packs of the queue's largest group size, starvation
+//     while a reserved env has nothing packable, minimums scaled down when they exceed
+//     the batch, a first pass that skips groups overshooting the batch.
 //   - /status-env formulas (env_weight, unallocated_fraction, max_group_size, the
-//     group size written back, self_queue_size, queue_size).
+//     group size written back, self_queue_size, queue_size, where groups without an
+//     env id count as another env's and only connected envs reserve a minimum).
 //   - gzip request bodies (400 "Invalid gzip payload" when undecodable) and gzip
 //     replies from 1000 bytes when the client accepts them.
 //   - 422 "Message must have 'role' and 'content' fields" for such a message; every
@@ -46,6 +50,7 @@
 //     distill arrays whose ids and logprobs differ in shape get 422 instead of being
 //     accepted (upstream would then fail a /batch with 500 for NaN).
 //   - 422 bodies carry one FastAPI-style detail entry, not pydantic's full list.
-//   - Per-env packs of the minimum-allocation path use the queue's largest group size.
+//   - Negative env ids, which Python would index from the end of the env list, are
+//     treated as unknown ids.
 //   - No CORS headers, no wandb, nothing persisted.
 package atropostest

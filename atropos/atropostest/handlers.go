@@ -254,41 +254,52 @@ func (s *Server) ingest(g *atropos.ScoredDataGroup) (bool, int) {
 }
 
 // exactSubset returns which buffered groups to release so that their sizes sum to
-// target: first greedily in FIFO order, then by a search preferring earlier groups;
-// nil when no subset sums to target.
+// target, or nil when none do. As upstream: first greedily in FIFO order; failing that,
+// a reachability table over prefixes of the buffer, walked back from the newest group,
+// taking a group whenever the groups before it can still make up the rest (so this
+// search favours newer groups, although upstream's comment says earlier ones).
 func exactSubset(buf []*entry, target int) []bool {
+	if target < 0 {
+		return nil // upstream fails with a 500 here; the fake just keeps buffering
+	}
 	pick := make([]bool, len(buf))
 	sum := 0
 	for i, e := range buf {
 		if sum+e.n <= target {
 			pick[i] = true
 			sum += e.n
-		}
-		if sum == target {
-			return pick
+			if sum == target {
+				return pick
+			}
 		}
 	}
 	clear(pick)
-	var search func(i, left int) bool
-	search = func(i, left int) bool {
-		if left == 0 {
-			return true
-		}
-		for j := i; j < len(buf); j++ {
-			if buf[j].n <= left {
-				pick[j] = true
-				if search(j+1, left-buf[j].n) {
-					return true
-				}
-				pick[j] = false
-			}
-		}
-		return false
+	// can[i][j]: some subset of buf[:i] has j sequences.
+	can := make([][]bool, len(buf)+1)
+	for i := range can {
+		can[i] = make([]bool, target+1)
 	}
-	if search(0, target) {
-		return pick
+	can[0][0] = true
+	for i := 1; i <= len(buf); i++ {
+		n := buf[i-1].n
+		for j := range target + 1 {
+			can[i][j] = can[i-1][j] || j >= n && can[i-1][j-n]
+		}
 	}
-	return nil
+	if !can[len(buf)][target] {
+		return nil
+	}
+	left, picked := target, false
+	for i := len(buf); i >= 1; i-- {
+		if n := buf[i-1].n; left >= n && can[i-1][left-n] {
+			pick[i-1], picked = true, true
+			left -= n
+		}
+	}
+	if !picked {
+		return nil // upstream releases nothing for an empty pick
+	}
+	return pick
 }
 
 func seqs(es []*entry) int {

@@ -397,3 +397,93 @@ func TestStartAndClose(t *testing.T) {
 	_, err = http.Get(srv.URL() + "/")
 	require.Error(t, err)
 }
+
+// TestBufferSearchTakesNewerGroups follows upstream's subset search when FIFO fails: its
+// walk back from the newest group takes the later of two equal choices.
+func TestBufferSearchTakesNewerGroups(t *testing.T) {
+	srv := started(t, 8)
+	id := registerEnv(t, srv, "e", 8, "")
+	for i, n := range []int{7, 5, 5} {
+		r := do(t, srv, "POST", "/scored_data", groupJSON(n, id, float64(i)))
+		require.Contains(t, r.body, `"buffered"`)
+	}
+	require.Empty(t, srv.Queue())
+	// FIFO takes 7 and then nothing fits; 5+3 can use either 5: upstream takes the second.
+	jsonEq(t, `{"status":"buffered","buffer_size":12}`, do(t, srv, "POST", "/scored_data", groupJSON(3, id, 3)).body)
+	var got []float64
+	for _, g := range srv.Queue() {
+		got = append(got, g.Scores[0])
+	}
+	require.Equal(t, []float64{2, 3}, got)
+}
+
+// TestStatusEnvCountsEveryOtherGroup: groups without an env id count as another env's
+// data, and a disconnected env's minimum is no longer reserved.
+func TestStatusEnvCountsEveryOtherGroup(t *testing.T) {
+	srv := started(t, 16)
+	a := registerEnv(t, srv, "a", 2, "")
+	b := registerEnv(t, srv, "b", 4, `,"min_batch_allocation":0.25`)
+	jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(2, a, 1)).body)
+	for range 2 {
+		jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(4, nil, 1)).body)
+		jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(4, b, 1)).body)
+	}
+	// a: (2 + ceil(8/4)×4 for the groups without env + (ceil(8/4)×4 − int(16×0.25)) for b) // 2.
+	status := func() string { return do(t, srv, "GET", "/status-env", fmt.Sprintf(`{"env_id":%d}`, a)).body }
+	jsonEq(t, `{"current_step":0,"queue_size":7,"unallocated_fraction":0.75,"self_queue_size":1,"max_group_size":4,"env_weight":0.5}`, status())
+	jsonEq(t, `{"status":"success"}`, do(t, srv, "POST", "/disconnect-env", fmt.Sprintf(`{"env_id":%d}`, b)).body)
+	// b's 8 sequences now all count: (2 + 8 + 8) // 2.
+	jsonEq(t, `{"current_step":0,"queue_size":9,"unallocated_fraction":1,"self_queue_size":1,"max_group_size":4,"env_weight":1}`, status())
+}
+
+// TestMinimumAllocationSkipsWhatDoesNotFit: the first pass passes over a reserved env's
+// group that would overshoot the batch and takes a later one that fits, as upstream.
+func TestMinimumAllocationSkipsWhatDoesNotFit(t *testing.T) {
+	srv := started(t, 16)
+	a := registerEnv(t, srv, "a", 4, `,"min_batch_allocation":0.75`)
+	b := registerEnv(t, srv, "b", 8, `,"min_batch_allocation":0.25`)
+	post := func(n, env int, score float64) {
+		require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(n, env, score)).status)
+	}
+	post(8, b, 10)
+	for i := range 4 {
+		post(4, a, float64(1+i))
+	}
+	post(4, b, 11) // b registered 8: buffered until another 4 completes it
+	post(4, b, 12)
+	require.Len(t, srv.Queue(), 7)
+	// a's minimum 12 takes three of its 4s; b's minimum 4 skips its 8 (12+8 > 16) and
+	// takes its first 4.
+	tr, err := atropos.NewTrainer(srv.URL())
+	require.NoError(t, err)
+	defer http.DefaultClient.CloseIdleConnections()
+	batch, err := tr.Batch(context.Background())
+	require.NoError(t, err)
+	var got []float64
+	for _, g := range batch {
+		got = append(got, g.Scores[0])
+	}
+	require.Equal(t, []float64{1, 2, 3, 11}, got)
+}
+
+// TestMinimumAllocationsScaledDown: minimums summing past the batch size shrink in
+// proportion, so each reserved env still gets its share.
+func TestMinimumAllocationsScaledDown(t *testing.T) {
+	srv := started(t, 8)
+	a := registerEnv(t, srv, "a", 4, `,"min_batch_allocation":0.75`)
+	b := registerEnv(t, srv, "b", 4, `,"min_batch_allocation":0.75`)
+	for i := range 2 {
+		require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(4, a, float64(1+i))).status)
+		require.Equal(t, 200, do(t, srv, "POST", "/scored_data", groupJSON(4, b, float64(11+i))).status)
+	}
+	// 6 + 6 > 8: each minimum becomes max(4, int(6×8/12)) = 4, so every batch is one
+	// group of each env. Two batches form; the newer is served first.
+	var got struct{ Batch []atropos.ScoredDataGroup }
+	require.NoError(t, json.Unmarshal([]byte(do(t, srv, "GET", "/batch", "").body), &got))
+	var scores []float64
+	for _, g := range got.Batch {
+		scores = append(scores, g.Scores[0])
+	}
+	require.Equal(t, []float64{2, 12}, scores)
+	require.Equal(t, 2, srv.Step())
+}
