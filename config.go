@@ -40,6 +40,11 @@ type Config struct {
 	// Judge finds hindsight hints. Nil means an LLM judge ([judge.NewLLM]) on
 	// JudgeModel with PRMVotes votes and the Majority selection.
 	Judge judge.Judge
+	// TeacherMaxLen is the longest sequence the teacher accepts: hinted turns past it
+	// are left unscored (opd/teacher_too_long) rather than failing the group. Zero
+	// means the policy server's max_model_len − 1 (one token for the scoring request's
+	// generation) when the teacher is the policy, and no limit for another teacher.
+	TeacherMaxLen int
 	// JudgeModel is the chat endpoint of the default judge. Nil means the Policy
 	// itself when it implements [judge.ChatModel] (the reference's choice).
 	JudgeModel judge.ChatModel

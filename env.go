@@ -26,7 +26,9 @@ type Env struct {
 	counts    *requestCounts
 	agent     *rollout.Agent
 	evalAgent *rollout.Agent
-	distiller *opd.Distiller // nil when OPD is disabled
+	opdCfg    opd.Config // its MaxTeacherLen is settled by distiller
+	opdMu     sync.Mutex
+	distiller *opd.Distiller // built on first use; nil until then
 	reward    reward.Reward
 	train     tasks.Source
 	eval      []tasks.Task
@@ -171,7 +173,7 @@ func (e *Env) setupOPD() error {
 		}
 		j = llm
 	}
-	d, err := opd.New(opd.Config{
+	e.opdCfg = opd.Config{
 		Judge:                 j,
 		Teacher:               countScorer(teacher, e.counts),
 		Templater:             e.agent.Template(),
@@ -179,13 +181,39 @@ func (e *Env) setupOPD() error {
 		Placement:             cfg.Placement,
 		TopK:                  cfg.DistillTopK,
 		HintMaxNextStateChars: cfg.HintMaxNextStateChars,
+		MaxTeacherLen:         cfg.TeacherMaxLen,
 		Logger:                cfg.Logger,
-	})
-	if err != nil {
+	}
+	if _, err := opd.New(e.opdCfg); err != nil { // settle configuration errors now
 		return fmt.Errorf("agenticopd: %w", err)
 	}
-	e.distiller = d
 	return nil
+}
+
+// distill returns the Distiller, building it on first use: the teacher's length
+// limit, when it is the policy's, is known once the chat template was calibrated.
+func (e *Env) distill(ctx context.Context) (*opd.Distiller, error) {
+	e.opdMu.Lock()
+	defer e.opdMu.Unlock()
+	if e.distiller != nil {
+		return e.distiller, nil
+	}
+	cfg := e.opdCfg
+	if cfg.MaxTeacherLen == 0 && e.cfg.Teacher == nil {
+		cal, err := e.agent.Template().Calibrate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if cal.MaxModelLen > 1 {
+			cfg.MaxTeacherLen = cal.MaxModelLen - 1
+		}
+	}
+	d, err := opd.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.distiller = d
+	return d, nil
 }
 
 // sandboxes returns the sandbox factory, creating the default one on first use. A
@@ -269,12 +297,16 @@ func (e *Env) collect(ctx context.Context, task tasks.Task, opts collectOptions)
 	if g.Dropped != "" {
 		e.metrics.count("env/dropped_groups/"+g.Dropped, 1)
 	}
-	if e.distiller != nil && g.Dropped == "" {
+	if !e.cfg.DisableOPD && g.Dropped == "" {
 		trajs := make([]*rollout.Trajectory, len(g.Rollouts))
 		for i, r := range g.Rollouts {
 			trajs[i] = r.Trajectory
 		}
-		res, err := e.distiller.Distill(ctx, trajs)
+		d, err := e.distill(ctx)
+		var res opd.Result
+		if err == nil {
+			res, err = d.Distill(ctx, trajs)
+		}
 		if err != nil {
 			e.metrics.count("env/failed_groups", 1)
 			return nil, fmt.Errorf("agenticopd: task %s: %w", task.ID, err)

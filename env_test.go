@@ -339,3 +339,21 @@ func TestProcessGivesUpAfterRepeatedFailures(t *testing.T) {
 	assert.Empty(t, out.String(), "nothing is written for failed groups")
 	assert.Equal(t, float64(2), f.env.Metrics()["env/failed_groups"], "one failure more than the groups asked for")
 }
+
+func TestCollectGroupTeacherTooShortLeavesTurnsUnscored(t *testing.T) {
+	f := newFixture(t, func(c *agenticopd.Config) { c.TeacherMaxLen = 100 })
+	g, err := f.env.CollectGroup(context.Background(), f.task)
+	require.NoError(t, err, "a teacher too short for a turn does not fail the group")
+	require.NoError(t, g.Data.Validate(atropos.ValidateOptions{}))
+	assert.Equal(t, 1, g.OPD.Metrics.TeacherTooLong, "the fixing rollout's hinted turn")
+	assert.Zero(t, g.OPD.Metrics.ScoredTurns)
+	for s := range g.Data.Tokens {
+		for p := range g.Data.Tokens[s] {
+			ids, _ := g.Data.DistillRow(s, p)
+			require.Empty(t, ids)
+		}
+	}
+	for _, r := range f.sim.Requests() {
+		assert.False(t, r.Path == "/v1/completions" && r.JSON["prompt_logprobs"] != nil, "no teacher request")
+	}
+}

@@ -50,6 +50,13 @@ type Config struct {
 	// Concurrency bounds the Judge calls, and the Templater or Renderer calls, in flight
 	// at once; 0 means 8.
 	Concurrency int
+	// MaxTeacherLen is the longest teacher sequence the teacher accepts (for vLLM, its
+	// max_model_len minus the one token a scoring request generates); 0 means no limit.
+	// Inline hints make a teacher sequence longer than the student's, so a rollout that
+	// ran close to the context length could otherwise fail the whole teacher request.
+	// A hinted turn whose teacher positions would pass the limit is left unscored with
+	// [StatusTooLong] and counted; the turns before it are still scored.
+	MaxTeacherLen int
 	// Logger receives judge failures, template drift and alignment mismatches at warn
 	// level and a summary per call at debug level; nil means no logging.
 	Logger *slog.Logger
@@ -76,6 +83,8 @@ func New(cfg Config) (*Distiller, error) {
 		return nil, fmt.Errorf("%w: TaskPrompt placement needs a Renderer", ErrInvalidConfig)
 	case cfg.Placement != Inline && cfg.Placement != TaskPrompt:
 		return nil, fmt.Errorf("%w: unknown %v", ErrInvalidConfig, cfg.Placement)
+	case cfg.MaxTeacherLen < 0:
+		return nil, fmt.Errorf("%w: MaxTeacherLen is %d, want ≥ 0 (0 means no limit)", ErrInvalidConfig, cfg.MaxTeacherLen)
 	case cfg.TopK < 0:
 		return nil, fmt.Errorf("%w: TopK is %d, want ≥ 0 (0 means %d)", ErrInvalidConfig, cfg.TopK, DefaultTopK)
 	case cfg.Concurrency < 0:
@@ -130,8 +139,8 @@ type TurnResult struct {
 	// Hint is the judge's verdict (empty when the pair was not judged).
 	Hint   judge.Hint
 	Status TurnStatus
-	// Detail says what went wrong for StatusJudgeFailed, StatusTemplateDrift and
-	// StatusMismatch.
+	// Detail says what went wrong for StatusJudgeFailed, StatusTemplateDrift,
+	// StatusMismatch and StatusTooLong.
 	Detail string
 }
 
@@ -153,6 +162,9 @@ const (
 	// recorded generation-prompt segment, so the hint has no safe insertion point);
 	// unscored.
 	StatusMismatch TurnStatus = "alignment_mismatch"
+	// StatusTooLong: the turn's teacher positions would pass Config.MaxTeacherLen;
+	// unscored.
+	StatusTooLong TurnStatus = "teacher_too_long"
 	// StatusScored: the turn's whole generated span got teacher rows.
 	StatusScored TurnStatus = "scored"
 )

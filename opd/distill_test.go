@@ -476,7 +476,7 @@ func TestDistillNothingToDo(t *testing.T) {
 	require.Equal(t, map[string]float64{
 		"opd/turn_pairs": 0, "opd/no_span_pairs": 0, "opd/judge_calls": 0, "opd/judge_errors": 0,
 		"opd/judge_votes": 0, "opd/unparsable_votes": 0, "opd/alignment_mismatches": 0,
-		"opd/template_drift": 0, "opd/teacher_requests": 0, "opd/teacher_sequences": 0,
+		"opd/template_drift": 0, "opd/teacher_requests": 0, "opd/teacher_sequences": 0, "opd/teacher_too_long": 0,
 		"opd/teacher_prompt_tokens": 0, "opd/teacher_positions": 0,
 	}, res.Metrics.Map(), "the reference's means appear only once a rollout had a pair")
 }
@@ -584,4 +584,36 @@ func TestDistillCancelledWhileJudging(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Empty(t, res.Sequences)
 	require.Empty(t, teacher.reqs)
+}
+
+// A teacher sequence longer than MaxTeacherLen would fail the whole teacher request:
+// the turns that would pass the limit are left unscored and counted, the turns before
+// them are still scored, and the request stays within the limit.
+func TestDistillMaxTeacherLen(t *testing.T) {
+	trajs := group()
+	a := trajs[0]
+	h1 := render([]chat.Message{opd.HintMessage(hintFor["AssertionError: fizzbuzz(15) returned []"])}, false)
+	t1 := a.Turns[1]
+	limit := t1.End + len(h1) // rollout A's first hinted turn fits exactly, its second does not
+	teacher := &fakeTeacher{}
+	var calls atomic.Int64
+	d := newDistiller(t, opd.Config{Judge: scriptedJudge(&calls), Teacher: teacher.scorer(), Templater: &fakeTemplate{}, TopK: topK, MaxTeacherLen: limit})
+	res, err := d.Distill(context.Background(), trajs)
+	require.NoError(t, err)
+
+	var statuses []opd.TurnStatus
+	for _, tr := range res.Sequences[0].Turns {
+		statuses = append(statuses, tr.Status)
+	}
+	require.Equal(t, []opd.TurnStatus{opd.StatusNoHint, opd.StatusScored, opd.StatusNoHint, opd.StatusTooLong}, statuses)
+	require.Len(t, teacher.reqs, 1)
+	for _, s := range teacher.reqs[0].Sequences {
+		require.LessOrEqual(t, len(s.Tokens), limit)
+	}
+	requireRows(t, len(a.Tokens), []scoredSpan{{t1.Start, t1.End, teacher.reqs[0].Sequences[0].Tokens, t1.Start + len(h1)}}, res.Sequences[0].Rows)
+	require.Equal(t, 1, res.Metrics.TeacherTooLong)
+	require.Equal(t, float64(1), res.Metrics.Map()["opd/teacher_too_long"])
+
+	_, err = opd.New(opd.Config{Judge: scriptedJudge(&calls), Teacher: teacher.scorer(), Templater: &fakeTemplate{}, MaxTeacherLen: -1})
+	require.ErrorIs(t, err, opd.ErrInvalidConfig)
 }

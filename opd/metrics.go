@@ -29,6 +29,9 @@ type Metrics struct {
 	// failed the check by token id or fell outside the sampled tokens, or (Inline) the
 	// turn's generation prompt is not a recorded generation-prompt segment.
 	AlignmentMismatches int
+	// TeacherTooLong counts hinted turns left unscored because their teacher sequence
+	// would pass Config.MaxTeacherLen.
+	TeacherTooLong int
 	// TemplateDrift counts hinted turns left unscored because the hint could not be
 	// rendered exactly (see [Templater]) or, with TaskPrompt, the rendered generation
 	// prompt differs from the student's.
@@ -58,6 +61,7 @@ func (m *Metrics) Add(o Metrics) {
 	}
 	m.AlignmentMismatches += o.AlignmentMismatches
 	m.TemplateDrift += o.TemplateDrift
+	m.TeacherTooLong += o.TeacherTooLong
 	m.TeacherRequests += o.TeacherRequests
 	m.TeacherSequences += o.TeacherSequences
 	m.TeacherPromptTokens += o.TeacherPromptTokens
@@ -70,7 +74,7 @@ func (m *Metrics) Add(o Metrics) {
 // this library's counts always are: opd/turn_pairs, opd/no_span_pairs,
 // opd/judge_calls, opd/judge_errors, opd/judge_votes, opd/unparsable_votes (and
 // opd/unparsable_votes/REASON per reason), opd/alignment_mismatches,
-// opd/template_drift, opd/teacher_requests, opd/teacher_sequences,
+// opd/template_drift, opd/teacher_too_long, opd/teacher_requests, opd/teacher_sequences,
 // opd/teacher_prompt_tokens, opd/teacher_positions.
 func (m Metrics) Map() map[string]float64 {
 	out := map[string]float64{
@@ -82,6 +86,7 @@ func (m Metrics) Map() map[string]float64 {
 		"opd/unparsable_votes":      float64(m.UnparsedVotes),
 		"opd/alignment_mismatches":  float64(m.AlignmentMismatches),
 		"opd/template_drift":        float64(m.TemplateDrift),
+		"opd/teacher_too_long":      float64(m.TeacherTooLong),
 		"opd/teacher_requests":      float64(m.TeacherRequests),
 		"opd/teacher_sequences":     float64(m.TeacherSequences),
 		"opd/teacher_prompt_tokens": float64(m.TeacherPromptTokens),

@@ -129,6 +129,11 @@ func (d *Distiller) collect(ctx context.Context, t *rollout.Trajectory, teacher 
 	var seq scorer.Sequence
 	var p plan
 	for _, s := range spans {
+		if limit := d.cfg.MaxTeacherLen; limit > 0 && s.teacherStart+s.n > limit {
+			s.w.res.Status = StatusTooLong
+			s.w.res.Detail = fmt.Sprintf("the teacher sequence would be %d tokens, more than MaxTeacherLen %d", s.teacherStart+s.n, limit)
+			continue
+		}
 		if detail := checkSpan(t.Tokens, sampled, teacher, s); detail != "" {
 			s.w.res.Status, s.w.res.Detail = StatusMismatch, detail
 			d.warn(ctx, "opd: alignment check failed; the turn is left unscored", s.w, fmt.Errorf("%s", detail))
@@ -265,6 +270,9 @@ func (d *Distiller) count(res *Result, req scorer.Request) Metrics {
 				hints++
 			case StatusMismatch:
 				m.AlignmentMismatches++
+				hints++
+			case StatusTooLong:
+				m.TeacherTooLong++
 				hints++
 			case StatusScored:
 				m.ScoredTurns++
