@@ -40,6 +40,10 @@
 //     process mode does.
 //   - Judge failures never fail a group: the turn gets no hint and the failure is
 //     counted. A teacher failure fails the group, since its rows would be missing.
+//     Inline hints make a teacher sequence longer than the student's; a hinted turn
+//     that would pass the teacher's context ([Config.TeacherMaxLen], by default the
+//     policy server's max_model_len − 1) is left unscored and counted
+//     (opd/teacher_too_long) instead of failing the group's teacher request.
 //   - Distill rows are empty ([]) wherever the teacher was not asked; they are never
 //     zero-padded unless a consumer asks for that layout
 //     ([atropos.EncodeOptions.DenseZeroPad]).
@@ -55,7 +59,7 @@
 // opd/mean_turns_scored, opd/hint_rate, opd/total_hints, opd/total_scored_turns; eval/…
 // from Evaluate) and this library's: requests/ per role (render, generate,
 // teacher_score, judge_chat), opd/teacher_prompt_tokens, opd/alignment_mismatches,
-// opd/template_drift, opd/unparsable_votes, rollout/template_drift and the other
+// opd/template_drift, opd/teacher_too_long, opd/unparsable_votes, rollout/template_drift and the other
 // token-boundary counts of [rollout.Stats], env/sandbox_failures, env/policy_failures,
 // env/failed_groups, env/dropped_groups/REASON, env/groups_sent, env/send_failures.
 package agenticopd
