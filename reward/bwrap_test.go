@@ -2,6 +2,7 @@ package reward_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,6 +31,28 @@ func TestVerifyBuiltinTasksInBubblewrap(t *testing.T) {
 
 func TestVerifyEarlyExitDoesNotPassInBubblewrap(t *testing.T) {
 	runEarlyExitChecks(t, bwrapSandboxes(t))
+}
+
+func TestVerifyInBubblewrapWithAReadOnlyWorkspace(t *testing.T) {
+	// The agent may leave its workspace directory read-only for the sandboxed code.
+	// The runner must still be able to report that the tests ran to their end.
+	sb := bwrapSandboxes(t)(t)
+	task := tasks.Builtin()[0]
+	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
+	res, err := sb.Run(context.Background(), rollout.Command{Shell: "chmod 555 . && ! touch probe 2>/dev/null"})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "the workspace is read-only inside: %s", res.Stderr)
+	v, err := reward.Verify(context.Background(), sb, task, reward.VerifyOptions{})
+	if os.Geteuid() != 0 {
+		// A non-root host cannot write the tests into a directory without write
+		// permission either: that is a sandbox error, not a score.
+		require.Error(t, err)
+		require.Equal(t, reward.RuleSandboxError, v.Rule)
+		return
+	}
+	require.NoError(t, err)
+	require.True(t, v.Completed, v.Output)
+	require.Equal(t, reward.RulePassed, v.Rule, v.Output)
 }
 
 func TestVerifyInBubblewrapIsConfined(t *testing.T) {

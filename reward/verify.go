@@ -157,6 +157,12 @@ func Verify(ctx context.Context, sb rollout.Sandbox, t tasks.Task, opts VerifyOp
 	if err := sb.WriteFile(name, []byte(t.TestCode)); err != nil {
 		return v, fmt.Errorf("reward: verify %q: write tests: %w", t.ID, err)
 	}
+	// The completion file is created empty from the host, so that the runner only has
+	// to write into it: that still works when the agent left the workspace directory
+	// read-only for the sandboxed code.
+	if err := sb.WriteFile(done, nil); err != nil {
+		return v, fmt.Errorf("reward: verify %q: write completion file: %w", t.ID, err)
+	}
 	res, err := sb.Run(ctx, rollout.Command{
 		Argv:    []string{python, "-I", "-B", "-c", bootstrap, name, done},
 		Timeout: timeout,
@@ -184,29 +190,39 @@ func Verify(ctx context.Context, sb rollout.Sandbox, t tasks.Task, opts VerifyOp
 	return v, nil
 }
 
+// tokenPrefix starts what the runner writes to the completion file, so that a runner
+// that read no token is told apart from one that never finished.
+const tokenPrefix = "ok:"
+
 // hasToken reports whether the workspace file name is a regular file holding exactly
-// token. It is checked with a Stat first so that a planted FIFO or huge file is never
-// read. An empty file means the runner read no token: the sandbox did not pass
-// Command.Stdin to the command, and no run could ever count as complete.
+// tokenPrefix and token. It is checked with a Stat first so that a planted FIFO or huge
+// file is never read. A file holding only the prefix means the runner read no token:
+// the sandbox did not pass Command.Stdin to the command, and no run could ever count as
+// complete.
 func hasToken(sb rollout.Sandbox, name string, token []byte) (bool, error) {
 	fi, err := fs.Stat(sb.FS(), name)
 	if err != nil || !fi.Mode().IsRegular() {
 		return false, nil
 	}
-	if fi.Size() == 0 {
-		return false, errors.New("the sandbox did not pass Command.Stdin to the test process; Verify needs it")
-	}
-	if fi.Size() != int64(len(token)) {
+	want := append([]byte(tokenPrefix), token...)
+	if fi.Size() != int64(len(tokenPrefix)) && fi.Size() != int64(len(want)) {
 		return false, nil
 	}
 	data, err := sb.ReadFile(name)
-	return err == nil && subtle.ConstantTimeCompare(data, token) == 1, nil
+	if err != nil {
+		return false, nil
+	}
+	if string(data) == tokenPrefix {
+		return false, errors.New("the sandbox did not pass Command.Stdin to the test process; Verify needs it")
+	}
+	return subtle.ConstantTimeCompare(data, want) == 1, nil
 }
 
 // bootstrap runs the test file given as the first argument as __main__, with the
 // workspace (the current directory) appended to the module path. Before any test code
-// runs it reads the completion token from standard input; it writes the token to the
-// file given as the second argument only when the script ran to its end: it returned,
+// runs it reads the completion token from standard input; it writes "ok:" and the token
+// to the file given as the second argument (created empty by Verify) only when the
+// script ran to its end: it returned,
 // or raised SystemExit with status 0 (None, 0 or False) whose innermost frame outside
 // the standard library is the script's own code (the script's sys.exit, exit() or
 // unittest.main), not code it imported.
@@ -220,7 +236,7 @@ def _verify():
     sys.argv = [test]
     def finish():
         with open(done, "wb") as f:
-            f.write(token)
+            f.write(b"` + tokenPrefix + `" + token)
     def from_script(tb):
         last = None
         while tb is not None:
