@@ -150,14 +150,17 @@ func TestPoolBackgroundCheckerTakesServerBack(t *testing.T) {
 }
 
 func TestPoolPicksFewestInFlight(t *testing.T) {
+	// One call is held by server X. Every later call, made one after the other, must
+	// go to the idle server Y; taking turns (round robin) would send every other one
+	// to X.
 	a, b := newBackend(t, "a"), newBackend(t, "b")
 	for _, s := range []*backend{a, b} {
 		s.gate = make(chan struct{})
-		s.entered = make(chan struct{}, 4)
+		s.entered = make(chan struct{}, 8)
 	}
 	p := newTestPool(t, []string{a.srv.URL, b.srv.URL})
 	var wg sync.WaitGroup
-	results := make(chan string, 2)
+	results := make(chan string, 4)
 	call := func() {
 		defer wg.Done()
 		got, err := p.Chat(bg, judgeReq)
@@ -167,30 +170,36 @@ func TestPoolPicksFewestInFlight(t *testing.T) {
 	}
 	wg.Add(1)
 	go call()
-	// Wait until the first call is held by one server, then make a second call.
-	var first *backend
+	var busy, idle *backend
 	select {
 	case <-a.entered:
-		first = a
+		busy, idle = a, b
 	case <-b.entered:
-		first = b
+		busy, idle = b, a
 	}
-	wg.Add(1)
-	go call()
-	other := a
-	if first == a {
-		other = b
+	close(idle.gate) // the idle server answers at once from now on
+	for i := range 3 {
+		done := make(chan struct{})
+		wg.Add(1)
+		go func() { call(); close(done) }()
+		select {
+		case <-busy.entered:
+			t.Errorf("call %d went to the server with a call in flight", i+2)
+		case <-idle.entered:
+		}
+		if t.Failed() {
+			break
+		}
+		<-done
 	}
-	<-other.entered // the second call went to the idle server
-	close(a.gate)
-	close(b.gate)
+	close(busy.gate)
 	wg.Wait()
 	close(results)
 	var got []string
 	for r := range results {
 		got = append(got, r)
 	}
-	require.ElementsMatch(t, []string{"a", "b"}, got)
+	require.ElementsMatch(t, []string{busy.name, idle.name, idle.name, idle.name}, got)
 }
 
 func TestPoolConnectionErrorFailsOver(t *testing.T) {
