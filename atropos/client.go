@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
@@ -131,8 +132,14 @@ func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
 	if cfg.SpoolDir == "" {
 		return nil, errors.New("atropos: ClientConfig.SpoolDir is required: groups are kept there until the API accepts them")
 	}
-	if m := cfg.MinBatchAllocation; m != nil && (*m < 0 || *m > 1) {
+	if m := cfg.MinBatchAllocation; m != nil && !(*m >= 0 && *m <= 1) {
 		return nil, fmt.Errorf("atropos: ClientConfig.MinBatchAllocation %v: want 0 to 1", *m)
+	}
+	if math.IsNaN(cfg.Weight) || math.IsInf(cfg.Weight, 0) {
+		return nil, fmt.Errorf("atropos: ClientConfig.Weight %v: want a finite number", cfg.Weight)
+	}
+	if cfg.MaxTokenLength < 0 {
+		return nil, fmt.Errorf("atropos: ClientConfig.MaxTokenLength %d: want a positive length (0 for the default)", cfg.MaxTokenLength)
 	}
 	if cfg.MaxTokenLength == 0 {
 		cfg.MaxTokenLength = 2048

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -102,6 +103,11 @@ func TestNewClientConfigErrors(t *testing.T) {
 		{"no spool", atropos.ClientConfig{EnvName: "e", GroupSize: 2}, "http://h", "SpoolDir is required"},
 		{"bad allocation", atropos.ClientConfig{EnvName: "e", GroupSize: 2, SpoolDir: "x", MinBatchAllocation: ptr(1.5)}, "http://h", "MinBatchAllocation 1.5"},
 		{"bad url", atropos.ClientConfig{EnvName: "e", GroupSize: 2, SpoolDir: "x"}, "localhost:8000", "want http(s)://host"},
+		// Non-finite numbers cannot be sent: Register would retry its marshal error forever.
+		{"NaN allocation", atropos.ClientConfig{EnvName: "e", GroupSize: 2, SpoolDir: "x", MinBatchAllocation: ptr(math.NaN())}, "http://h", "MinBatchAllocation NaN"},
+		{"NaN weight", atropos.ClientConfig{EnvName: "e", GroupSize: 2, SpoolDir: "x", Weight: math.NaN()}, "http://h", "Weight NaN"},
+		{"Inf weight", atropos.ClientConfig{EnvName: "e", GroupSize: 2, SpoolDir: "x", Weight: math.Inf(1)}, "http://h", "Weight +Inf"},
+		{"negative max token length", atropos.ClientConfig{EnvName: "e", GroupSize: 2, SpoolDir: "x", MaxTokenLength: -1}, "http://h", "MaxTokenLength -1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -261,7 +261,12 @@ func (c *Client) deadLetter(group []byte, ae *APIError) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	// The file may have just been created: make its directory entry durable too, before
+	// the caller removes the group's spool file.
+	return syncDir(filepath.Dir(c.cfg.DeadLetter))
 }
 
 // ReadDeadLetters calls fn for each entry of a dead-letter file's contents, in order.
