@@ -262,6 +262,13 @@ func (p *fakePolicy) Generate(ctx context.Context, req rollout.GenerateRequest) 
 type tempSandbox struct {
 	dir  string
 	root *os.Root
+	// stop ends every running command; Close calls it.
+	stop context.CancelFunc
+	life context.Context
+
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
 }
 
 func newTempSandbox(t *testing.T) *tempSandbox {
@@ -271,18 +278,29 @@ func newTempSandbox(t *testing.T) *tempSandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := &tempSandbox{dir: dir, root: root}
+	life, stop := context.WithCancel(context.Background())
+	sb := &tempSandbox{dir: dir, root: root, life: life, stop: stop}
 	t.Cleanup(func() { _ = sb.Close() })
 	return sb
 }
 
 func (s *tempSandbox) Run(ctx context.Context, cmd rollout.Command) (rollout.CommandResult, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return rollout.CommandResult{}, errors.New("tempSandbox: closed")
+	}
+	s.running.Add(1)
+	s.mu.Unlock()
+	defer s.running.Done()
 	timeout := cmd.Timeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	stopOnClose := context.AfterFunc(s.life, cancel)
+	defer stopOnClose()
 	argv := cmd.Argv
 	if len(argv) == 0 {
 		argv = []string{"/bin/sh", "-c", cmd.Shell}
@@ -301,6 +319,8 @@ func (s *tempSandbox) Run(ctx context.Context, cmd rollout.Command) (rollout.Com
 	res := rollout.CommandResult{Stdout: []byte(stdout.String()), Stderr: []byte(stderr.String()), Duration: time.Since(start), Unconfined: true}
 	var exitErr *exec.ExitError
 	switch {
+	case s.life.Err() != nil:
+		return res, errors.New("tempSandbox: closed while the command ran")
 	case ctx.Err() == context.DeadlineExceeded:
 		res.TimedOut, res.ExitCode = true, 124
 	case errors.As(err, &exitErr):
@@ -322,8 +342,20 @@ func (s *tempSandbox) WriteFile(name string, data []byte) error {
 	return s.root.WriteFile(name, data, 0o644)
 }
 
-func (s *tempSandbox) FS() fs.FS    { return s.root.FS() }
-func (s *tempSandbox) Close() error { return s.root.Close() }
+func (s *tempSandbox) FS() fs.FS { return s.root.FS() }
+
+func (s *tempSandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.running.Wait()
+	return s.root.Close()
+}
 
 // call is a Hermes tool-call block.
 func call(name string, args any) string {

@@ -35,6 +35,7 @@ var checks = []check{
 	{"exit code, argv, stdin and dir", checkRun},
 	{"timeout", checkTimeout},
 	{"paths stay in the workspace", checkEscapes},
+	{"close kills running commands", checkCloseKills},
 	{"close is idempotent", checkClose},
 }
 
@@ -185,6 +186,51 @@ func checkEscapes(ctx context.Context, sb rollout.Sandbox) error {
 		errs = append(errs, errors.New("FS() followed a symlink out of the workspace"))
 	}
 	return errors.Join(errs...)
+}
+
+// closeWait bounds how long a Run may go on after Close; the command would run for
+// far longer on its own.
+const closeWait = 10 * time.Second
+
+func checkCloseKills(ctx context.Context, sb rollout.Sandbox) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Run(ctx, rollout.Command{Shell: "echo up > started.txt; sleep 120", Timeout: 5 * time.Minute})
+		done <- err
+	}()
+	for deadline := time.Now().Add(closeWait); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := sb.ReadFile("started.txt"); string(b) == "up\n" {
+			break
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("the command ended before Close (%v)", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = sb.Close()
+			return fmt.Errorf("the command did not start within %s", closeWait)
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- sb.Close() }()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		return fmt.Errorf("Run still running %s after Close: Close must kill running commands", closeWait)
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			return fmt.Errorf("Close: %w", err)
+		}
+	case <-time.After(closeWait):
+		return fmt.Errorf("Close did not return within %s", closeWait)
+	}
+	if _, err := sb.Run(ctx, rollout.Command{Shell: "true"}); err == nil {
+		return errors.New("Run after Close succeeded")
+	}
+	return nil
 }
 
 func checkClose(_ context.Context, sb rollout.Sandbox) error {

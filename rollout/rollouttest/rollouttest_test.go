@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,4 +60,24 @@ func TestSandboxPasses(t *testing.T) {
 // uid.
 func unconfined() sandbox.Config {
 	return sandbox.Config{Unconfined: true, UID: 65533, GID: 65533}
+}
+
+// reopening answers Run after Close as if nothing happened.
+type reopening struct {
+	*sandbox.Sandbox
+	closed atomic.Bool
+}
+
+func (r *reopening) Close() error { r.closed.Store(true); return r.Sandbox.Close() }
+
+func (r *reopening) Run(ctx context.Context, c rollout.Command) (rollout.CommandResult, error) {
+	if r.closed.Load() {
+		return rollout.CommandResult{}, nil
+	}
+	return r.Sandbox.Run(ctx, c)
+}
+
+func TestSandboxFindsRunAfterClose(t *testing.T) {
+	err := rollouttest.TestSandbox(context.Background(), &reopening{Sandbox: newSandbox(t, unconfined())})
+	require.ErrorContains(t, err, "close kills running commands: Run after Close succeeded")
 }
