@@ -57,7 +57,8 @@
 // counted ([Result]) and discarded, so the command never blocks on a full pipe, and the
 // result is marked OutputTruncated. When stdout and stderr together pass
 // Config.KillOutputLimit (16 MiB) the command is killed and marked OutputKilled. A
-// timeout gives ExitCode 124 and TimedOut; death by signal N gives 128+N. bwrap failing to set up a command (it never ran) is an [ErrStart] error.
+// timeout gives ExitCode 124 and TimedOut; death by signal N gives 128+N. bwrap
+// failing to set up a command (it never ran) is an [ErrStart] error.
 //
 // # Files
 //
