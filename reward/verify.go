@@ -109,8 +109,8 @@ func (v Verification) Passed() bool { return v.Correctness >= 0.8 }
 // status alone does not prove that the tests ran: a solution.py that prints "All tests
 // passed!" and calls os._exit(0) or sys.exit(0) would otherwise score 1.0. Verify
 // therefore gives the test process a random token on its standard input, which a small
-// runner reads before any test code runs and writes to a second fresh file
-// (_verify_<hex>.ok) only when the test script has run to its end: it returned, or
+// runner reads before any test code runs and writes to a second file of the same fresh
+// name (_verify_<hex>.ok) only when the test script has run to its end: it returned, or
 // raised SystemExit with status 0 from the script's own code or from the standard
 // library it called (unittest.main), not from code it imported. An exit status 0
 // without the token is [RuleIncomplete] (C = 0.1). This stops the generic early-exit
@@ -220,12 +220,11 @@ func hasToken(sb rollout.Sandbox, name string, token []byte) (bool, error) {
 
 // bootstrap runs the test file given as the first argument as __main__, with the
 // workspace (the current directory) appended to the module path. Before any test code
-// runs it reads the completion token from standard input; it writes "ok:" and the token
-// to the file given as the second argument (created empty by Verify) only when the
-// script ran to its end: it returned,
-// or raised SystemExit with status 0 (None, 0 or False) whose innermost frame outside
-// the standard library is the script's own code (the script's sys.exit, exit() or
-// unittest.main), not code it imported.
+// runs it reads the completion token from standard input; it writes tokenPrefix and the
+// token to the file given as the second argument (created empty by Verify) only when
+// the script ran to its end: it returned, or raised SystemExit with status 0 (None, 0
+// or False) whose innermost frame outside the standard library is the script's own code
+// (the script's sys.exit, exit() or unittest.main), not code it imported.
 const bootstrap = `import os, runpy, sys
 def _verify():
     token = sys.stdin.buffer.read()
