@@ -35,7 +35,8 @@
 //
 // Qwen2.5/Qwen3 ChatML: "<|im_start|>{role}\n{content}<|im_end|>\n" per message, no
 // default system prompt (Qwen3 behaviour), tools in the system turn under "# Tools"
-// (each tool re-serialised like the template's tojson filter), assistant tool calls as
+// (each tool as vLLM's validation dumps it, with a null description or parameters when
+// absent, re-serialised like the template's tojson filter), assistant tool calls as
 // "<tool_call>\n{"name": …, "arguments": …}\n</tool_call>" blocks after the content,
 // runs of tool messages merged into one user turn of <tool_response> blocks, and the
 // generation prompt "<|im_start|>assistant\n" (followed by "<think>\n\n</think>\n\n"

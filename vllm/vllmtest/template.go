@@ -95,7 +95,7 @@ func renderChat(msgs []wireMessage, p renderParams) (string, error) {
 		}
 		b.WriteString(toolsHeader)
 		for i, t := range p.tools {
-			s, err := pyJSON(t)
+			s, err := toolJSON(t)
 			if err != nil {
 				return "", fmt.Errorf("tools[%d]: %v", i, err)
 			}

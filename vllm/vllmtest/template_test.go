@@ -120,6 +120,34 @@ func TestTemplateToolsChangeOnlySystemTurn(t *testing.T) {
 	require.Contains(t, with, "<|im_end|>\n<|im_start|>user\nU<|im_end|>\n")
 }
 
+func TestTemplateToolsAsVLLMValidatesThem(t *testing.T) {
+	// vLLM hands the template each tool's pydantic model_dump(): type first, then
+	// function with name, description and parameters (null when absent), extra keys
+	// after the declared ones.
+	s := vllmtest.NewServer(t)
+	msgs := []map[string]any{{"role": "user", "content": "U"}}
+	tools := []json.RawMessage{
+		json.RawMessage(`{"function":{"strict":true,"parameters":{"type":"object","properties":{}},"name":"f"},"type":"function"}`),
+		json.RawMessage(`{"type":"function","function":{"name":"g"}}`),
+	}
+	got := s.Decode(renderIDs(t, s, msgs, tools, false, nil))
+	require.Contains(t, got, "<tools>\n"+
+		`{"type": "function", "function": {"name": "f", "description": null, "parameters": {"type": "object", "properties": {}}, "strict": true}}`+"\n"+
+		`{"type": "function", "function": {"name": "g", "description": null, "parameters": null}}`+"\n</tools>")
+
+	for _, tc := range []struct{ name, tool, want string }{
+		{"no function", `{"type":"function"}`, "function: Field required"},
+		{"not a function", `{"type":"code_interpreter","function":{"name":"f"}}`, "type must be"},
+		{"no name", `{"type":"function","function":{"description":"d"}}`, "function.name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, raw := post(t, s.URL+"/tokenize", map[string]any{"messages": msgs, "tools": []json.RawMessage{json.RawMessage(tc.tool)}})
+			require.Equal(t, 400, status)
+			require.Contains(t, string(raw), tc.want)
+		})
+	}
+}
+
 // Rendering a conversation and then the same conversation plus tool results gives a
 // token prefix: the delta for tool results can be taken from /tokenize alone.
 func TestGenerationPromptDeltaProperty(t *testing.T) {
