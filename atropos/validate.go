@@ -59,7 +59,8 @@ type ValidateOptions struct {
 //   - masks are MaskIgnore or the token id; token ids are not negative;
 //   - inference_logprobs are MaskedLogprob at masked positions and at most 0 at trained
 //     positions;
-//   - no NaN or ±Inf in any float, including inside generation_params and overrides;
+//   - no NaN or ±Inf in any float, including inside generation_params, overrides and
+//     group_overrides, which must also be encodable as JSON;
 //   - distill ids are not negative, ids and logprobs parallel;
 //   - every message is an object with "role" and "content" (the API answers 422
 //     otherwise);
@@ -146,14 +147,14 @@ func (g *ScoredDataGroup) Validate(opts ValidateOptions) error {
 		return bad("overrides", -1, -1, "%d entries for %d sequences", len(g.Overrides), N)
 	}
 	for i, o := range g.Overrides {
-		if err := finiteValue(o); err != nil {
+		if err := checkFreeForm(o); err != nil {
 			return bad("overrides", i, -1, "%v", err)
 		}
 	}
-	if err := finiteValue(g.GenerationParams); err != nil {
+	if err := checkFreeForm(g.GenerationParams); err != nil {
 		return bad("generation_params", -1, -1, "%v", err)
 	}
-	if err := finiteValue(g.GroupOverrides); err != nil {
+	if err := checkFreeForm(g.GroupOverrides); err != nil {
 		return bad("group_overrides", -1, -1, "%v", err)
 	}
 	if len(g.Images) > 0 && !json.Valid(g.Images) {
@@ -253,6 +254,23 @@ func checkMessage(raw json.RawMessage) error {
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// checkFreeForm checks a free-form value (generation_params, overrides): no NaN or ±Inf,
+// named by its path when the value is made of maps, []any and floats, and encodable by
+// encoding/json whatever its types.
+func checkFreeForm(v any) error {
+	if err := finiteValue(v); err != nil {
+		return err
+	}
+	if _, err := json.Marshal(v); err != nil {
+		var uv *json.UnsupportedValueError
+		if errors.As(err, &uv) {
+			return fmt.Errorf("%w: %v", ErrNonFinite, err)
+		}
+		return err
+	}
+	return nil
+}
 
 // finiteValue walks a free-form value and reports the first NaN or ±Inf.
 func finiteValue(v any) error {

@@ -75,6 +75,16 @@ func TestValidate(t *testing.T) {
 			g.GenerationParams["stop"] = []any{1.0, math.Inf(1)}
 		}, `generation_params: "stop": [1]`},
 		{"bad images", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) { g.Images = json.RawMessage(`[`) }, "images: not valid JSON"},
+		{"NaN in a typed map", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) {
+			g.GenerationParams["logit_bias"] = map[string]float64{"7": math.NaN()}
+		}, "generation_params: atropos: NaN or Inf value"},
+		{"Inf in a typed slice", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) {
+			g.GroupOverrides["weights"] = []float32{1, float32(math.Inf(1))}
+		}, "group_overrides: atropos: NaN or Inf value"},
+		{"Inf in per-sequence overrides", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) {
+			g.Overrides[0]["t"] = struct{ T float64 }{math.Inf(-1)}
+		}, "overrides[0]: atropos: NaN or Inf value"},
+		{"unencodable value", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) { g.GenerationParams["f"] = func() {} }, "generation_params: json: unsupported type: func()"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
