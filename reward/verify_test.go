@@ -186,6 +186,18 @@ func TestVerifyWorkspaceCannotShadowTheStandardLibrary(t *testing.T) {
 		"solution.py":      "def f():\n    return 2\n",
 	})
 	require.Equal(t, reward.RuleAssertion, v.Rule, v.Output)
+
+	// A planted unittest.py must not replace the real one for unittest-based tests.
+	task = tasks.Task{ID: "u", TestCode: "import unittest\nfrom solution import f\n" +
+		"class T(unittest.TestCase):\n    def test_f(self):\n        self.assertEqual(f(), 1)\n" +
+		"unittest.main()\n"}
+	fake := "import sys\nclass TestCase: pass\ndef main():\n    print('All tests passed!')\n    sys.exit(0)\n"
+	v = verifyWork(t, dirSandboxFactory, task, agentWork{
+		"unittest.py": fake,
+		"solution.py": "def f():\n    return 2\n",
+	})
+	require.Equal(t, 1, v.ExitCode, v.Output)
+	require.Equal(t, reward.RuleAssertion, v.Rule, v.Output)
 }
 
 func TestVerifyCorrectnessFromTheRun(t *testing.T) {
