@@ -48,8 +48,9 @@
 // # Pool
 //
 // [Pool] sends each call to the healthy server with the fewest calls in flight, moves
-// on to another server when one fails (connection error or 5xx), and takes a failed
-// server back once GET /health answers again. [Pool.Score] spreads the parts of a
+// on to another server when one fails (a connection error, a broken answer, an attempt
+// past [WithAttemptTimeout], or a 5xx), and takes a failed server back once GET /health
+// answers again. Close stops its health checker and closes its idle connections. [Pool.Score] spreads the parts of a
 // split request over the servers.
 //
 // # Errors
