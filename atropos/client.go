@@ -79,7 +79,8 @@ type RetryConfig struct {
 	// MaxAttempts is the number of attempts per request; zero retries until the context
 	// ends.
 	MaxAttempts int
-	// MinBackoff and MaxBackoff bound the wait between attempts. Defaults 500ms and 10s.
+	// MinBackoff and MaxBackoff bound the wait between attempts. Defaults 500ms (or
+	// MaxBackoff, when that is set and smaller) and 10s (or MinBackoff, when larger).
 	MinBackoff, MaxBackoff time.Duration
 	// AttemptTimeout bounds one attempt; zero means only the context bounds it.
 	AttemptTimeout time.Duration
@@ -159,11 +160,18 @@ func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
 	if cfg.StatusInterval <= 0 {
 		cfg.StatusInterval = 100 * time.Millisecond
 	}
-	if cfg.Retry.MinBackoff <= 0 {
-		cfg.Retry.MinBackoff = 500 * time.Millisecond
+	r := &cfg.Retry
+	if r.MinBackoff > 0 && r.MaxBackoff > 0 && r.MaxBackoff < r.MinBackoff {
+		return nil, fmt.Errorf("atropos: RetryConfig.MaxBackoff %v is below MinBackoff %v", r.MaxBackoff, r.MinBackoff)
 	}
-	if cfg.Retry.MaxBackoff < cfg.Retry.MinBackoff {
-		cfg.Retry.MaxBackoff = max(10*time.Second, cfg.Retry.MinBackoff)
+	if r.MinBackoff <= 0 {
+		r.MinBackoff = 500 * time.Millisecond
+		if r.MaxBackoff > 0 {
+			r.MinBackoff = min(r.MinBackoff, r.MaxBackoff)
+		}
+	}
+	if r.MaxBackoff <= 0 {
+		r.MaxBackoff = max(10*time.Second, r.MinBackoff)
 	}
 	a, err := newAPI(baseURL, cfg.HTTPClient, cfg.Logger)
 	if err != nil {
@@ -320,10 +328,11 @@ func (c *Client) retry(ctx context.Context, what string, op func(context.Context
 // backoff returns the wait after the given attempt: full jitter over an exponentially
 // growing cap.
 func backoff(r RetryConfig, attempt int) time.Duration {
-	ceil := r.MinBackoff << min(attempt-1, 30)
-	if ceil <= 0 || ceil > r.MaxBackoff {
-		ceil = r.MaxBackoff
+	ceil := r.MinBackoff
+	for i := 1; i < attempt && ceil < r.MaxBackoff; i++ {
+		ceil *= 2 // ceil < MaxBackoff here, so this cannot wrap for any sane MaxBackoff
 	}
+	ceil = min(ceil, r.MaxBackoff)
 	return r.MinBackoff/2 + rand.N(ceil-r.MinBackoff/2+1)
 }
 

@@ -554,3 +554,24 @@ func TestSendDenseZeroPad(t *testing.T) {
 	require.Equal(t, []int32{11, 5, 0}, ids)
 	require.Equal(t, []float32{-0.2, -1.8, 0}, lps)
 }
+
+// TestRetryMaxBackoffAlone: a MaxBackoff below the default MinBackoff is honoured (the
+// minimum shrinks to it) rather than replaced by the 10 s default. Six failures with
+// waits of at least 250 ms each could not fit in the deadline.
+func TestRetryMaxBackoffAlone(t *testing.T) {
+	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
+	c := registered(t, srv, t.TempDir(), func(c *atropos.ClientConfig) {
+		c.Retry = atropos.RetryConfig{MaxBackoff: 2 * time.Millisecond}
+	})
+	srv.FailNext("/scored_data", 6, 503, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	require.NoError(t, c.Send(ctx, group(1, 2)))
+	require.Equal(t, 7, srv.RequestCount("/scored_data"))
+}
+
+func TestRetryConfigErrors(t *testing.T) {
+	_, err := atropos.NewClient("http://h", atropos.ClientConfig{EnvName: "e", GroupSize: 2, SpoolDir: "x",
+		Retry: atropos.RetryConfig{MinBackoff: time.Second, MaxBackoff: time.Millisecond}})
+	require.ErrorContains(t, err, "MaxBackoff 1ms is below MinBackoff 1s")
+}
