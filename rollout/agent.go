@@ -42,8 +42,10 @@ type Config struct {
 	// StopContextLength. 0 means 64.
 	MinGenerateTokens int
 	// MaxResultChars caps every tool message, head and tail kept and the cut marked.
-	// The built-in tools cap their large fields well below this so their JSON stays
-	// whole; this is the last resort for other tools. 0 means 16000.
+	// The built-in tools cap their large fields well below this; a result still
+	// longer (JSON escaping can multiply the length of control characters six-fold)
+	// that is a JSON object stays a valid JSON object: its longest string values are
+	// cut instead. 0 means 16000.
 	MaxResultChars int
 	// ContinueTruncated keeps the episode going after a turn cut at MaxTokens: the
 	// template's close is appended as SegCloseSynth, then the separator; complete tool
@@ -398,7 +400,7 @@ func (r *run) runTools(ctx context.Context, turn int, calls []ParsedCall, msg *c
 		})
 		out = append(out, chat.Message{
 			Role: chat.RoleTool, ToolCallID: id, Name: c.Name,
-			Content: CapText(result, r.a.cfg.MaxResultChars),
+			Content: capResult(result, r.a.cfg.MaxResultChars),
 		})
 	}
 	return out, nil

@@ -100,6 +100,99 @@ func CapText(s string, maxChars int) string {
 	return s[:hb] + fmt.Sprintf("\n...[%d characters cut]...\n", n-maxChars) + s[tb:]
 }
 
+// capResult caps a tool result at maxChars characters. A JSON object stays a JSON
+// object with its keys in order: its longest string values are cut (CapText) until
+// the encoding fits; anything else, or an object that cannot be made to fit, is cut
+// as text.
+func capResult(s string, maxChars int) string {
+	if maxChars <= 0 || utf8.RuneCountInString(s) <= maxChars {
+		return s
+	}
+	type field struct {
+		key string
+		raw json.RawMessage
+		str *string
+	}
+	var fields []field
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return CapText(s, maxChars)
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return CapText(s, maxChars)
+		}
+		f := field{key: t.(string)}
+		if err := dec.Decode(&f.raw); err != nil {
+			return CapText(s, maxChars)
+		}
+		var v string
+		if len(f.raw) > 0 && f.raw[0] == '"' && json.Unmarshal(f.raw, &v) == nil {
+			f.str = &v
+		}
+		fields = append(fields, f)
+	}
+	if _, err := dec.Token(); err != nil || dec.More() {
+		return CapText(s, maxChars)
+	}
+	encode := func() string {
+		var b bytes.Buffer
+		b.WriteByte('{')
+		for i, f := range fields {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			k, _ := json.Marshal(f.key)
+			b.Write(k)
+			b.WriteByte(':')
+			if f.str != nil {
+				enc := json.NewEncoder(&b)
+				enc.SetEscapeHTML(false)
+				_ = enc.Encode(*f.str)
+				b.Truncate(b.Len() - 1) // Encode's newline
+			} else {
+				b.Write(f.raw)
+			}
+		}
+		b.WriteByte('}')
+		return b.String()
+	}
+	for range 20 {
+		out := encode()
+		over := utf8.RuneCountInString(out) - maxChars
+		if over <= 0 {
+			return out
+		}
+		longest := -1
+		for i, f := range fields {
+			if f.str != nil && (longest < 0 || len(*f.str) > len(*fields[longest].str)) {
+				longest = i
+			}
+		}
+		if longest < 0 {
+			break
+		}
+		str := *fields[longest].str
+		n := utf8.RuneCountInString(str)
+		if n <= 64 {
+			break // nothing worth cutting is left
+		}
+		// Cut what is over plus room for the marker, in characters of the value:
+		// escaping makes each count for about escaped/n characters of the encoding.
+		// Where the estimate falls short, the next round cuts again.
+		escaped := utf8.RuneCountInString(jsonResult(str)) - 2
+		remove := int(float64(over+64)*float64(n)/float64(max(escaped, n))) + 1
+		cut := fmt.Sprintf("[%d characters cut]", n)
+		if keep := n - remove; keep > 0 {
+			cut = CapText(str, keep)
+		}
+		fields[longest].str = &cut
+	}
+	return CapText(s, maxChars)
+}
+
 func byteOffsetOfRune(s string, r int) int {
 	i := 0
 	for off := range s {

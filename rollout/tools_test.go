@@ -234,3 +234,105 @@ func FuzzCapText(f *testing.F) {
 func TestTempSandboxConformance(t *testing.T) {
 	rollouttest.Run(t, func(t *testing.T) rollout.Sandbox { return newTempSandbox(t) })
 }
+
+func TestCapResult(t *testing.T) {
+	ctrl := strings.Repeat("\x01", 5000) // JSON-escaped, each is six characters
+	tests := []struct {
+		name    string
+		in      string
+		max     int
+		want    string // exact result, when set
+		wantKey []string
+	}{
+		{name: "short", in: `{"a":"b"}`, max: 100, want: `{"a":"b"}`},
+		{name: "not JSON is cut as text", in: strings.Repeat("x", 100), max: 10,
+			want: "xxxxx\n...[90 characters cut]...\nxxxxx"},
+		{name: "the longest string is cut, keys in order", max: 200,
+			in:      `{"output":"` + strings.Repeat("o", 1000) + `","exit_code":3,"error":"short"}`,
+			wantKey: []string{"output", "exit_code", "error"}},
+		{name: "escaped control characters", max: 2000,
+			in:      jsonResultForTest(map[string]any{"output": ctrl}),
+			wantKey: []string{"output"}},
+		{name: "two long strings", max: 500,
+			in:      `{"b":"` + strings.Repeat("b", 900) + `","a":"` + strings.Repeat(`\"`, 900) + `"}`,
+			wantKey: []string{"b", "a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := rollout.CapResult(tc.in, tc.max)
+			if tc.want != "" {
+				require.Equal(t, tc.want, got)
+				return
+			}
+			require.LessOrEqual(t, utf8.RuneCountInString(got), tc.max, got)
+			dec := json.NewDecoder(strings.NewReader(got))
+			var keys []string
+			_, err := dec.Token()
+			require.NoError(t, err, got)
+			for dec.More() {
+				k, err := dec.Token()
+				require.NoError(t, err, got)
+				keys = append(keys, k.(string))
+				var v any
+				require.NoError(t, dec.Decode(&v), got)
+			}
+			require.Equal(t, tc.wantKey, keys)
+			require.Contains(t, got, "characters cut]")
+		})
+	}
+	// The numbers and short strings are kept as they were.
+	got := rollout.CapResult(`{"output":"`+strings.Repeat("o", 1000)+`","exit_code":3,"error":"short"}`, 200)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(got), &m))
+	require.Equal(t, 3.0, m["exit_code"])
+	require.Equal(t, "short", m["error"])
+	require.True(t, strings.HasPrefix(m["output"].(string), "ooo"))
+	require.True(t, strings.HasSuffix(m["output"].(string), "ooo"))
+}
+
+func jsonResultForTest(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func FuzzCapResult(f *testing.F) {
+	f.Add(`{"output":"`+strings.Repeat("\\u0001", 300)+`","exit_code":0}`, 100)
+	f.Add(`{"a":[1,2,3],"b":"xyz"}`, 5)
+	f.Add(`not json`, 3)
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		n %= 4096
+		got := rollout.CapResult(s, n)
+		if n <= 0 || utf8.RuneCountInString(s) <= n {
+			if got != s {
+				t.Fatalf("CapResult(%q, %d) = %q, want it unchanged", s, n, got)
+			}
+			return
+		}
+		if utf8.ValidString(s) && utf8.RuneCountInString(got) > n+40 {
+			t.Fatalf("CapResult(%q, %d) = %q: %d characters", s, n, got, utf8.RuneCountInString(got))
+		}
+		if json.Valid([]byte(s)) && json.Valid([]byte(got)) && utf8.RuneCountInString(got) > n {
+			t.Fatalf("CapResult(%q, %d) = %q: valid JSON over the cap", s, n, got)
+		}
+	})
+}
+
+// A terminal command printing control characters gives a result whose JSON is far
+// longer than its output; the tool message is still a JSON object within the cap.
+func TestAgentKeepsLongToolResultsJSON(t *testing.T) {
+	p := &fakePolicy{script: scripted(call("terminal", map[string]any{"command": "head -c 5000 /dev/zero | tr '\\0' '\\1'; echo; echo THE END"}))}
+	a, err := rollout.NewAgent(p, rollout.Config{MaxResultChars: 4000})
+	require.NoError(t, err)
+	tr, err := a.Run(context.Background(), startMessages, newTempSandbox(t))
+	require.NoError(t, err)
+	require.Equal(t, rollout.StopNoToolCalls, tr.Stop, tr.Err)
+	msg := tr.Messages[3]
+	require.LessOrEqual(t, utf8.RuneCountInString(msg.Content), 4000)
+	res := toolResult(t, msg)
+	require.Equal(t, 0.0, res["exit_code"])
+	require.True(t, strings.HasSuffix(res["output"].(string), "THE END"), res["output"])
+	require.Contains(t, res["output"], "characters cut]")
+}

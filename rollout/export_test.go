@@ -1,0 +1,4 @@
+package rollout
+
+// CapResult exposes capResult to the external tests.
+var CapResult = capResult
