@@ -47,6 +47,7 @@ func goldenGroup(t testing.TB) *atropos.ScoredDataGroup {
 		InferenceLogprobs: [][]float64{{1, 1, -0.7, -0.01}, {1, 1, -1.25, -3e-8}},
 		Overrides:         []map[string]any{{}, {"set_advantage_to_zero": true}},
 		GroupOverrides:    map[string]any{"group_size": 2.0},
+		Images:            json.RawMessage(`["aGVsbG8="]`),
 		EnvID:             ptr(3),
 		Distill: []*atropos.DistillRows{
 			rows(t, 4, map[int][2]any{2: {[]int32{11, 40}, []float32{-0.1, -2.5}}, 3: {[]int32{12}, []float32{-0.001}}}),
