@@ -357,3 +357,17 @@ func TestCollectGroupTeacherTooShortLeavesTurnsUnscored(t *testing.T) {
 		assert.False(t, r.Path == "/v1/completions" && r.JSON["prompt_logprobs"] != nil, "no teacher request")
 	}
 }
+
+func TestEvaluateRunsTheFirstEvalSizeTasks(t *testing.T) {
+	var eval []tasks.Task
+	for i := range 12 {
+		task := tasks.Builtin()[i%8]
+		task.ID = fmt.Sprintf("%s-%d", task.ID, i)
+		eval = append(eval, task)
+	}
+	f := newFixture(t, func(c *agenticopd.Config) { c.EvalTasks = eval })
+	m, err := f.env.Evaluate(context.Background(), "")
+	require.NoError(t, err)
+	assert.Equal(t, float64(10), m["eval/n_items"], "eval_size 10 of 12")
+	assert.Equal(t, 1.0, m["eval/pass_rate"], "the scripted coder fixes every task")
+}

@@ -258,18 +258,24 @@ type EvalSample struct {
 	Messages    []chat.Message `json:"messages,omitempty"`
 }
 
-// Evaluate runs one greedy rollout (temperature 0) of every eval task, without OPD,
-// and returns eval/mean_correctness, eval/mean_reward, eval/pass_rate and eval/n_items.
+// Evaluate runs one greedy rollout (temperature 0) of each of the first EvalSize (10)
+// eval tasks, as the reference does, without OPD, and returns eval/mean_correctness,
+// eval/mean_reward, eval/pass_rate and eval/n_items.
 // When dir is not "", it writes dir/metrics.json and dir/samples.jsonl in the layout of
 // Atropos's evaluate mode. A rollout that fails is a sample with the error and
 // correctness 0, as in the reference.
 func (e *Env) Evaluate(ctx context.Context, dir string) (map[string]float64, error) {
 	start := time.Now()
-	samples := make([]EvalSample, len(e.eval))
-	rollouts := make([]Rollout, len(e.eval))
+	size := e.cfg.EvalSize
+	if size <= 0 {
+		size = tasks.DefaultEvalSize
+	}
+	eval := e.eval[:min(size, len(e.eval))]
+	samples := make([]EvalSample, len(eval))
+	rollouts := make([]Rollout, len(eval))
 	eg, gctx := errgroup.WithContext(ctx)
 	eg.SetLimit(e.cfg.MaxRollouts)
-	for i, task := range e.eval {
+	for i, task := range eval {
 		eg.Go(func() error {
 			s := EvalSample{TaskID: task.ID, Prompt: firstRunes(task.Statement, 200)}
 			r, err := e.runRollout(gctx, e.evalAgent, task)
