@@ -10,13 +10,13 @@ import (
 )
 
 func (s *Server) handleBatch(*http.Request, []byte) reply {
-	if !s.st.trainerInit {
-		if s.st.everReset {
-			return internalError()
-		}
+	if !s.st.trainerInit && !s.st.everReset {
 		return jsonReply(map[string]any{"status": "error", "message": "Trainer not registered. Call /register first.", "batch": []any{}})
 	}
-	s.st.started = true
+	s.st.started = true // even after a reset, when the next step fails
+	if len(s.st.currBatch) == 0 && !s.st.queueExists {
+		return internalError() // after a reset: the queue is gone until /register or data
+	}
 	if len(s.st.currBatch) == 0 {
 		for {
 			b := s.formBatch()
@@ -243,7 +243,7 @@ func (s *Server) handleStatusEnv(r *http.Request, body []byte) reply {
 	if err := json.Unmarshal(body, &req); err != nil || req.EnvID == nil {
 		return validation422([]any{"body", "env_id"}, "Field required")
 	}
-	if !s.st.trainerInit || *req.EnvID < 0 || *req.EnvID >= len(s.st.envs) {
+	if *req.EnvID < 0 || *req.EnvID >= len(s.st.envs) {
 		return internalError()
 	}
 	st, ok := s.statusEnv(*req.EnvID)

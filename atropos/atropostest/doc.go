@@ -25,6 +25,11 @@
 //   - The wedge: data posted before a trainer registered is accepted and creates the
 //     queue, after which /register no longer initialises anything; /info stays -1 and
 //     /batch keeps answering "Trainer not registered" until /reset_data.
+//   - /reset_data: without a queue it changes nothing; otherwise the queue, buffers,
+//     envs and formed batches go, batch size and num_steps become -1 and the step 0,
+//     while max_token_len, the checkpoint fields and the latest example stay. Until the
+//     next /register, /batch answers 500 yet marks the trainer started, so an env can
+//     register against the stale state and wedge the server again by posting.
 //   - Buffering of groups whose size differs from the env's group size, released to the
 //     queue when some buffered groups sum exactly to it (greedy FIFO first, then
 //     upstream's subset search, which walks back from the newest group and so takes

@@ -130,7 +130,7 @@ func (s *Server) handleInfo(*http.Request, []byte) reply {
 }
 
 func (s *Server) handleStatus(*http.Request, []byte) reply {
-	if !s.st.trainerInit {
+	if !s.st.queueExists || !s.st.trainerInit && !s.st.everReset { // upstream: no queue or no step counter
 		return jsonReply(map[string]int{"current_step": 0, "queue_size": 0})
 	}
 	return jsonReply(map[string]int{"current_step": s.st.step, "queue_size": len(s.st.queue)})
@@ -141,11 +141,22 @@ func (s *Server) handleReset(*http.Request, []byte) reply {
 	return reply{status: 200, body: []byte("Reset successful"), text: true}
 }
 
-// reset drops queue and envs; max_token_len survives, as upstream. Called with s.mu held.
+// reset acts as upstream's /reset_data. Without a queue it changes nothing (upstream's
+// first step, deleting the queue, fails and the rest is skipped). Otherwise it drops the
+// queue, buffers, envs, formed batches and uuids, sets batch size and num_steps to -1 and
+// the step to 0; max_token_len, the checkpoint fields and the latest example survive.
+// Called with s.mu held.
 func (s *Server) reset() {
-	mtl := s.st.maxTokenLen
+	if !s.st.queueExists {
+		return
+	}
+	old := s.st
 	s.st = freshState()
-	s.st.maxTokenLen = mtl
+	s.st.maxTokenLen = old.maxTokenLen
+	s.st.checkpointDir = old.checkpointDir
+	s.st.saveInterval = old.saveInterval
+	s.st.latest = old.latest
+	s.st.numSteps = -1
 	s.st.everReset = true
 }
 

@@ -40,7 +40,7 @@ type Server struct {
 type state struct {
 	queueExists   bool // upstream: the queue attribute exists
 	trainerInit   bool // /register ran its initialising branch
-	everReset     bool // /reset_data ran; uninitialised state now answers 500
+	everReset     bool // /reset_data ran on an initialised state: upstream's "started" and "envs" exist
 	started       bool // first /batch after /register
 	queue         []*entry
 	buffer        map[int][]*entry

@@ -487,3 +487,29 @@ func TestMinimumAllocationsScaledDown(t *testing.T) {
 	require.Equal(t, []float64{2, 12}, scores)
 	require.Equal(t, 2, srv.Step())
 }
+
+// TestResetAsUpstream: /reset_data on a fresh server changes nothing; after a real reset
+// a trainer's /batch (500) still opens /register-env, an env may register against the
+// stale state, and its data wedges the server again — the hazard of upstream's reset.
+func TestResetAsUpstream(t *testing.T) {
+	fresh := atropostest.NewServer(t)
+	require.Equal(t, "Reset successful", do(t, fresh, "GET", "/reset_data", "").body)
+	jsonEq(t, `{"status":"error","message":"Trainer not registered. Call /register first.","batch":[]}`, do(t, fresh, "GET", "/batch", "").body)
+
+	srv := atropostest.NewServer(t)
+	require.Equal(t, 200, do(t, srv, "POST", "/register", registerBody).status)
+	jsonEq(t, `{"batch":null}`, do(t, srv, "GET", "/batch", "").body)
+	srv.Reset()
+	require.Equal(t, 500, do(t, srv, "GET", "/batch", "").status)
+	// Checkpoint fields survive the reset; num_steps becomes -1.
+	jsonEq(t, `{"status":"success","env_id":0,"wandb_name":"e_0","checkpoint_dir":"c","starting_step":0,"checkpoint_interval":5,"num_steps":-1}`,
+		do(t, srv, "POST", "/register-env", `{"max_token_length":2048,"desired_name":"e","weight":1,"group_size":2}`).body)
+	jsonEq(t, `{"current_step":0,"queue_size":0,"unallocated_fraction":1,"self_queue_size":0,"max_group_size":1,"env_weight":1}`,
+		do(t, srv, "GET", "/status-env", `{"env_id":0}`).body)
+	jsonEq(t, `{"current_step":0,"queue_size":0}`, do(t, srv, "GET", "/status", "").body)
+	jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(2, 0, 1)).body)
+	jsonEq(t, `{"current_step":0,"queue_size":1}`, do(t, srv, "GET", "/status", "").body)
+	require.Equal(t, 200, do(t, srv, "POST", "/register", registerBody).status)
+	jsonEq(t, `{"batch_size":-1,"max_token_len":100}`, do(t, srv, "GET", "/info", "").body)
+	jsonEq(t, `{"batch":null}`, do(t, srv, "GET", "/batch", "").body)
+}
