@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/agentic-opd/agenticopd/chat"
 )
@@ -141,12 +142,19 @@ func renderChat(msgs []wireMessage, p renderParams) (string, error) {
 		if len(msgs) == 0 {
 			return "", errors.New("continue_final_message needs at least one message")
 		}
-		final := strings.TrimSpace(string(msgs[len(msgs)-1].Content))
-		j := strings.LastIndex(out, final)
-		if final == "" || j < 0 {
+		// As Hugging Face's apply_chat_template: cut after the last occurrence of the
+		// stripped final message, keeping its trailing whitespace when the rendering
+		// kept it too (and the message has no leading whitespace).
+		final := string(msgs[len(msgs)-1].Content)
+		stripped := strings.TrimSpace(final)
+		j := strings.LastIndex(out, stripped)
+		if j < 0 {
 			return "", errors.New("continue_final_message is set but the final message does not appear in the chat after applying the chat template")
 		}
-		return out[:j+len(final)], nil
+		if lstripped := strings.TrimLeftFunc(final, unicode.IsSpace); strings.HasPrefix(out[j:], final) && len(lstripped) == len(final) {
+			return out[:j+len(final)], nil
+		}
+		return out[:j+len(stripped)], nil
 	}
 	if p.addGenerationPrompt {
 		out += "<|im_start|>assistant\n"

@@ -229,6 +229,20 @@ func TestContinueFinalMessage(t *testing.T) {
 	var tok tokenizeResponse
 	postOK(t, s.URL+"/tokenize", map[string]any{"messages": msgs, "add_generation_prompt": false, "continue_final_message": true}, &tok)
 	require.Equal(t, "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nPart", s.Decode(tok.Tokens))
+
+	// Hugging Face's rules for whitespace around the final message.
+	for _, tc := range []struct{ name, content, want string }{
+		{"trailing whitespace the template kept", "def f():\n    ", "def f():\n    "},
+		{"leading and trailing whitespace", "  Part  ", "  Part"},
+		{"empty message: the whole rendering", "", "<|im_end|>\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := []map[string]any{{"role": "user", "content": "U"}, {"role": "assistant", "content": tc.content}}
+			var tok tokenizeResponse
+			postOK(t, s.URL+"/tokenize", map[string]any{"messages": msgs, "add_generation_prompt": false, "continue_final_message": true}, &tok)
+			require.Equal(t, "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"+tc.want, s.Decode(tok.Tokens))
+		})
+	}
 }
 
 func TestTokenizeBadRequests(t *testing.T) {
