@@ -149,7 +149,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		rep = reply{status: 400, body: []byte("unreadable body"), text: true}
-	case strings.Contains(strings.ToLower(r.Header.Get("Content-Encoding")), "gzip"):
+	case strings.Contains(strings.ToLower(r.Header.Get("Content-Encoding")), "gzip") && len(body) > 0:
+		// An empty body stays empty, as upstream: the endpoint then reports what is missing.
 		rec.Gzip = true
 		zr, zerr := gzip.NewReader(bytes.NewReader(body))
 		if zerr == nil {

@@ -290,6 +290,9 @@ func TestGzipBodies(t *testing.T) {
 	jsonEq(t, `{"status":"received"}`, r.body)
 	require.True(t, srv.Requests()[0].Gzip)
 
+	r = do(t, srv, "POST", "/scored_data", "", "Content-Encoding", "gzip")
+	require.Equal(t, 422, r.status, "an empty gzip body is an empty body")
+
 	r = do(t, srv, "POST", "/scored_data", "not gzip", "Content-Encoding", "gzip")
 	require.Equal(t, 400, r.status)
 	require.Equal(t, "Invalid gzip payload", r.body)
