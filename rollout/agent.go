@@ -258,6 +258,14 @@ func (r *run) loop(ctx context.Context) error {
 	if !hasSuffix(first.Tokens, cal.GenerationPrompt) || len(first.Tokens) == len(cal.GenerationPrompt) {
 		return r.fail(ctx, &DriftError{Check: "shape", Detail: "the first prompt does not end with the calibrated generation prompt"})
 	}
+	// Every turn the template opens it closes: a special-token literal in the first
+	// messages (a task statement holding "<|im_end|>") would otherwise reach the model
+	// as a control token.
+	body := first.Tokens[:len(first.Tokens)-len(cal.GenerationPrompt)]
+	if starts, closes := count(body, cal.TurnStart), count(body, cal.Close); starts != closes {
+		return r.fail(ctx, &DriftError{Check: "shape", Detail: fmt.Sprintf(
+			"the first prompt has %d turn-start and %d close tokens (a special-token literal in a message?)", starts, closes)})
+	}
 	maxLen := first.MaxModelLen
 	if maxLen == 0 {
 		maxLen = cal.MaxModelLen

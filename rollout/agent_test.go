@@ -466,3 +466,31 @@ func TestAgentWithTemplateNeedingToolCalls(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, decode(full.Tokens), decode(tr.Tokens))
 }
+
+func TestAgentRefusesSpecialTokenLiteralsInTheFirstMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		style templateStyle
+		lit   string
+	}{
+		{"chatml close", styleChatML, "<|im_end|>"},
+		{"chatml start", styleChatML, "<|im_start|>"},
+		{"llama close", styleLlama, "<|eot_id|>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &fakePolicy{style: tc.style}
+			a, err := rollout.NewAgent(p, rollout.Config{})
+			require.NoError(t, err)
+			msgs := slices.Clone(startMessages)
+			msgs[1].Content = "Explain what " + tc.lit + " means."
+			tr, stats, err := a.RunStats(context.Background(), msgs, newTempSandbox(t))
+			require.NoError(t, err)
+			require.Equal(t, rollout.StopTemplateDrift, tr.Stop)
+			require.Contains(t, tr.Err, "special-token literal")
+			require.Equal(t, 1, stats.TemplateDrift)
+			require.Zero(t, tr.TurnsUsed)
+			require.Empty(t, p.prompts, "the model was never asked")
+			require.Empty(t, tr.Tokens)
+		})
+	}
+}
