@@ -207,6 +207,45 @@ func TestChatToolCalls(t *testing.T) {
 		require.Len(t, lp.Bytes, len(lp.Token))
 	}
 
+	// vLLM's hermes parser: a last block left unclosed still counts; a block without
+	// "arguments" (or that is not JSON) leaves the whole text as content
+	for _, tc := range []struct {
+		name, text string
+		calls      []chat.FunctionCall
+	}{
+		{"unclosed last block", "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\":1}}\n",
+			[]chat.FunctionCall{{Name: "a", Arguments: "{}"}, {Name: "b", Arguments: `{"x": 1}`}}},
+		{"no arguments", "<tool_call>\n{\"name\": \"a\"}\n</tool_call>", nil},
+		{"not JSON", "<tool_call>\n{\"name\": \"a\", \"arguments\": {\n</tool_call>", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := vllmtest.NewServer(t, vllmtest.WithChatScript(func(vllmtest.ChatScriptInput) []string { return []string{tc.text} }))
+			var resp struct {
+				Choices []struct {
+					Message      message `json:"message"`
+					FinishReason string  `json:"finish_reason"`
+				} `json:"choices"`
+			}
+			postOK(t, s.URL+"/v1/chat/completions", map[string]any{
+				"messages": []any{map[string]any{"role": "user", "content": "Weather?"}},
+				"tools":    []json.RawMessage{weatherTool}, "max_tokens": 200,
+			}, &resp)
+			c := resp.Choices[0]
+			var got []chat.FunctionCall
+			for _, call := range c.Message.ToolCalls {
+				got = append(got, call.Function)
+			}
+			require.Equal(t, tc.calls, got)
+			if tc.calls == nil {
+				require.Equal(t, tc.text, *c.Message.Content)
+				require.Equal(t, "stop", c.FinishReason)
+			} else {
+				require.Nil(t, c.Message.Content)
+				require.Equal(t, "tool_calls", c.FinishReason)
+			}
+		})
+	}
+
 	// without tools in the request the same text stays content
 	var plain struct {
 		Choices []struct {

@@ -235,8 +235,10 @@ func toolCallArguments(raw json.RawMessage) (string, error) {
 }
 
 // parseToolCalls finds Hermes-style <tool_call>{json}</tool_call> blocks in generated
-// text, as vLLM's hermes tool parser does. ok is false when there are none or one does
-// not parse; content is then the whole text.
+// text, as vLLM's hermes tool parser does: its regex also takes a last block left
+// unclosed (to the end of the text), and every block must be a JSON object with a
+// string "name" and an "arguments" member, or the whole text stays content. ok is false
+// when there are no blocks or one does not parse; content is then the whole text.
 func parseToolCalls(text string, idBase string) (content string, calls []chat.ToolCall, ok bool) {
 	i := strings.Index(text, "<tool_call>")
 	if i < 0 {
@@ -248,31 +250,29 @@ func parseToolCalls(text string, idBase string) (content string, calls []chat.To
 		if s < 0 {
 			break
 		}
-		e := strings.Index(rest[s:], "</tool_call>")
-		if e < 0 {
-			return text, nil, false
+		var body string
+		if e := strings.Index(rest[s:], "</tool_call>"); e >= 0 {
+			body = rest[s+len("<tool_call>") : s+e]
+			rest = rest[s+e+len("</tool_call>"):]
+		} else {
+			body = rest[s+len("<tool_call>"):]
+			rest = ""
 		}
-		body := strings.TrimSpace(rest[s+len("<tool_call>") : s+e])
-		rest = rest[s+e+len("</tool_call>"):]
 		var call struct {
-			Name      string          `json:"name"`
+			Name      *string         `json:"name"`
 			Arguments json.RawMessage `json:"arguments"`
 		}
-		if err := json.Unmarshal([]byte(body), &call); err != nil || call.Name == "" {
+		if err := json.Unmarshal([]byte(strings.TrimSpace(body)), &call); err != nil || call.Name == nil || call.Arguments == nil {
 			return text, nil, false
 		}
-		args := "{}"
-		if len(call.Arguments) > 0 {
-			a, err := pyJSON(call.Arguments)
-			if err != nil {
-				return text, nil, false
-			}
-			args = a
+		args, err := pyJSON(call.Arguments)
+		if err != nil {
+			return text, nil, false
 		}
 		calls = append(calls, chat.ToolCall{
 			ID:       idBase + strconv.Itoa(k),
 			Type:     "function",
-			Function: chat.FunctionCall{Name: call.Name, Arguments: args},
+			Function: chat.FunctionCall{Name: *call.Name, Arguments: args},
 		})
 	}
 	return text[:i], calls, true
