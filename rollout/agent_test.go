@@ -76,19 +76,38 @@ func checkExact(t *testing.T, tr *rollout.Trajectory, prompts, outputs [][]int32
 			want[j] = int(tr.Tokens[j])
 		}
 		require.Less(t, turn.GenPromptStart, turn.Start)
-		require.Equal(t, rollout.SegGenPrompt, segmentAt(t, tr, turn.GenPromptStart).Kind, "turn %d opens with a generation prompt", i)
+		g := segmentAt(t, tr, turn.GenPromptStart)
+		require.Equal(t, rollout.Segment{Kind: rollout.SegGenPrompt, Start: turn.GenPromptStart, End: turn.Start, Message: turn.Message}, g,
+			"turn %d opens with its generation prompt, right before its sampled ids", i)
+		require.Equal(t, rollout.Segment{Kind: rollout.SegSampled, Start: turn.Start, End: turn.End, Message: turn.Message},
+			segmentAt(t, tr, turn.Start), "turn %d is one sampled segment", i)
 		require.Equal(t, chat.RoleAssistant, tr.Messages[turn.Message].Role)
 	}
 	if diff := cmp.Diff(want, masks); diff != "" {
 		t.Errorf("masks (-want +got):\n%s", diff)
 	}
-	// The segments tile the tokens.
-	end := 0
+	// The segments tile the tokens; only sampled ones carry logprobs.
+	end, sampled := 0, 0
 	for _, s := range tr.Segments {
 		require.Equal(t, end, s.Start, "segments are contiguous")
 		require.Greater(t, s.End, s.Start)
+		if s.Kind == rollout.SegSampled {
+			sampled++
+		} else {
+			require.Equal(t, make([]float32, s.End-s.Start), tr.Logprobs[s.Start:s.End], "no logprobs on a %d segment", s.Kind)
+		}
+		if s.Kind != rollout.SegPrompt {
+			require.GreaterOrEqual(t, s.Message, 0, "a segment after the prompt belongs to a message")
+		}
+		switch s.Kind {
+		case rollout.SegDelta:
+			require.Equal(t, chat.RoleTool, tr.Messages[s.Message].Role, "a delta starts at its first tool message")
+		case rollout.SegSeparator, rollout.SegCloseSynth:
+			require.Equal(t, chat.RoleAssistant, tr.Messages[s.Message].Role, "separators and closes belong to their turn")
+		}
 		end = s.End
 	}
+	require.Equal(t, len(tr.Turns), sampled, "one sampled segment per turn")
 	require.Equal(t, len(tr.Tokens), end)
 	ilp := tr.InferenceLogprobs()
 	for i, m := range masks {
