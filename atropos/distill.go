@@ -117,8 +117,9 @@ func (r *DistillRows) Clone() *DistillRows {
 
 // DenseZeroPad returns the rows in the fixed L×k layout of the hermes OPD environment:
 // every position gets exactly k entries, rows longer than k are cut to their first k
-// entries (rows are sorted by teacher rank, so the best ones stay), shorter rows and
-// empty rows are padded with id 0 and logprob 0. This layout loses the difference between
+// entries (the best ones when the row is sorted by teacher rank, as the vllm package
+// builds rows; rows read from elsewhere may be in any order), shorter rows and empty
+// rows are padded with id 0 and logprob 0. This layout loses the difference between
 // "not scored" and "certain of token 0"; use it only for trainers that need it.
 // DenseZeroPad panics when k < 1.
 func (r *DistillRows) DenseZeroPad(k int) (ids [][]int32, lps [][]float32) {
@@ -141,7 +142,7 @@ func (r *DistillRows) DenseZeroPad(k int) (ids [][]int32, lps [][]float32) {
 	return ids, lps
 }
 
-// appendRowBuilder appends a row during decoding: rows arrive in position order.
+// appendPos starts the next, empty row during decoding: rows arrive in position order.
 func (r *DistillRows) appendPos() {
 	r.start = append(r.start, int32(len(r.ids)))
 	r.n = append(r.n, 0)
