@@ -207,9 +207,7 @@ func (s *Server) writeChat(w http.ResponseWriter, req *chatRequest, sp sampling,
 				if content != "" {
 					msg["content"] = content
 				}
-				if finish == "stop" {
-					finish = "tool_calls"
-				}
+				finish = "tool_calls" // vLLM: whenever the auto parser found calls, even after a length cut
 			}
 		}
 		j.raw(`{"index":`)

@@ -246,6 +246,23 @@ func TestChatToolCalls(t *testing.T) {
 		})
 	}
 
+	t.Run("calls found in a turn cut by max_tokens", func(t *testing.T) {
+		block := "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>"
+		s := vllmtest.NewServer(t, vllmtest.WithChatScript(func(vllmtest.ChatScriptInput) []string { return []string{block + " and some more words"} }))
+		var resp struct {
+			Choices []struct {
+				Message      message `json:"message"`
+				FinishReason string  `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		postOK(t, s.URL+"/v1/chat/completions", map[string]any{
+			"messages": []any{map[string]any{"role": "user", "content": "Weather?"}},
+			"tools":    []json.RawMessage{weatherTool}, "max_tokens": len(s.Tokenize(block)) + 1,
+		}, &resp)
+		require.Len(t, resp.Choices[0].Message.ToolCalls, 1)
+		require.Equal(t, "tool_calls", resp.Choices[0].FinishReason, "as vLLM, not length")
+	})
+
 	// without tools in the request the same text stays content
 	var plain struct {
 		Choices []struct {
