@@ -63,7 +63,7 @@ type ValidateOptions struct {
 //     group_overrides, which must also be encodable as JSON;
 //   - distill ids are not negative, ids and logprobs parallel;
 //   - every message is an object with "role" and "content" (the API answers 422
-//     otherwise);
+//     otherwise), and every overrides entry is a map, not nil (null gets 422 too);
 //   - the group size rules and the length limit of opts.
 func (g *ScoredDataGroup) Validate(opts ValidateOptions) error {
 	bad := func(field string, seq, pos int, format string, args ...any) error {
@@ -147,6 +147,9 @@ func (g *ScoredDataGroup) Validate(opts ValidateOptions) error {
 		return bad("overrides", -1, -1, "%d entries for %d sequences", len(g.Overrides), N)
 	}
 	for i, o := range g.Overrides {
+		if o == nil {
+			return bad("overrides", i, -1, "null, which the API refuses (422); use an empty map")
+		}
 		if err := checkFreeForm(o); err != nil {
 			return bad("overrides", i, -1, "%v", err)
 		}

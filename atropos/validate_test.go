@@ -69,6 +69,7 @@ func TestValidate(t *testing.T) {
 			g.Messages[0][1] = json.RawMessage(`{"content":"x"}`)
 		}, `messages[0][1]: message has no "role"`},
 		{"messages count", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) { g.Messages = g.Messages[:1] }, "messages: 1 entries for 2 sequences"},
+		{"null overrides entry", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) { g.Overrides[0] = nil }, "overrides[0]: null"},
 		{"overrides count", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) { g.Overrides = g.Overrides[:1] }, "overrides: 1 entries for 2 sequences"},
 		{"NaN in overrides", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) { g.Overrides[1]["temperature"] = math.NaN() }, `overrides[1]: "temperature": atropos: NaN or Inf value`},
 		{"NaN in generation_params", atropos.ValidateOptions{}, func(g *atropos.ScoredDataGroup) {

@@ -45,8 +45,8 @@
 //     env id count as another env's and only connected envs reserve a minimum).
 //   - gzip request bodies (400 "Invalid gzip payload" when undecodable) and gzip
 //     replies from 1000 bytes when the client accepts them.
-//   - 422 "Message must have 'role' and 'content' fields" for such a message; every
-//     stored group re-emitted with all 14 keys.
+//   - 422 "Message must have 'role' and 'content' fields" for such a message, and 422
+//     for a null overrides entry; every stored group re-emitted with all 14 keys.
 //
 // # Simplified
 //

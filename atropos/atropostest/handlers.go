@@ -173,6 +173,16 @@ func (s *Server) handleLatest(*http.Request, []byte) reply {
 
 // parseGroup decodes one posted group, answering 422 like pydantic on failure.
 func parseGroup(raw []byte, loc ...any) (*atropos.ScoredDataGroup, reply) {
+	var overrides struct {
+		Overrides []json.RawMessage `json:"overrides"`
+	}
+	if json.Unmarshal(raw, &overrides) == nil {
+		for i, o := range overrides.Overrides {
+			if string(o) == "null" {
+				return nil, validation422(append(append([]any{}, loc...), "overrides", i), "Input should be a valid dictionary")
+			}
+		}
+	}
 	var probe struct {
 		Messages [][]map[string]json.RawMessage `json:"messages"`
 	}

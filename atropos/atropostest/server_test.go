@@ -308,7 +308,7 @@ func TestGzipBodies(t *testing.T) {
 	require.Empty(t, r.header.Get("Content-Encoding"), "small replies are not gzipped")
 }
 
-func TestMessageWithoutRoleOrContent(t *testing.T) {
+func TestGroupSchemaErrors(t *testing.T) {
 	srv := started(t, 8)
 	for _, msg := range []string{`{"role":"user"}`, `{"content":"x"}`} {
 		body := `{"tokens":[[1]],"masks":[[1]],"scores":[1],"messages":[[` + msg + `]]}`
@@ -318,8 +318,11 @@ func TestMessageWithoutRoleOrContent(t *testing.T) {
 		r = do(t, srv, "POST", "/scored_data_list", "["+body+"]")
 		require.Equal(t, 422, r.status)
 	}
+	r := do(t, srv, "POST", "/scored_data", `{"tokens":[[1]],"masks":[[1]],"scores":[1],"overrides":[null]}`)
+	require.Equal(t, 422, r.status, "a null overrides entry is not a dict")
+	require.Contains(t, r.body, "valid dictionary")
 	require.Empty(t, srv.Received())
-	r := do(t, srv, "POST", "/scored_data", `{"tokens":[[1]],"masks":[[1]]}`)
+	r = do(t, srv, "POST", "/scored_data", `{"tokens":[[1]],"masks":[[1]]}`)
 	require.Equal(t, 422, r.status)
 	require.Contains(t, r.body, "scores")
 }
