@@ -41,6 +41,10 @@
 // policy error, on a prompt echo mismatch, or on template drift; each is recorded in
 // Trajectory.Stop, none is a Go error.
 //
+// The file tools take workspace-relative paths; a path under the sandbox's workspace
+// directory as commands see it (/workspace for bubblewrap) is made relative, and any
+// other absolute path, or one that climbs out with "..", is refused.
+//
 // Tool calls get ids "call_<turn>_<i>" (both 0-based) and one tool message each, with
 // tool_call_id set. An invalid call (bad JSON, no name, arguments that are not an
 // object, an unclosed block) and a call of an unknown tool get an error result naming
@@ -55,8 +59,12 @@
 // ids(B+M), and checks the suffix's shape (no BOS; starts with the turn-start token;
 // ends with the generation prompt G when asked; one turn-start and one close token per
 // rendered turn, which also catches special-token literals such as "<|im_end|>" inside
-// tool output). The base ends with a user message, so Qwen3's thinking rules cannot
-// change its rendering. Because deltas never re-render held history, reasoning kept in
+// tool output). The default base ends with a user message, so Qwen3's thinking rules
+// cannot change its rendering; calibration picks, per role, the first base that renders
+// that role's probes prefix-stably (tool results may need the base plus an assistant
+// turn that called the tools; user messages the base without its user message), and a
+// delta that fails its checks is tried once more on the role's other base (reference
+// §4.7) before the drift rule applies. Because deltas never re-render held history, reasoning kept in
 // earlier turns, empty think blocks of a non-thinking generation prompt and the
 // model's own tool-call JSON stay exactly as the model saw them.
 //
