@@ -89,6 +89,10 @@ type Config struct {
 	Tools []rollout.Tool
 	// ChatTemplateKwargs are sent with every render (for example enable_thinking).
 	ChatTemplateKwargs map[string]any
+	// ExtraCloses are end-of-turn ids the model may stop on besides the template's close
+	// (for Qwen, <|endoftext|> 151643: generation_config's second eos id). They are
+	// accepted as closes and refused as literals inside tool output.
+	ExtraCloses []int32
 	// VerifyTimeout bounds the canonical test run (30 s when zero).
 	VerifyTimeout time.Duration
 

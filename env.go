@@ -93,6 +93,7 @@ func NewEnv(cfg Config) (*Env, error) {
 		Temperature:        cfg.Temperature,
 		Tools:              cfg.Tools,
 		ChatTemplateKwargs: cfg.ChatTemplateKwargs,
+		ExtraCloses:        cfg.ExtraCloses,
 		Logger:             cfg.Logger,
 	}
 	var err error
