@@ -90,9 +90,10 @@
 //     include_stop_str_in_output; stop_reason null for <|im_end|> and the id for
 //     <|endoftext|> and stop_token_ids (vLLM adds generation_config's other eos ids to
 //     stop_token_ids); skip_special_tokens drops only the <|…|> tokens;
-//   - hermes tool-call parsing on chat completions when the request has tools:
-//     tool_calls with "chatcmpl-tool-" ids, content before the first block or null,
-//     finish_reason "tool_calls".
+//   - hermes tool-call parsing on chat completions when the request has tools (a last
+//     block left unclosed counts; a block that is not JSON with name and arguments
+//     leaves the whole text as content): tool_calls with "chatcmpl-tool-" ids, content
+//     before the first block or null, finish_reason "tool_calls" even after a length cut.
 //
 // # Simplified
 //
