@@ -24,6 +24,7 @@ const (
 	DefaultMaxRollouts           = 8
 	DefaultMaxGroups             = 2
 	DefaultPollInterval          = 100 * time.Millisecond
+	DefaultStatusTimeout         = 2 * time.Minute
 )
 
 // Config configures an [Env]. Policy is required; the zero value of every other field
@@ -132,6 +133,12 @@ type Config struct {
 	// PollInterval is the wait between back-pressure polls in Serve (100 ms when zero,
 	// as Atropos's BaseEnv).
 	PollInterval time.Duration
+	// StatusTimeout is how long Serve waits for the trajectory API to answer a status
+	// poll before it gives up with an error (2 minutes when zero). An API that was
+	// restarted or reset no longer knows this env and answers every poll with an
+	// error; a supervisor that restarts the process then re-registers it and replays
+	// its spool, as Atropos's BaseEnv, which exits after three failed polls, relies on.
+	StatusTimeout time.Duration
 
 	// OnGroup, when set, is called with every group Process and Serve finish, one call
 	// at a time.
@@ -159,6 +166,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval
+	}
+	if c.StatusTimeout <= 0 {
+		c.StatusTimeout = DefaultStatusTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -24,8 +24,10 @@ import (
 // every kept group through the client's spool. Groups a sink would drop (see
 // [Group.Dropped]) are not sent.
 //
-// Serve returns nil when the API's stop rule holds (total steps reached) and ctx.Err()
-// when ctx ends; either way it waits for the groups in flight, then disconnects.
+// Serve returns nil when the API's stop rule holds (total steps reached), ctx.Err()
+// when ctx ends, and an error when the API failed every status poll for
+// Config.StatusTimeout; in every case it waits for the groups in flight, then
+// disconnects.
 // Groups whose collection was cut short by ctx are abandoned; a group handed to the
 // client is on disk in the spool: when a Send gives up (the client's retry budget ran
 // out), Serve flushes the spool again once the API answers a status poll, and a group
@@ -41,9 +43,17 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 			l.opts.maxTokenLen = reg.MaxTokenLen
 		}
 	}
+	// Groups run on work: a Serve that gives up on the API cancels them (a group whose
+	// Send began is already in the spool), one that ends normally lets them finish.
+	work, cancelWork := context.WithCancel(ctx)
+	var gaveUp bool
 	defer func() {
+		if gaveUp {
+			cancelWork()
+		}
 		l.wg.Wait()
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		cancelWork()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(10*time.Second, e.cfg.StatusTimeout))
 		defer cancel()
 		if err := client.Disconnect(dctx); err != nil {
 			e.cfg.Logger.Warn("disconnect from the trajectory API failed", "err", err)
@@ -52,17 +62,28 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 
 	ticker := time.NewTicker(e.cfg.PollInterval)
 	defer ticker.Stop()
+	var failingSince time.Time // start of the current run of failed status polls
 	for {
-		dec, _, err := client.Pace(ctx, l.inFlight())
+		pctx, cancel := context.WithTimeout(ctx, e.cfg.StatusTimeout)
+		dec, _, err := client.Pace(pctx, l.inFlight())
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if time.Since(failingSince) >= e.cfg.StatusTimeout {
+				gaveUp = true
+				return fmt.Errorf("agenticopd: serve: the trajectory API has failed every status poll for %v (restart the env to register again): %w", e.cfg.StatusTimeout, err)
+			}
 			e.cfg.Logger.Warn("status poll failed", "err", err)
 		case dec.Stop:
 			return nil
 		default:
-			l.maybeFlush(ctx)
+			failingSince = time.Time{}
+			l.maybeFlush(work)
 			if !dec.Pause {
 				for range max(min(dec.Start, e.cfg.MaxGroups-l.inFlight()), 0) {
 					task, err := e.train.Next(ctx)
@@ -72,7 +93,7 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 						}
 						return fmt.Errorf("agenticopd: serve: next task: %w", err)
 					}
-					l.start(ctx, task)
+					l.start(work, task)
 				}
 			}
 		}

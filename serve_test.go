@@ -34,7 +34,7 @@ type serving struct {
 	sent map[string]int // groups the env finished and did not drop
 }
 
-func newServing(t *testing.T, retry atropos.RetryConfig) *serving {
+func newServing(t *testing.T, retry atropos.RetryConfig, mods ...func(*agenticopd.Config)) *serving {
 	t.Helper()
 	s := &serving{api: atropostest.NewServer(t), sent: map[string]int{}}
 	f := newFixture(t, func(c *agenticopd.Config) {
@@ -46,6 +46,9 @@ func newServing(t *testing.T, retry atropos.RetryConfig) *serving {
 				s.sent[key(g.Data)]++
 				s.mu.Unlock()
 			}
+		}
+		for _, mod := range mods {
+			mod(c)
 		}
 	})
 	s.env = f.env
@@ -166,4 +169,19 @@ func TestServeStopsOnCancel(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-serveErr, context.Canceled)
 	assert.Equal(t, 1, s.api.RequestCount("/disconnect-env"), "a clean stop disconnects")
+}
+
+func TestServeGivesUpWhenTheAPIStopsAnswering(t *testing.T) {
+	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) { c.StatusTimeout = 300 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	train(ctx, t, s.api, 1000)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
+	require.Eventually(t, func() bool { return len(s.api.Received()) > 0 }, time.Minute, 10*time.Millisecond)
+	s.api.SetDown(true) // the API process is gone: every request fails
+	err := <-serveErr
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "Serve gave up by itself, before the test's deadline")
+	assert.Contains(t, err.Error(), "restart the env to register again")
 }
