@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentic-opd/agenticopd/internal/fakehttp"
 )
 
 // Request is one request the server received.
@@ -27,31 +28,13 @@ type Request struct {
 }
 
 // Requests returns a copy of the requests received so far, in arrival order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
+func (s *Server) Requests() []Request { return s.log.All() }
 
 // RequestCount returns how many requests were received for path ("" counts all).
-func (s *Server) RequestCount(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, r := range s.requests {
-		if path == "" || r.Path == path {
-			n++
-		}
-	}
-	return n
-}
+func (s *Server) RequestCount(path string) int { return s.log.Count(path) }
 
 // ResetRequests forgets the recorded requests.
-func (s *Server) ResetRequests() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests = nil
-}
+func (s *Server) ResetRequests() { s.log.Reset() }
 
 // Fault describes an injected failure. A request matches when Path is empty or equal to
 // its path; a matching request triggers the fault on every Every-th match (0 or 1: each
@@ -76,31 +59,11 @@ type Fault struct {
 	Body   string
 }
 
-type faultState struct {
-	f     Fault
-	seen  int
-	fired int
-}
-
 // AddFault installs f; the returned function removes it.
-func (s *Server) AddFault(f Fault) (remove func()) {
-	st := &faultState{f: f}
-	s.mu.Lock()
-	s.faults = append(s.faults, st)
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.faults = slices.DeleteFunc(s.faults, func(x *faultState) bool { return x == st })
-	}
-}
+func (s *Server) AddFault(f Fault) (remove func()) { return s.faults.Add(fakehttp.Fault(f)) }
 
 // ClearFaults removes every installed fault.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
+func (s *Server) ClearFaults() { s.faults.Clear() }
 
 // SetError makes every request to path ("" for all) fail with status and body until the
 // returned function or [Server.ClearFaults] removes it.
@@ -119,27 +82,6 @@ func (s *Server) SetDown(down bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.down = down
-}
-
-// triggered returns the faults that fire for a request to path, in install order.
-// Called with s.mu held.
-func (s *Server) triggered(path string) []Fault {
-	var out []Fault
-	for _, st := range s.faults {
-		if st.f.Path != "" && st.f.Path != path {
-			continue
-		}
-		if st.f.Times > 0 && st.fired >= st.f.Times {
-			continue
-		}
-		st.seen++
-		if st.f.Every > 1 && st.seen%st.f.Every != 0 {
-			continue
-		}
-		st.fired++
-		out = append(out, st.f)
-	}
-	return out
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -164,33 +106,29 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	down := s.down
-	faults := s.triggered(r.URL.Path)
 	s.mu.Unlock()
+	faults := s.faults.Trigger(r.URL.Path)
 	if down {
 		s.recordAnd(rec, nil)
-		drop(w)
+		fakehttp.Drop(w)
 		return
 	}
 	if rep.status == 0 && len(faults) > 0 {
 		rec.Fault = true
+		// Unlike vllmtest, the delays of all triggered faults add up before the first
+		// that acts answers.
 		var delay time.Duration
 		for _, f := range faults {
 			delay += f.Delay
 		}
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-r.Context().Done():
-				t.Stop()
-				s.recordAnd(rec, nil)
-				return
-			case <-t.C:
-			}
+		if !fakehttp.Wait(r.Context(), delay) {
+			s.recordAnd(rec, nil)
+			return
 		}
 		rep = faultReply(faults)
 		if rep.status == -1 {
 			s.recordAnd(rec, nil)
-			drop(w)
+			fakehttp.Drop(w)
 			return
 		}
 	}
@@ -204,20 +142,20 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.write(w, r, rep)
 }
 
-// recordAnd runs answer (if any) and records rec with its status, under one lock so that
-// state changes and the request log agree.
+// recordAnd runs answer (if any) and records rec with its status, both under s.mu so
+// that state changes and the request log agree.
 func (s *Server) recordAnd(rec Request, answer func() reply) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if answer != nil {
 		rec.Status = answer().status
 	}
-	s.requests = append(s.requests, rec)
+	s.log.Add(rec.Path, rec)
 }
 
 // faultReply turns the triggered faults into an answer: status -1 drops the connection,
 // 0 lets the request through.
-func faultReply(faults []Fault) reply {
+func faultReply(faults []fakehttp.Fault) reply {
 	for _, f := range faults {
 		switch {
 		case f.Drop:
@@ -235,15 +173,4 @@ func faultReply(faults []Fault) reply {
 		}
 	}
 	return reply{}
-}
-
-// drop closes the connection without an answer.
-func drop(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			conn.Close()
-			return
-		}
-	}
-	panic(http.ErrAbortHandler)
 }

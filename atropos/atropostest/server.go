@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/internal/fakehttp"
 )
 
 // Server is a running fake trajectory API. Its methods are safe for concurrent use.
@@ -31,8 +32,8 @@ type Server struct {
 	// inspection and faults
 	received []*atropos.ScoredDataGroup
 	served   [][]*atropos.ScoredDataGroup
-	requests []Request
-	faults   []*faultState
+	log      fakehttp.Log[Request]
+	faults   fakehttp.Faults
 	down     bool
 }
 

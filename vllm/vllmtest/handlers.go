@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/agentic-opd/agenticopd/internal/fakehttp"
 )
 
 // statusWriter records the answered status before any byte reaches the client, so a
@@ -17,14 +19,14 @@ import (
 type statusWriter struct {
 	http.ResponseWriter
 	s     *Server
-	idx   int
+	e     *fakehttp.Entry[Request]
 	wrote bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.wrote = true
-		w.s.setStatus(w.idx, code, false)
+		w.s.setStatus(w.e, code, false)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -68,13 +70,13 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	defer s.inflight.Done()
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<30))
-	idx := s.record(r, body)
-	w := &statusWriter{ResponseWriter: rw, s: s, idx: idx}
+	e := s.record(r, body)
+	w := &statusWriter{ResponseWriter: rw, s: s, e: e}
 	if err != nil {
 		s.writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
 		return
 	}
-	if s.applyFaults(w, r, idx) {
+	if s.applyFaults(w, r, e) {
 		return
 	}
 	rt, ok := s.routes[r.URL.Path]

@@ -3,8 +3,9 @@ package vllmtest
 import (
 	"encoding/json"
 	"net/http"
-	"slices"
 	"time"
+
+	"github.com/agentic-opd/agenticopd/internal/fakehttp"
 )
 
 // Request is one request the server received.
@@ -23,52 +24,30 @@ type Request struct {
 }
 
 // Requests returns a copy of the requests received so far, in arrival order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
+func (s *Server) Requests() []Request { return s.log.All() }
 
 // RequestCount returns how many requests were received for path ("" counts all).
-func (s *Server) RequestCount(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, r := range s.requests {
-		if path == "" || r.Path == path {
-			n++
-		}
-	}
-	return n
-}
+func (s *Server) RequestCount(path string) int { return s.log.Count(path) }
 
 // ResetRequests forgets the recorded requests.
-func (s *Server) ResetRequests() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests = nil
-}
+func (s *Server) ResetRequests() { s.log.Reset() }
 
-func (s *Server) record(r *http.Request, body []byte) int {
+func (s *Server) record(r *http.Request, body []byte) *fakehttp.Entry[Request] {
 	rec := Request{Method: r.Method, Path: r.URL.Path, Body: body}
 	var obj map[string]any
 	if json.Unmarshal(body, &obj) == nil {
 		rec.JSON = obj
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests = append(s.requests, rec)
-	return len(s.requests) - 1
+	return s.log.Add(rec.Path, rec)
 }
 
-func (s *Server) setStatus(idx, status int, fault bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// ResetRequests may have dropped the entry.
-	if idx < len(s.requests) {
-		s.requests[idx].Status = status
-		s.requests[idx].Fault = s.requests[idx].Fault || fault
-	}
+// setStatus records the answered status of e (a request [Server.ResetRequests] dropped
+// stays dropped).
+func (s *Server) setStatus(e *fakehttp.Entry[Request], status int, fault bool) {
+	s.log.Update(e, func(r *Request) {
+		r.Status = status
+		r.Fault = r.Fault || fault
+	})
 }
 
 // Fault describes an injected failure. A request matches when Path is empty or equal to
@@ -93,31 +72,11 @@ type Fault struct {
 	Body   string
 }
 
-type faultState struct {
-	f     Fault
-	seen  int
-	fired int
-}
-
 // AddFault installs f; the returned function removes it.
-func (s *Server) AddFault(f Fault) (remove func()) {
-	st := &faultState{f: f}
-	s.mu.Lock()
-	s.faults = append(s.faults, st)
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.faults = slices.DeleteFunc(s.faults, func(x *faultState) bool { return x == st })
-	}
-}
+func (s *Server) AddFault(f Fault) (remove func()) { return s.faults.Add(fakehttp.Fault(f)) }
 
 // ClearFaults removes every installed fault.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
+func (s *Server) ClearFaults() { s.faults.Clear() }
 
 // SetError makes every request to path fail with status and body (see [Fault.Body])
 // until the returned function or [Server.ClearFaults] removes it.
@@ -130,64 +89,30 @@ func (s *Server) FailNext(path string, n, status int, body string) {
 	s.AddFault(Fault{Path: path, Times: n, Status: status, Body: body})
 }
 
-// triggered returns the faults that fire for a request to path, in install order.
-func (s *Server) triggered(path string) []Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []Fault
-	for _, st := range s.faults {
-		if st.f.Path != "" && st.f.Path != path {
-			continue
-		}
-		if st.f.Times > 0 && st.fired >= st.f.Times {
-			continue
-		}
-		st.seen++
-		if st.f.Every > 1 && st.seen%st.f.Every != 0 {
-			continue
-		}
-		st.fired++
-		out = append(out, st.f)
-	}
-	return out
-}
+// malformedBody is the truncated answer of a Malformed fault.
+const malformedBody = `{"id":"cmpl-broken","object":"text_completion","choices":[{"index":0,"te`
 
-// applyFaults runs the triggered faults; handled is true when the request was answered
-// (or abandoned) by a fault.
-func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request, idx int) (handled bool) {
-	for _, f := range s.triggered(r.URL.Path) {
-		if f.Delay > 0 {
-			t := time.NewTimer(f.Delay)
-			select {
-			case <-r.Context().Done():
-				t.Stop()
-				s.setStatus(idx, 0, true)
-				return true
-			case <-t.C:
-			}
+// applyFaults runs the triggered faults in install order, each waiting its Delay before
+// it acts; handled is true when the request was answered (or abandoned) by a fault.
+func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request, e *fakehttp.Entry[Request]) (handled bool) {
+	for _, f := range s.faults.Trigger(r.URL.Path) {
+		if !fakehttp.Wait(r.Context(), f.Delay) {
+			s.setStatus(e, 0, true)
+			return true
 		}
 		switch {
 		case f.Drop:
-			s.setStatus(idx, 0, true)
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, err := hj.Hijack(); err == nil {
-					_ = conn.Close()
-					return true
-				}
-			}
-			panic(http.ErrAbortHandler)
+			s.setStatus(e, 0, true)
+			fakehttp.Drop(w)
+			return true
 		case f.Malformed:
-			s.setStatus(idx, http.StatusOK, true)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write([]byte(`{"id":"cmpl-broken","object":"text_completion","choices":[{"index":0,"te`))
+			s.setStatus(e, http.StatusOK, true)
+			fakehttp.WriteJSON(w, http.StatusOK, []byte(malformedBody))
 			return true
 		case f.Status > 0:
-			s.setStatus(idx, f.Status, true)
+			s.setStatus(e, f.Status, true)
 			if f.Body != "" {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(f.Status)
-				_, _ = w.Write([]byte(f.Body))
+				fakehttp.WriteJSON(w, f.Status, []byte(f.Body))
 				return true
 			}
 			s.writeError(w, f.Status, "injected fault")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/internal/fakehttp"
 )
 
 // DefaultModel is the served model name unless [WithModel] says otherwise.
@@ -108,8 +109,8 @@ type Server struct {
 	mu       sync.Mutex
 	closed   bool
 	inflight sync.WaitGroup
-	requests []Request
-	faults   []*faultState
+	log      fakehttp.Log[Request]
+	faults   fakehttp.Faults
 }
 
 // NewServer starts a server for a test and closes it when the test ends. It fails the
