@@ -1,10 +1,8 @@
 package vllmtest
 
 import (
-	"bufio"
 	"encoding/json"
 	"net/http"
-	"time"
 )
 
 type chatRequest struct {
@@ -50,13 +48,11 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request, b
 	}
 	choices := make([]genChoice, sp.n)
 	for j := range choices {
-		var c continuation
+		var text string
 		if len(texts) > 0 {
-			c = s.lm.force(prompt, s.scriptIDs(texts[j%len(texts)]), sp.maxTokens)
-		} else {
-			c = s.sample(prompt, sp, j)
+			text = texts[j%len(texts)]
 		}
-		choices[j] = s.finish(prompt, c, sp)
+		choices[j] = s.generate(prompt, sp, j, text, len(texts) > 0)
 	}
 	if r.Context().Err() != nil {
 		return
@@ -77,51 +73,22 @@ func (s *Server) validateChat(req *chatRequest) (sampling, []int32, string, *api
 	if len(req.Messages) == 0 {
 		return sp, nil, "", badRequest("1 validation error: messages must be a non-empty list")
 	}
-	if req.N != nil {
-		sp.n = *req.N
-	}
-	if sp.n < 1 {
-		return sp, nil, "", badRequest("n must be at least 1, got %d.", sp.n)
-	}
-	if sp.n > maxN {
-		return sp, nil, "", badRequest("n must be at most %d in vllmtest, got %d.", maxN, sp.n)
-	}
-	if req.Temperature != nil {
-		sp.temperature = *req.Temperature
-	}
-	if sp.temperature < 0 {
-		return sp, nil, "", badRequest("temperature must be non-negative, got %g.", sp.temperature)
-	}
-	if req.TopP != nil {
-		sp.topP = *req.TopP
-	}
-	if sp.topP <= 0 || sp.topP > 1 {
-		return sp, nil, "", badRequest("top_p must be in (0, 1], got %g.", sp.topP)
-	}
-	if req.SkipSpecialTokens != nil {
-		sp.skipSpecial = *req.SkipSpecialTokens
-	}
-	var e *apiError
-	if sp.stop, e = parseStop(req.Stop); e != nil {
+	e := s.validateSampling(samplingFields{
+		n: req.N, temperature: req.Temperature, topP: req.TopP, skipSpecial: req.SkipSpecialTokens, stop: req.Stop,
+	}, &sp)
+	if e != nil {
 		return sp, nil, "", e
 	}
 	if req.TopLogprobs != nil && !req.Logprobs {
 		return sp, nil, "", badRequest("1 validation error: Value error, when using `top_logprobs`, `logprobs` must be set to true.")
 	}
 	if req.Logprobs {
-		sp.logprobs = 0
-		if req.TopLogprobs != nil {
-			if *req.TopLogprobs < 0 && *req.TopLogprobs != -1 {
-				return sp, nil, "", badRequest("1 validation error: Value error, `top_logprobs` must be a positive value.")
-			}
-			sp.logprobs = *req.TopLogprobs
+		if sp.logprobs, e = logprobsWidth(req.TopLogprobs, "top_logprobs", 0); e != nil {
+			return sp, nil, "", e
 		}
 	}
-	if req.PromptLogprobs != nil {
-		if *req.PromptLogprobs < 0 && *req.PromptLogprobs != -1 {
-			return sp, nil, "", badRequest("1 validation error: Value error, `prompt_logprobs` must be a positive value.")
-		}
-		sp.promptLogprobs = *req.PromptLogprobs
+	if sp.promptLogprobs, e = logprobsWidth(req.PromptLogprobs, "prompt_logprobs", sp.promptLogprobs); e != nil {
+		return sp, nil, "", e
 	}
 	text, e := s.renderRequest(req.Messages, req.Tools, req.AddGenerationPrompt, req.ContinueFinalMessage, req.ChatTemplateKwargs)
 	if e != nil {
@@ -146,18 +113,8 @@ func (s *Server) validateChat(req *chatRequest) (sampling, []int32, string, *api
 			return sp, nil, "", e
 		}
 	}
-	if sp.maxTokens < 1 {
-		return sp, nil, "", badRequest("max_tokens must be at least 1, got %d.", sp.maxTokens)
-	}
-	if sp.logprobs != noLogprobs {
-		if e := s.checkLogprobs("sample", sp.logprobs); e != nil {
-			return sp, nil, "", e
-		}
-	}
-	if sp.promptLogprobs != noLogprobs {
-		if e := s.checkLogprobs("prompt", sp.promptLogprobs); e != nil {
-			return sp, nil, "", e
-		}
+	if e := s.checkLimits(sp); e != nil {
+		return sp, nil, "", e
 	}
 	return sp, prompt, text, nil
 }
@@ -176,19 +133,9 @@ type chatTopLogprob struct {
 }
 
 func (s *Server) writeChat(w http.ResponseWriter, req *chatRequest, sp sampling, prompt []int32, choices []genChoice, parseTools bool) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	defer bw.Flush()
-	j := &jw{w: bw}
 	id := s.newID("chatcmpl-")
-	j.raw(`{"id":`)
-	j.str(id)
-	j.raw(`,"object":"chat.completion","created":`)
-	j.int(time.Now().Unix())
-	j.raw(`,"model":`)
-	j.str(s.cfg.model)
-	j.raw(`,"choices":[`)
+	j, flush := s.startGeneration(w, id, "chat.completion")
+	defer flush()
 	completion := 0
 	for i, c := range choices {
 		completion += len(c.ids)
@@ -220,36 +167,12 @@ func (s *Server) writeChat(w http.ResponseWriter, req *chatRequest, sp sampling,
 		} else {
 			j.raw("null")
 		}
-		j.raw(`,"finish_reason":`)
-		j.str(finish)
-		j.raw(`,"stop_reason":`)
-		j.value(c.stopReason)
-		j.raw(`,"token_ids":`)
-		if req.ReturnTokenIDs {
-			j.ids(c.ids)
-		} else {
-			j.raw("null")
-		}
+		j.choiceEnd(finish, c.stopReason, c.ids, req.ReturnTokenIDs)
 		j.raw("}")
 	}
-	j.raw(`],"usage":{"prompt_tokens":`)
-	j.int(int64(len(prompt)))
-	j.raw(`,"total_tokens":`)
-	j.int(int64(len(prompt) + completion))
-	j.raw(`,"completion_tokens":`)
-	j.int(int64(completion))
-	j.raw(`,"prompt_tokens_details":null},"prompt_logprobs":`)
-	if sp.promptLogprobs != noLogprobs {
-		s.writePromptLogprobs(j, prompt, sp.promptLogprobs)
-	} else {
-		j.raw("null")
-	}
-	j.raw(`,"prompt_token_ids":`)
-	if req.ReturnTokenIDs {
-		j.ids(prompt)
-	} else {
-		j.raw("null")
-	}
+	j.raw(`],`)
+	j.usage(len(prompt), completion)
+	s.writePromptFields(j, prompt, sp.promptLogprobs, req.ReturnTokenIDs)
 	j.raw(`,"system_fingerprint":null,"service_tier":null,"kv_transfer_params":null}`)
 	j.raw("\n")
 }

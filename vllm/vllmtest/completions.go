@@ -34,27 +34,6 @@ type completionRequest struct {
 	Stream                 bool            `json:"stream"`
 }
 
-// sampling holds the validated generation parameters shared by both endpoints.
-type sampling struct {
-	n              int
-	maxTokens      int
-	temperature    float64
-	topP           float64
-	seed           *int64
-	stop           []string
-	stopIDs        []int32
-	includeStop    bool
-	skipSpecial    bool
-	logprobs       int // noLogprobs, -1 (whole vocabulary) or k
-	promptLogprobs int // noLogprobs, -1 (whole vocabulary) or k
-}
-
-// maxN bounds n, so that a bad request cannot exhaust memory.
-const maxN = 1024
-
-// noLogprobs marks logprobs that were not asked for.
-const noLogprobs = -2
-
 // parsePrompts reads the prompt field: a string, a list of strings, a list of ids or a
 // list of id lists.
 func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, *apiError) {
@@ -117,40 +96,6 @@ func (s *Server) checkIDs(ids []int32) *apiError {
 	return nil
 }
 
-func parseStop(raw json.RawMessage) ([]string, *apiError) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var one string
-	if json.Unmarshal(raw, &one) == nil {
-		return []string{one}, nil
-	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, badRequest("1 validation error: stop must be a string or a list of strings")
-	}
-	return many, nil
-}
-
-// checkLogprobs applies the --max-logprobs cap, with vLLM's messages.
-func (s *Server) checkLogprobs(kind string, k int) *apiError {
-	if k == -1 {
-		k = s.tok.vocabSize()
-	}
-	if s.cfg.maxLogprobs >= 0 && k > s.cfg.maxLogprobs {
-		return badRequest("Requested %s logprobs of %d, which is greater than max allowed: %d", kind, k, s.cfg.maxLogprobs)
-	}
-	return nil
-}
-
-func (s *Server) checkContext(promptLen, maxTokens int) *apiError {
-	if promptLen+maxTokens > s.cfg.maxModelLen {
-		return badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			s.cfg.maxModelLen, promptLen+maxTokens, promptLen, maxTokens)
-	}
-	return nil
-}
-
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req completionRequest
 	if !s.decodeBody(w, body, &req) {
@@ -174,54 +119,26 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request, body 
 func (s *Server) validateCompletion(req *completionRequest) (sampling, [][]int32, *apiError) {
 	sp := sampling{n: 1, maxTokens: 16, temperature: 1, topP: 1, seed: req.Seed, stopIDs: req.StopTokenIDs,
 		includeStop: req.IncludeStopStrInOutput, skipSpecial: true, logprobs: noLogprobs, promptLogprobs: noLogprobs}
+	if req.MaxTokens != nil {
+		sp.maxTokens = *req.MaxTokens
+	}
 	if req.Stream {
 		return sp, nil, badRequest("streaming is not supported by vllmtest")
 	}
 	if e := s.checkModel(req.Model); e != nil {
 		return sp, nil, e
 	}
-	if req.N != nil {
-		sp.n = *req.N
-	}
-	if sp.n < 1 {
-		return sp, nil, badRequest("n must be at least 1, got %d.", sp.n)
-	}
-	if sp.n > maxN {
-		return sp, nil, badRequest("n must be at most %d in vllmtest, got %d.", maxN, sp.n)
-	}
-	if req.MaxTokens != nil {
-		sp.maxTokens = *req.MaxTokens
-	}
-	if req.Temperature != nil {
-		sp.temperature = *req.Temperature
-	}
-	if sp.temperature < 0 {
-		return sp, nil, badRequest("temperature must be non-negative, got %g.", sp.temperature)
-	}
-	if req.TopP != nil {
-		sp.topP = *req.TopP
-	}
-	if sp.topP <= 0 || sp.topP > 1 {
-		return sp, nil, badRequest("top_p must be in (0, 1], got %g.", sp.topP)
-	}
-	if req.SkipSpecialTokens != nil {
-		sp.skipSpecial = *req.SkipSpecialTokens
-	}
-	var e *apiError
-	if sp.stop, e = parseStop(req.Stop); e != nil {
+	e := s.validateSampling(samplingFields{
+		n: req.N, temperature: req.Temperature, topP: req.TopP, skipSpecial: req.SkipSpecialTokens, stop: req.Stop,
+	}, &sp)
+	if e != nil {
 		return sp, nil, e
 	}
-	if req.Logprobs != nil {
-		if *req.Logprobs < 0 && *req.Logprobs != -1 {
-			return sp, nil, badRequest("1 validation error: Value error, `logprobs` must be a positive value.")
-		}
-		sp.logprobs = *req.Logprobs
+	if sp.logprobs, e = logprobsWidth(req.Logprobs, "logprobs", sp.logprobs); e != nil {
+		return sp, nil, e
 	}
-	if req.PromptLogprobs != nil {
-		if *req.PromptLogprobs < 0 && *req.PromptLogprobs != -1 {
-			return sp, nil, badRequest("1 validation error: Value error, `prompt_logprobs` must be a positive value.")
-		}
-		sp.promptLogprobs = *req.PromptLogprobs
+	if sp.promptLogprobs, e = logprobsWidth(req.PromptLogprobs, "prompt_logprobs", sp.promptLogprobs); e != nil {
+		return sp, nil, e
 	}
 	prompts, e := s.parsePrompts(req.Prompt)
 	if e != nil {
@@ -232,18 +149,8 @@ func (s *Server) validateCompletion(req *completionRequest) (sampling, [][]int32
 			return sp, nil, e
 		}
 	}
-	if sp.maxTokens < 1 {
-		return sp, nil, badRequest("max_tokens must be at least 1, got %d.", sp.maxTokens)
-	}
-	if req.Logprobs != nil {
-		if e := s.checkLogprobs("sample", sp.logprobs); e != nil {
-			return sp, nil, e
-		}
-	}
-	if req.PromptLogprobs != nil {
-		if e := s.checkLogprobs("prompt", sp.promptLogprobs); e != nil {
-			return sp, nil, e
-		}
+	if e := s.checkLimits(sp); e != nil {
+		return sp, nil, e
 	}
 	return sp, prompts, nil
 }
@@ -284,23 +191,29 @@ func (s *Server) generateChoices(prompt []int32, p int, sp sampling) []genChoice
 	}
 	out := make([]genChoice, sp.n)
 	for j := range out {
-		var c continuation
+		var text string
 		scripted := false
 		if in != nil {
 			ci := *in
 			ci.Messages = chat.Clone(in.Messages)
 			ci.Choice = j
-			if text, ok := s.cfg.agentScript(ci); ok {
-				c = s.lm.force(prompt, s.scriptIDs(text), sp.maxTokens)
-				scripted = true
-			}
+			text, scripted = s.cfg.agentScript(ci)
 		}
-		if !scripted {
-			c = s.sample(prompt, sp, j)
-		}
-		out[j] = s.finish(prompt, c, sp)
+		out[j] = s.generate(prompt, sp, j, text, scripted)
 	}
 	return out
+}
+
+// generate makes choice j of prompt: text when scripted, else a sample of the model,
+// then applies the stop rules.
+func (s *Server) generate(prompt []int32, sp sampling, j int, text string, scripted bool) genChoice {
+	var c continuation
+	if scripted {
+		c = s.lm.force(prompt, s.scriptIDs(text), sp.maxTokens)
+	} else {
+		c = s.sample(prompt, sp, j)
+	}
+	return s.finish(prompt, c, sp)
 }
 
 // scriptIDs tokenizes scripted text and closes the turn with <|im_end|>.
@@ -386,18 +299,8 @@ func (s *Server) newID(prefix string) string {
 }
 
 func (s *Server) writeCompletion(w http.ResponseWriter, req *completionRequest, sp sampling, prompts [][]int32, choices []genChoice) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	defer bw.Flush()
-	j := &jw{w: bw}
-	j.raw(`{"id":`)
-	j.str(s.newID("cmpl-"))
-	j.raw(`,"object":"text_completion","created":`)
-	j.int(time.Now().Unix())
-	j.raw(`,"model":`)
-	j.str(s.cfg.model)
-	j.raw(`,"choices":[`)
+	j, flush := s.startGeneration(w, s.newID("cmpl-"), "text_completion")
+	defer flush()
 	promptTokens, completionTokens := 0, 0
 	for _, p := range prompts {
 		promptTokens += len(p)
@@ -422,36 +325,66 @@ func (s *Server) writeCompletion(w http.ResponseWriter, req *completionRequest, 
 		} else {
 			j.raw("null")
 		}
-		j.raw(`,"finish_reason":`)
-		j.str(c.finish)
-		j.raw(`,"stop_reason":`)
-		j.value(c.stopReason)
-		j.raw(`,"token_ids":`)
-		if req.ReturnTokenIDs {
-			j.ids(c.ids)
-		} else {
-			j.raw("null")
-		}
-		j.raw(`,"prompt_logprobs":`)
-		if sp.promptLogprobs != noLogprobs {
-			s.writePromptLogprobs(j, c.prompt, sp.promptLogprobs)
-		} else {
-			j.raw("null")
-		}
-		j.raw(`,"prompt_token_ids":`)
-		if req.ReturnTokenIDs {
-			j.ids(c.prompt)
-		} else {
-			j.raw("null")
-		}
+		j.choiceEnd(c.finish, c.stopReason, c.ids, req.ReturnTokenIDs)
+		s.writePromptFields(j, c.prompt, sp.promptLogprobs, req.ReturnTokenIDs)
 		j.raw("}")
 	}
-	j.raw(`],"usage":{"prompt_tokens":`)
-	j.int(int64(promptTokens))
-	j.raw(`,"total_tokens":`)
-	j.int(int64(promptTokens + completionTokens))
-	j.raw(`,"completion_tokens":`)
-	j.int(int64(completionTokens))
-	j.raw(`,"prompt_tokens_details":null},"system_fingerprint":null,"service_tier":null,"kv_transfer_params":null}`)
+	j.raw(`],`)
+	j.usage(promptTokens, completionTokens)
+	j.raw(`,"system_fingerprint":null,"service_tier":null,"kv_transfer_params":null}`)
 	j.raw("\n")
+}
+
+// startGeneration answers 200 and writes a generation response up to the opening of
+// its choices array; flush must run once the response is complete.
+func (s *Server) startGeneration(w http.ResponseWriter, id, object string) (j *jw, flush func()) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	j = &jw{w: bw}
+	j.raw(`{"id":`)
+	j.str(id)
+	j.raw(`,"object":`)
+	j.str(object)
+	j.raw(`,"created":`)
+	j.int(time.Now().Unix())
+	j.raw(`,"model":`)
+	j.str(s.cfg.model)
+	j.raw(`,"choices":[`)
+	return j, func() { _ = bw.Flush() }
+}
+
+// choiceEnd writes the fields both endpoints close a choice with: finish_reason,
+// stop_reason and token_ids (null unless returnIDs).
+func (j *jw) choiceEnd(finish string, stopReason any, ids []int32, returnIDs bool) {
+	j.raw(`,"finish_reason":`)
+	j.str(finish)
+	j.raw(`,"stop_reason":`)
+	j.value(stopReason)
+	j.raw(`,"token_ids":`)
+	j.idsOrNull(ids, returnIDs)
+}
+
+// writePromptFields writes prompt_logprobs (null when k is noLogprobs) and
+// prompt_token_ids (null unless returnIDs), each after a comma.
+func (s *Server) writePromptFields(j *jw, prompt []int32, k int, returnIDs bool) {
+	j.raw(`,"prompt_logprobs":`)
+	if k != noLogprobs {
+		s.writePromptLogprobs(j, prompt, k)
+	} else {
+		j.raw("null")
+	}
+	j.raw(`,"prompt_token_ids":`)
+	j.idsOrNull(prompt, returnIDs)
+}
+
+// usage writes the usage field.
+func (j *jw) usage(prompt, completion int) {
+	j.raw(`"usage":{"prompt_tokens":`)
+	j.int(int64(prompt))
+	j.raw(`,"total_tokens":`)
+	j.int(int64(prompt + completion))
+	j.raw(`,"completion_tokens":`)
+	j.int(int64(completion))
+	j.raw(`,"prompt_tokens_details":null}`)
 }

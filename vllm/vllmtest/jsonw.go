@@ -48,6 +48,15 @@ func (j *jw) ids(ids []int32) {
 	j.raw("]")
 }
 
+// idsOrNull writes ids when ok, null otherwise.
+func (j *jw) idsOrNull(ids []int32, ok bool) {
+	if !ok {
+		j.raw("null")
+		return
+	}
+	j.ids(ids)
+}
+
 // value writes v with encoding/json.
 func (j *jw) value(v any) {
 	b, _ := json.Marshal(v)
