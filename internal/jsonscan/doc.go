@@ -1,0 +1,26 @@
+// Package jsonscan is the in-memory JSON reader under the hand-written decoders of
+// atropos (groups) and vllm (prompt_logprobs and the responses that carry them). Those
+// decoders walk a document and put its large parts straight into flat arrays instead of
+// building nested slices and maps; this package holds the machinery they share.
+//
+// A [Scanner] is a document and an offset. Its methods consume one token or value each
+// and never panic on any input: white space ([Scanner.WS], [Scanner.Peek]), punctuation
+// ([Scanner.Consume], [Scanner.Expect]), literals ([Scanner.Null]), strings
+// ([Scanner.String], [Scanner.RawString], [Scanner.Key]), numbers under JSON's grammar
+// rather than strconv's ([Scanner.Number], [ValidNumber], [Scanner.Float32],
+// [Scanner.Int32]), whole values ([Scanner.Skip], [Scanner.UnmarshalNext]) and
+// containers ([Scanner.Object], [Scanner.Array]).
+//
+// # Errors
+//
+// Malformed input is reported as a [*SyntaxError] with the offset where reading stopped,
+// or as [ErrUnexpectedEnd] when the document ends inside a token or value. Decoders with
+// an error model of their own translate these at their boundary.
+//
+// # Leniency
+//
+// [Scanner.Skip] checks the structure of what it skips, but not the escapes inside
+// skipped strings (a skipped "\q" passes); decoders that promise valid JSON check the
+// skipped bytes with encoding/json's Valid. Strings that are read are unquoted by
+// encoding/json and so checked in full.
+package jsonscan

@@ -1,0 +1,453 @@
+package jsonscan
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// DefaultMaxDepth is the nesting [Scanner.Skip] allows when [Scanner.MaxDepth] is 0.
+const DefaultMaxDepth = 512
+
+// ErrUnexpectedEnd reports a document that ends inside a token or value.
+var ErrUnexpectedEnd = errors.New("unexpected end of JSON input")
+
+// SyntaxError reports malformed JSON at a byte offset.
+type SyntaxError struct {
+	// Offset is where reading stopped, in bytes from the start of the document.
+	Offset int
+	// Msg says what was wrong.
+	Msg string
+}
+
+// Error returns "JSON offset N: Msg".
+func (e *SyntaxError) Error() string {
+	return "JSON offset " + strconv.Itoa(e.Offset) + ": " + e.Msg
+}
+
+// Scanner reads the JSON document Data from offset Pos. The zero value with Data set
+// reads Data from its start. Each method consumes what it reads and advances Pos; after
+// an error, Pos is where reading stopped. A Scanner is not safe for concurrent use.
+type Scanner struct {
+	// Data is the document; the scanner never modifies it, and the byte slices it
+	// returns alias it.
+	Data []byte
+	// Pos is the offset of the next byte to read.
+	Pos int
+	// MaxDepth bounds the nesting of values Skip consumes, so that hostile input cannot
+	// exhaust the stack; 0 means DefaultMaxDepth.
+	MaxDepth int
+}
+
+// Errorf returns a [*SyntaxError] at the current offset.
+func (s *Scanner) Errorf(format string, args ...any) error {
+	return &SyntaxError{Offset: s.Pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+// WS skips white space.
+func (s *Scanner) WS() {
+	for s.Pos < len(s.Data) {
+		switch s.Data[s.Pos] {
+		case ' ', '\t', '\n', '\r':
+			s.Pos++
+		default:
+			return
+		}
+	}
+}
+
+// Peek skips white space and returns the next byte, or 0 at the end.
+func (s *Scanner) Peek() byte {
+	s.WS()
+	if s.Pos >= len(s.Data) {
+		return 0
+	}
+	return s.Data[s.Pos]
+}
+
+// Consume skips white space and then c if c comes next, and reports whether it did.
+func (s *Scanner) Consume(c byte) bool {
+	if s.Peek() == c {
+		s.Pos++
+		return true
+	}
+	return false
+}
+
+// Expect consumes c, which must come next after white space.
+func (s *Scanner) Expect(c byte) error {
+	if s.Consume(c) {
+		return nil
+	}
+	if s.Pos >= len(s.Data) {
+		return ErrUnexpectedEnd
+	}
+	return s.Errorf("want %q, found %q", c, s.Data[s.Pos])
+}
+
+// Literal consumes the keyword lit (null, true, false) if it comes next after white
+// space, and reports whether it did.
+func (s *Scanner) Literal(lit string) bool {
+	s.WS()
+	if len(s.Data)-s.Pos >= len(lit) && string(s.Data[s.Pos:s.Pos+len(lit)]) == lit {
+		s.Pos += len(lit)
+		return true
+	}
+	return false
+}
+
+// Null consumes a null if one comes next, and reports whether it did.
+func (s *Scanner) Null() bool { return s.Peek() == 'n' && s.Literal("null") }
+
+// RawString consumes a string and returns its bytes between the quotes, and whether it
+// contains escapes (then only [Unquote] gives its value). Escapes are not checked.
+func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
+	if err := s.Expect('"'); err != nil {
+		return nil, false, err
+	}
+	start := s.Pos
+	for s.Pos < len(s.Data) {
+		c := s.Data[s.Pos]
+		if plainStringByte[c] {
+			s.Pos++
+			continue
+		}
+		switch {
+		case c == '"':
+			raw = s.Data[start:s.Pos]
+			s.Pos++
+			return raw, escaped, nil
+		case c == '\\':
+			escaped = true
+			s.Pos += 2
+		case c < 0x20:
+			return nil, false, s.Errorf("control character in string")
+		default:
+			s.Pos++
+		}
+	}
+	return nil, false, ErrUnexpectedEnd
+}
+
+// plainStringByte marks the bytes that need no attention inside a string.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// Unquote returns the value of quoted, a JSON string with its quotes.
+func Unquote(quoted []byte) (string, error) {
+	var out string
+	err := json.Unmarshal(quoted, &out)
+	return out, err
+}
+
+// String consumes a string and returns its value.
+func (s *Scanner) String() (string, error) {
+	start := s.Pos
+	raw, esc, err := s.RawString()
+	if err != nil {
+		return "", err
+	}
+	if !esc {
+		return string(raw), nil
+	}
+	out, err := Unquote(s.Data[start:s.Pos])
+	if err != nil {
+		return "", s.Errorf("bad string: %v", err)
+	}
+	return out, nil
+}
+
+// KnownKey consumes `"name":` when it comes next after white space exactly as written
+// (pass the quoted key and the colon, as in `"rank":`), and reports whether it did;
+// otherwise it consumes nothing but white space. It is the fast path for the keys a
+// decoder expects; [Scanner.Key] reads any key.
+func (s *Scanner) KnownKey(quotedColon string) bool {
+	s.WS()
+	if len(s.Data)-s.Pos >= len(quotedColon) && string(s.Data[s.Pos:s.Pos+len(quotedColon)]) == quotedColon {
+		s.Pos += len(quotedColon)
+		return true
+	}
+	return false
+}
+
+// Key consumes an object key and its colon. The returned bytes alias Data when the key
+// has no escapes.
+func (s *Scanner) Key() ([]byte, error) {
+	start := s.Pos
+	raw, esc, err := s.RawString()
+	if err != nil {
+		return nil, err
+	}
+	if esc {
+		out, err := Unquote(s.Data[start:s.Pos])
+		if err != nil {
+			return nil, s.Errorf("bad key: %v", err)
+		}
+		raw = []byte(out)
+	}
+	return raw, s.Expect(':')
+}
+
+// Number consumes a number and returns its text, checked against the JSON grammar
+// (strconv alone would accept "Inf", "0x1p3" and "1_0"). On error nothing but white
+// space is consumed.
+func (s *Scanner) Number() ([]byte, error) {
+	s.WS()
+	end, ok := numberEnd(s.Data, s.Pos)
+	switch {
+	case end == s.Pos:
+		return nil, s.Errorf("want a number")
+	case !ok:
+		return nil, s.Errorf("bad number")
+	}
+	num := s.Data[s.Pos:end]
+	s.Pos = end
+	return num, nil
+}
+
+// ValidNumber reports whether b is exactly one number under the JSON grammar.
+func ValidNumber(b []byte) bool {
+	end, ok := numberEnd(b, 0)
+	return ok && end == len(b)
+}
+
+// numberEnd returns the end of the number that starts at d[i]: i when no integer part
+// begins there, and ok false when a fraction or exponent has no digits.
+func numberEnd(d []byte, i int) (end int, ok bool) {
+	start := i
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	default:
+		return start, false
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		j := i
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return i, false
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		j := i
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return i, false
+		}
+	}
+	return i, true
+}
+
+// Float32 consumes a number that must be finite as a float32.
+func (s *Scanner) Float32() (float32, error) {
+	num, err := s.Number()
+	if err != nil {
+		return 0, err
+	}
+	f, err := strconv.ParseFloat(string(num), 32)
+	if err != nil || math.IsInf(f, 0) {
+		return 0, s.Errorf("number %s is not a finite float32", num)
+	}
+	return float32(f), nil
+}
+
+// Int32 consumes an integer that fits an int32, written without fraction or exponent.
+func (s *Scanner) Int32() (int32, error) {
+	num, err := s.Number()
+	if err != nil {
+		return 0, err
+	}
+	return ParseInt32(num)
+}
+
+// ParseInt32 parses decimal digits with an optional minus sign, nothing else, into an
+// int32. Its errors carry no offset.
+func ParseInt32(b []byte) (int32, error) {
+	neg := len(b) > 0 && b[0] == '-'
+	digits := b
+	if neg {
+		digits = b[1:]
+	}
+	if len(digits) == 0 || len(digits) > 10 {
+		return 0, fmt.Errorf("integer %q out of range", b)
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%q is not an integer", b)
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("integer %q out of range", b)
+	}
+	return int32(n), nil
+}
+
+// Skip consumes one value of any kind and returns its bytes. It checks the structure
+// but not the escapes of strings inside the value (see the package doc), and refuses
+// nesting deeper than MaxDepth.
+func (s *Scanner) Skip() ([]byte, error) {
+	s.WS()
+	start := s.Pos
+	maxDepth := s.MaxDepth
+	if maxDepth <= 0 {
+		maxDepth = DefaultMaxDepth
+	}
+	if err := s.skipValue(0, maxDepth); err != nil {
+		return nil, err
+	}
+	return s.Data[start:s.Pos], nil
+}
+
+func (s *Scanner) skipValue(depth, maxDepth int) error {
+	if depth > maxDepth {
+		return s.Errorf("nesting deeper than %d", maxDepth)
+	}
+	switch c := s.Peek(); c {
+	case 0:
+		return ErrUnexpectedEnd
+	case '"':
+		_, _, err := s.RawString()
+		return err
+	case '{':
+		s.Pos++
+		if s.Consume('}') {
+			return nil
+		}
+		for {
+			if _, err := s.Key(); err != nil {
+				return err
+			}
+			if err := s.skipValue(depth+1, maxDepth); err != nil {
+				return err
+			}
+			if s.Consume(',') {
+				continue
+			}
+			return s.Expect('}')
+		}
+	case '[':
+		s.Pos++
+		return s.elements(func(int) error { return s.skipValue(depth+1, maxDepth) })
+	case 't':
+		if s.Literal("true") {
+			return nil
+		}
+	case 'f':
+		if s.Literal("false") {
+			return nil
+		}
+	case 'n':
+		if s.Literal("null") {
+			return nil
+		}
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			_, err := s.Number()
+			return err
+		}
+	}
+	return s.Errorf("unexpected %q", s.Data[s.Pos])
+}
+
+// Object calls member for each key of the object that comes next; member must consume
+// the value. A null is accepted as an empty object when nullOK.
+func (s *Scanner) Object(nullOK bool, member func(key []byte) error) error {
+	if nullOK && s.Null() {
+		return nil
+	}
+	if err := s.Expect('{'); err != nil {
+		return err
+	}
+	if s.Consume('}') {
+		return nil
+	}
+	for {
+		k, err := s.Key()
+		if err != nil {
+			return err
+		}
+		if err := member(k); err != nil {
+			return err
+		}
+		if s.Consume(',') {
+			continue
+		}
+		return s.Expect('}')
+	}
+}
+
+// Array calls elem for each element of the array that comes next, with its index;
+// elem must consume the element. A null is accepted as an empty array when nullOK.
+func (s *Scanner) Array(nullOK bool, elem func(i int) error) error {
+	if nullOK && s.Null() {
+		return nil
+	}
+	if err := s.Expect('['); err != nil {
+		return err
+	}
+	return s.elements(elem)
+}
+
+// elements reads the rest of an array whose '[' is consumed.
+func (s *Scanner) elements(elem func(i int) error) error {
+	if s.Consume(']') {
+		return nil
+	}
+	for i := 0; ; i++ {
+		if err := elem(i); err != nil {
+			return err
+		}
+		if s.Consume(',') {
+			continue
+		}
+		return s.Expect(']')
+	}
+}
+
+// End checks that nothing but white space follows.
+func (s *Scanner) End() error {
+	if s.Peek() != 0 || s.Pos < len(s.Data) {
+		return s.Errorf("data after the top-level value")
+	}
+	return nil
+}
+
+// UnmarshalNext decodes the next value into v with encoding/json (for the small parts
+// of a document). Its errors wrap encoding/json's.
+func (s *Scanner) UnmarshalNext(v any) error {
+	raw, err := s.Skip()
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("JSON offset %d: %w", s.Pos-len(raw), err)
+	}
+	return nil
+}
