@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
 
 // ChatCompletionRequest is a POST /v1/chat/completions request.
@@ -99,41 +100,27 @@ func (c *Client) ChatCompletions(ctx context.Context, req ChatCompletionRequest)
 // DecodeChatCompletionResponse decodes a /v1/chat/completions response body, with
 // the top-level prompt_logprobs read by the same scanner as for completions.
 func DecodeChatCompletionResponse(data []byte) (*ChatCompletionResponse, error) {
-	s := &scanner{data: data}
 	out := &ChatCompletionResponse{}
-	err := s.object(false, func(k []byte) error {
+	err := decodeResponse(data, &out.ID, &out.Model, &out.Usage, func(s *jsonscan.Scanner, k []byte) (bool, error) {
+		var err error
 		switch string(k) {
-		case "id":
-			return s.unmarshalNext(&out.ID)
-		case "model":
-			return s.unmarshalNext(&out.Model)
-		case "usage":
-			return s.unmarshalNext(&out.Usage)
 		case "choices":
-			return s.unmarshalNext(&out.Choices)
+			err = s.UnmarshalNext(&out.Choices)
 		case "prompt_token_ids":
-			return s.unmarshalNext(&out.PromptTokenIDs)
+			err = s.UnmarshalNext(&out.PromptTokenIDs)
 		case "prompt_logprobs":
-			if s.null() {
-				out.PromptLogprobs = nil
-				return nil
-			}
-			out.PromptLogprobs = &PromptLogprobs{}
-			return decodePromptLogprobs(s, out.PromptLogprobs)
+			out.PromptLogprobs, err = decodeOptPromptLogprobs(s)
 		default:
-			_, err := s.skip()
-			return err
+			return false, nil
 		}
+		return true, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.end(); err != nil {
-		return nil, err
-	}
 	for i, ch := range out.Choices {
-		if ch.Index != i {
-			return nil, fmt.Errorf("choices[%d] has index %d", i, ch.Index)
+		if err := checkIndex(i, ch.Index); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

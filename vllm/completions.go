@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
 
 // CompletionRequest is a POST /v1/completions request with token-id prompts.
@@ -173,40 +175,27 @@ func (c *Client) completionBody(ctx context.Context, req CompletionRequest) ([]b
 // are read by a scanner straight into flat arrays; the small fields go through
 // encoding/json.
 func DecodeCompletionResponse(data []byte) (*CompletionResponse, error) {
-	s := &scanner{data: data}
 	out := &CompletionResponse{}
-	err := s.object(false, func(k []byte) error {
-		switch string(k) {
-		case "id":
-			return s.unmarshalNext(&out.ID)
-		case "model":
-			return s.unmarshalNext(&out.Model)
-		case "usage":
-			return s.unmarshalNext(&out.Usage)
-		case "choices":
-			return s.array(true, func(i int) error {
-				var ch CompletionChoice
-				if err := decodeChoice(s, &ch); err != nil {
-					return fmt.Errorf("choices[%d]: %w", i, err)
-				}
-				out.Choices = append(out.Choices, ch)
-				return nil
-			})
-		default:
-			_, err := s.skip()
-			return err
+	err := decodeResponse(data, &out.ID, &out.Model, &out.Usage, func(s *jsonscan.Scanner, k []byte) (bool, error) {
+		if string(k) != "choices" {
+			return false, nil
 		}
+		return true, s.Array(true, func(i int) error {
+			var ch CompletionChoice
+			if err := decodeChoice(s, &ch); err != nil {
+				return fmt.Errorf("choices[%d]: %w", i, err)
+			}
+			out.Choices = append(out.Choices, ch)
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.end(); err != nil {
-		return nil, err
-	}
 	for i := range out.Choices {
 		ch := &out.Choices[i]
-		if ch.Index != i {
-			return nil, fmt.Errorf("choices[%d] has index %d", i, ch.Index)
+		if err := checkIndex(i, ch.Index); err != nil {
+			return nil, err
 		}
 		if ch.TokenIDs == nil && ch.Logprobs != nil && ch.Logprobs.Tokens != nil {
 			ids, ok := tokenIDsFromStrings(ch.Logprobs.Tokens)
@@ -218,31 +207,65 @@ func DecodeCompletionResponse(data []byte) (*CompletionResponse, error) {
 	return out, nil
 }
 
-func decodeChoice(s *scanner, ch *CompletionChoice) error {
-	return s.object(false, func(k []byte) error {
+// decodeResponse reads the top-level object of a response body: id, model and usage
+// into the given fields, the keys member takes (it reports whether it took k and then
+// consumed the value), skipping the others; then it checks that nothing follows.
+func decodeResponse(data []byte, id, model *string, usage *Usage, member func(s *jsonscan.Scanner, k []byte) (bool, error)) error {
+	s := &jsonscan.Scanner{Data: data}
+	err := s.Object(false, func(k []byte) error {
+		switch string(k) {
+		case "id":
+			return s.UnmarshalNext(id)
+		case "model":
+			return s.UnmarshalNext(model)
+		case "usage":
+			return s.UnmarshalNext(usage)
+		}
+		if took, err := member(s, k); took || err != nil {
+			return err
+		}
+		_, err := s.Skip()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.End()
+}
+
+// checkIndex checks that choice i says it is choice i.
+func checkIndex(i, index int) error {
+	if index != i {
+		return fmt.Errorf("choices[%d] has index %d", i, index)
+	}
+	return nil
+}
+
+func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice) error {
+	return s.Object(false, func(k []byte) error {
 		switch string(k) {
 		case "index":
-			return s.unmarshalNext(&ch.Index)
+			return s.UnmarshalNext(&ch.Index)
 		case "text":
-			return s.unmarshalNext(&ch.Text)
+			return s.UnmarshalNext(&ch.Text)
 		case "finish_reason":
-			return s.unmarshalNext(&ch.FinishReason)
+			return s.UnmarshalNext(&ch.FinishReason)
 		case "stop_reason":
-			return s.unmarshalNext(&ch.StopReason)
+			return s.UnmarshalNext(&ch.StopReason)
 		case "token_ids":
-			return s.unmarshalNext(&ch.TokenIDs)
+			return s.UnmarshalNext(&ch.TokenIDs)
 		case "prompt_token_ids":
-			return s.unmarshalNext(&ch.PromptTokenIDs)
+			return s.UnmarshalNext(&ch.PromptTokenIDs)
 		case "logprobs":
-			return s.unmarshalNext(&ch.Logprobs)
+			return s.UnmarshalNext(&ch.Logprobs)
 		case "prompt_logprobs":
-			if s.null() {
-				return nil
+			pl, err := decodeOptPromptLogprobs(s)
+			if pl != nil { // a null after a list keeps the list
+				ch.PromptLogprobs = pl
 			}
-			ch.PromptLogprobs = &PromptLogprobs{}
-			return decodePromptLogprobs(s, ch.PromptLogprobs)
+			return err
 		default:
-			_, err := s.skip()
+			_, err := s.Skip()
 			return err
 		}
 	})

@@ -3,6 +3,8 @@ package vllm
 import (
 	"fmt"
 	"slices"
+
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
 
 // NegInfLogprob is the value vLLM writes for a logprob of −∞ (JSON has no infinity).
@@ -144,31 +146,31 @@ func (p *PromptLogprobs) appendTopKSorted(j, k int, ids []int32, logprobs []floa
 }
 
 // decodePromptLogprobs reads a prompt_logprobs value (null or a list) from s into p,
-// reusing p's arrays. sizeHint is the expected number of entries per position.
-func decodePromptLogprobs(s *scanner, p *PromptLogprobs) error {
+// reusing p's arrays.
+func decodePromptLogprobs(s *jsonscan.Scanner, p *PromptLogprobs) error {
 	p.Offsets = append(p.Offsets[:0], 0)
 	p.IDs, p.Logprobs, p.Ranks = p.IDs[:0], p.Logprobs[:0], p.Ranks[:0]
-	if s.null() {
+	if s.Null() {
 		p.Offsets = p.Offsets[:0]
 		return nil
 	}
-	if err := s.expect('['); err != nil {
-		return err
-	}
-	if s.consume(']') {
-		return nil
-	}
-	for {
+	return s.Array(false, func(j int) error {
 		p.grow()
 		if err := decodePosition(s, p); err != nil {
-			return fmt.Errorf("prompt_logprobs[%d]: %w", len(p.Offsets)-1, err)
+			return fmt.Errorf("prompt_logprobs[%d]: %w", j, err)
 		}
 		p.Offsets = append(p.Offsets, int32(len(p.IDs)))
-		if s.consume(',') {
-			continue
-		}
-		return s.expect(']')
+		return nil
+	})
+}
+
+// decodeOptPromptLogprobs reads a prompt_logprobs value that may be null (then nil).
+func decodeOptPromptLogprobs(s *jsonscan.Scanner) (*PromptLogprobs, error) {
+	if s.Null() {
+		return nil, nil
 	}
+	p := &PromptLogprobs{}
+	return p, decodePromptLogprobs(s, p)
 }
 
 // grow makes room for at least 256 more entries and one more position, doubling
@@ -186,22 +188,9 @@ func (p *PromptLogprobs) grow() {
 }
 
 // decodePosition reads null or {"<id>": {"logprob": f, "rank": r, "decoded_token": s}, …}.
-func decodePosition(s *scanner, p *PromptLogprobs) error {
-	if s.null() {
-		return nil
-	}
-	if err := s.expect('{'); err != nil {
-		return err
-	}
-	if s.consume('}') {
-		return nil
-	}
-	for {
-		k, err := s.key()
-		if err != nil {
-			return err
-		}
-		id, err := parseInt32(k)
+func decodePosition(s *jsonscan.Scanner, p *PromptLogprobs) error {
+	return s.Object(true, func(k []byte) error {
+		id, err := jsonscan.ParseInt32(k)
 		if err != nil || id < 0 {
 			return fmt.Errorf("key %q is not a token id", k)
 		}
@@ -215,29 +204,28 @@ func decodePosition(s *scanner, p *PromptLogprobs) error {
 		if len(p.IDs) > 1<<31-2 {
 			return fmt.Errorf("too many entries")
 		}
-		if s.consume(',') {
-			continue
-		}
-		return s.expect('}')
-	}
+		return nil
+	})
 }
 
-// decodeEntry reads one {"logprob": f, "rank": r|null, "decoded_token": s|null}.
-func decodeEntry(s *scanner) (lp float32, rank int32, err error) {
-	if err := s.expect('{'); err != nil {
+// decodeEntry reads one {"logprob": f, "rank": r|null, "decoded_token": s|null}. It is
+// the innermost loop of the decoder, run once per entry, so it tries the two keys it
+// needs as literal bytes before reading a key in general.
+func decodeEntry(s *jsonscan.Scanner) (lp float32, rank int32, err error) {
+	if err := s.Expect('{'); err != nil {
 		return 0, 0, err
 	}
 	seenLP := false
-	if !s.consume('}') {
+	if !s.Consume('}') {
 		for {
 			var field string
 			switch {
-			case s.knownKey(`"logprob":`):
+			case s.KnownKey(`"logprob":`):
 				field = "logprob"
-			case s.knownKey(`"rank":`):
+			case s.KnownKey(`"rank":`):
 				field = "rank"
 			default:
-				k, err := s.key()
+				k, err := s.Key()
 				if err != nil {
 					return 0, 0, err
 				}
@@ -245,13 +233,13 @@ func decodeEntry(s *scanner) (lp float32, rank int32, err error) {
 			}
 			switch field {
 			case "logprob":
-				if lp, err = s.float32(); err != nil {
+				if lp, err = s.Float32(); err != nil {
 					return 0, 0, err
 				}
 				seenLP = true
 			case "rank":
-				if !s.null() {
-					if rank, err = s.int32(); err != nil {
+				if !s.Null() {
+					if rank, err = s.Int32(); err != nil {
 						return 0, 0, err
 					}
 					if rank < 1 {
@@ -259,14 +247,14 @@ func decodeEntry(s *scanner) (lp float32, rank int32, err error) {
 					}
 				}
 			default: // decoded_token and anything newer
-				if _, err := s.skip(); err != nil {
+				if _, err := s.Skip(); err != nil {
 					return 0, 0, err
 				}
 			}
-			if s.consume(',') {
+			if s.Consume(',') {
 				continue
 			}
-			if err := s.expect('}'); err != nil {
+			if err := s.Expect('}'); err != nil {
 				return 0, 0, err
 			}
 			break
@@ -281,12 +269,12 @@ func decodeEntry(s *scanner) (lp float32, rank int32, err error) {
 // DecodePromptLogprobs decodes a prompt_logprobs JSON value (null, or a list whose
 // elements are null or objects keyed by token-id strings) into flat arrays.
 func DecodePromptLogprobs(data []byte) (*PromptLogprobs, error) {
-	s := &scanner{data: data}
+	s := &jsonscan.Scanner{Data: data}
 	p := &PromptLogprobs{}
 	if err := decodePromptLogprobs(s, p); err != nil {
 		return nil, fmt.Errorf("vllm: %w", err)
 	}
-	if err := s.end(); err != nil {
+	if err := s.End(); err != nil {
 		return nil, fmt.Errorf("vllm: %w", err)
 	}
 	return p, nil
