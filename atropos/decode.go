@@ -16,13 +16,13 @@ var ErrSyntax = errors.New("atropos: malformed group JSON")
 // NaN and Infinity are refused with an error that also matches [ErrNonFinite]; distill
 // arrays whose ids and logprobs differ in shape are refused too.
 func (g *ScoredDataGroup) UnmarshalJSON(data []byte) error {
-	s := scanner{data: data}
+	s := newScanner(data)
 	var out ScoredDataGroup
 	if err := s.group(&out); err != nil {
 		return err
 	}
-	s.ws()
-	if s.pos != len(s.data) {
+	s.WS()
+	if s.Pos != len(s.Data) {
 		return s.errorf("unexpected data after the group")
 	}
 	*g = out
@@ -36,8 +36,8 @@ func (s *scanner) group(g *ScoredDataGroup) error {
 	}
 	var ids, lps []*DistillRows
 	var haveIDs, haveLps bool
-	if s.peek() == '}' {
-		s.pos++
+	if s.Peek() == '}' {
+		s.Pos++
 		return s.errorf("empty object: tokens, masks and scores are required")
 	}
 	seen := map[string]bool{}
@@ -87,12 +87,12 @@ func (s *scanner) group(g *ScoredDataGroup) error {
 			return err
 		}
 		s.path = ""
-		switch s.peek() {
+		switch s.Peek() {
 		case ',':
-			s.pos++
+			s.Pos++
 			continue
 		case '}':
-			s.pos++
+			s.Pos++
 		case 0:
 			return s.errorf("unexpected end inside the group")
 		default:
@@ -143,7 +143,7 @@ func mergeDistill(ids, lps []*DistillRows, haveIDs, haveLps bool) ([]*DistillRow
 }
 
 func (s *scanner) intMatrix() ([][]int, error) {
-	if s.null() {
+	if s.Null() {
 		return nil, nil
 	}
 	out := [][]int{}
@@ -161,7 +161,7 @@ func (s *scanner) intMatrix() ([][]int, error) {
 }
 
 func (s *scanner) floats() ([]float64, error) {
-	if s.null() {
+	if s.Null() {
 		return nil, nil
 	}
 	row := []float64{}
@@ -174,7 +174,7 @@ func (s *scanner) floats() ([]float64, error) {
 }
 
 func (s *scanner) floatMatrix() ([][]float64, error) {
-	if s.null() {
+	if s.Null() {
 		return nil, nil
 	}
 	out := [][]float64{}
@@ -190,14 +190,14 @@ func (s *scanner) floatMatrix() ([][]float64, error) {
 }
 
 func (s *scanner) messages() ([][]json.RawMessage, error) {
-	if s.null() {
+	if s.Null() {
 		return nil, nil
 	}
 	out := [][]json.RawMessage{}
 	err := s.list(func(int) error {
 		seq := []json.RawMessage{}
 		err := s.list(func(int) error {
-			if s.peek() != '{' {
+			if s.Peek() != '{' {
 				return s.errorf("a message must be an object")
 			}
 			raw, err := s.skip()
@@ -211,10 +211,10 @@ func (s *scanner) messages() ([][]json.RawMessage, error) {
 }
 
 func (s *scanner) object() (map[string]any, error) {
-	if s.null() {
+	if s.Null() {
 		return nil, nil
 	}
-	if s.peek() != '{' {
+	if s.Peek() != '{' {
 		return nil, s.errorf("want an object")
 	}
 	raw, err := s.skip()
@@ -229,7 +229,7 @@ func (s *scanner) object() (map[string]any, error) {
 }
 
 func (s *scanner) objects() ([]map[string]any, error) {
-	if s.null() {
+	if s.Null() {
 		return nil, nil
 	}
 	out := []map[string]any{}
@@ -245,7 +245,7 @@ func (s *scanner) objects() ([]map[string]any, error) {
 }
 
 func (s *scanner) rawOrNil() (json.RawMessage, error) {
-	if s.null() {
+	if s.Null() {
 		return nil, nil
 	}
 	raw, err := s.skip()
@@ -256,7 +256,7 @@ func (s *scanner) rawOrNil() (json.RawMessage, error) {
 }
 
 func (s *scanner) optInt() (*int, error) {
-	if s.null() {
+	if s.Null() {
 		return nil, nil
 	}
 	v, err := s.int()
@@ -273,7 +273,7 @@ func (s *scanner) optInt() (*int, error) {
 // distill reads distill_token_ids (logprobs false) or distill_logprobs (true) into
 // compact rows.
 func (s *scanner) distill(logprobs bool) ([]*DistillRows, bool, error) {
-	if s.null() {
+	if s.Null() {
 		return nil, false, nil
 	}
 	out := []*DistillRows{}

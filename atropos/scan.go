@@ -6,27 +6,54 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
 
-// This file holds the JSON scanner the group decoder is built on: tokens, strings,
-// numbers (with JSON's grammar, not strconv's), arrays, and skipping unknown values.
-// decode.go maps a group's keys onto it.
+// This file adapts the shared JSON scanner to groups: errors that match ErrSyntax and
+// name the key being read, integers that may be written as integral floats, numbers
+// read whole so that errors quote them and NaN and Infinity are told apart, and skipped
+// values checked to be valid JSON. decode.go maps a group's keys onto it.
 
-// scanner is a small JSON reader specialised for groups.
+// maxSkipDepth is the nesting skip allows: encoding/json's own limit, which Valid
+// applies to what is skipped.
+const maxSkipDepth = 10000
+
+// scanner is the shared scanner with the group decoder's error model.
 type scanner struct {
-	data []byte
-	pos  int
+	jsonscan.Scanner
 	path string // current top-level key, for errors
 }
 
+func newScanner(data []byte) scanner {
+	return scanner{Scanner: jsonscan.Scanner{Data: data, MaxDepth: maxSkipDepth}}
+}
+
 func (s *scanner) errorf(format string, args ...any) error {
-	return fmt.Errorf("%w: offset %d%s: %s", ErrSyntax, s.pos, s.where(), fmt.Sprintf(format, args...))
+	return s.errorAt(s.Pos, fmt.Sprintf(format, args...))
+}
+
+func (s *scanner) errorAt(offset int, msg string) error {
+	return fmt.Errorf("%w: offset %d%s: %s", ErrSyntax, offset, s.where(), msg)
+}
+
+// syntax turns an error of the shared scanner into one that matches ErrSyntax; end is
+// the message for input that ends too soon.
+func (s *scanner) syntax(err error, end string) error {
+	var se *jsonscan.SyntaxError
+	switch {
+	case errors.Is(err, jsonscan.ErrUnexpectedEnd):
+		return s.errorf("%s", end)
+	case errors.As(err, &se):
+		return s.errorAt(se.Offset, se.Msg)
+	}
+	return s.errorf("%v", err)
 }
 
 // nonFinite reports NaN or Infinity in the input; the error matches both ErrSyntax and
 // ErrNonFinite.
 func (s *scanner) nonFinite() error {
-	return fmt.Errorf("%w: offset %d%s: %w", ErrSyntax, s.pos, s.where(), ErrNonFinite)
+	return fmt.Errorf("%w: offset %d%s: %w", ErrSyntax, s.Pos, s.where(), ErrNonFinite)
 }
 
 func (s *scanner) where() string {
@@ -36,44 +63,15 @@ func (s *scanner) where() string {
 	return " in " + strconv.Quote(s.path)
 }
 
-func (s *scanner) ws() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
-	}
-}
-
-// peek skips white space and returns the next byte, or 0 at the end.
-func (s *scanner) peek() byte {
-	s.ws()
-	if s.pos >= len(s.data) {
-		return 0
-	}
-	return s.data[s.pos]
-}
-
 func (s *scanner) expect(c byte) error {
-	if got := s.peek(); got != c {
+	if got := s.Peek(); got != c {
 		if got == 0 {
 			return s.errorf("unexpected end, want %q", c)
 		}
 		return s.errorf("found %q, want %q", got, c)
 	}
-	s.pos++
+	s.Pos++
 	return nil
-}
-
-// null consumes a null literal if one is next.
-func (s *scanner) null() bool {
-	if s.peek() == 'n' && len(s.data)-s.pos >= 4 && string(s.data[s.pos:s.pos+4]) == "null" {
-		s.pos += 4
-		return true
-	}
-	return false
 }
 
 // list iterates over the elements of a JSON array, calling elem for each.
@@ -81,19 +79,18 @@ func (s *scanner) list(elem func(i int) error) error {
 	if err := s.expect('['); err != nil {
 		return err
 	}
-	if s.peek() == ']' {
-		s.pos++
+	if s.Consume(']') {
 		return nil
 	}
 	for i := 0; ; i++ {
 		if err := elem(i); err != nil {
 			return err
 		}
-		switch s.peek() {
+		switch s.Peek() {
 		case ',':
-			s.pos++
+			s.Pos++
 		case ']':
-			s.pos++
+			s.Pos++
 			return nil
 		case 0:
 			return s.errorf("unexpected end inside an array")
@@ -105,56 +102,36 @@ func (s *scanner) list(elem func(i int) error) error {
 
 // str reads a JSON string.
 func (s *scanner) str() (string, error) {
-	if s.peek() != '"' {
+	if s.Peek() != '"' {
 		return "", s.errorf("want a string")
 	}
-	start := s.pos
-	s.pos++
-	escaped := false
-	for s.pos < len(s.data) {
-		switch c := s.data[s.pos]; {
-		case c == '\\':
-			escaped = true
-			s.pos += 2
-			continue
-		case c == '"':
-			s.pos++
-			raw := s.data[start:s.pos]
-			if !escaped {
-				return string(raw[1 : len(raw)-1]), nil
-			}
-			var out string
-			if err := json.Unmarshal(raw, &out); err != nil {
-				return "", s.errorf("bad string: %v", err)
-			}
-			return out, nil
-		case c < 0x20:
-			return "", s.errorf("control character in string")
-		}
-		s.pos++
+	v, err := s.String()
+	if err != nil {
+		return "", s.syntax(err, "unterminated string")
 	}
-	return "", s.errorf("unterminated string")
+	return v, nil
 }
 
-// number returns the bytes of the next JSON number.
+// number returns the bytes of the next JSON number. It takes every byte a number may
+// hold and leaves the grammar to int and float, so that their errors quote the whole.
 func (s *scanner) number() ([]byte, error) {
-	s.ws()
-	start := s.pos
-	for s.pos < len(s.data) {
-		c := s.data[s.pos]
+	s.WS()
+	start := s.Pos
+	for s.Pos < len(s.Data) {
+		c := s.Data[s.Pos]
 		if (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
-			s.pos++
+			s.Pos++
 			continue
 		}
 		break
 	}
-	if start == s.pos || (s.pos-start == 1 && s.data[start] == '-') {
-		if s.pos < len(s.data) && (s.data[s.pos] == 'N' || s.data[s.pos] == 'I') {
+	if start == s.Pos || (s.Pos-start == 1 && s.Data[start] == '-') {
+		if s.Pos < len(s.Data) && (s.Data[s.Pos] == 'N' || s.Data[s.Pos] == 'I') {
 			return nil, s.nonFinite()
 		}
 		return nil, s.errorf("want a number")
 	}
-	return s.data[start:s.pos], nil
+	return s.Data[start:s.Pos], nil
 }
 
 // int reads an integer; integral floats are accepted.
@@ -221,102 +198,19 @@ func (s *scanner) float(bits int) (float64, error) {
 // parseFloat parses a JSON number, rejecting forms strconv accepts but JSON does not
 // and values that overflow to ±Inf at the given bit size.
 func parseFloat(b []byte, bits int) (float64, error) {
-	if !validNumber(b) {
+	if !jsonscan.ValidNumber(b) {
 		return 0, errors.New("not a JSON number")
 	}
-	f, err := strconv.ParseFloat(string(b), bits)
-	if err != nil {
-		return 0, err
-	}
-	return f, nil
-}
-
-// validNumber checks the JSON number grammar.
-func validNumber(b []byte) bool {
-	i := 0
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	if i >= len(b) {
-		return false
-	}
-	if b[i] == '0' {
-		i++
-	} else if b[i] >= '1' && b[i] <= '9' {
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	} else {
-		return false
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return false
-		}
-	}
-	return i == len(b)
+	return strconv.ParseFloat(string(b), bits)
 }
 
 // skip consumes one JSON value of any kind and returns its bytes, checked for validity.
 func (s *scanner) skip() (json.RawMessage, error) {
-	s.ws()
-	start := s.pos
-	depth := 0
-	for s.pos < len(s.data) {
-		switch c := s.data[s.pos]; c {
-		case '"':
-			if _, err := s.str(); err != nil {
-				return nil, err
-			}
-			if depth == 0 {
-				return s.checked(start)
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return s.checked(start) // the end of a scalar
-			}
-			depth--
-			if depth == 0 {
-				s.pos++
-				return s.checked(start)
-			}
-		case ',', ':', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return s.checked(start)
-			}
-		}
-		s.pos++
+	raw, err := s.Skip()
+	if err != nil {
+		return nil, s.syntax(err, "unexpected end inside a value")
 	}
-	if depth != 0 {
-		return nil, s.errorf("unexpected end inside a value")
-	}
-	return s.checked(start)
-}
-
-func (s *scanner) checked(start int) (json.RawMessage, error) {
-	raw := s.data[start:s.pos]
-	if len(raw) == 0 || !json.Valid(raw) {
+	if !json.Valid(raw) {
 		return nil, s.errorf("invalid JSON value")
 	}
 	return raw, nil

@@ -100,7 +100,7 @@ func (t *Trainer) Batch(ctx context.Context) ([]*ScoredDataGroup, error) {
 		return nil, nil
 	}
 	var groups []*ScoredDataGroup
-	s := scanner{data: reply.Batch}
+	s := newScanner(reply.Batch)
 	err := s.list(func(int) error {
 		g := new(ScoredDataGroup)
 		if err := s.group(g); err != nil {
