@@ -167,14 +167,7 @@ func (s *Scanner) String() (string, error) {
 // (pass the quoted key and the colon, as in `"rank":`), and reports whether it did;
 // otherwise it consumes nothing but white space. It is the fast path for the keys a
 // decoder expects; [Scanner.Key] reads any key.
-func (s *Scanner) KnownKey(quotedColon string) bool {
-	s.WS()
-	if len(s.Data)-s.Pos >= len(quotedColon) && string(s.Data[s.Pos:s.Pos+len(quotedColon)]) == quotedColon {
-		s.Pos += len(quotedColon)
-		return true
-	}
-	return false
-}
+func (s *Scanner) KnownKey(quotedColon string) bool { return s.Literal(quotedColon) }
 
 // Key consumes an object key and its colon. The returned bytes alias Data when the key
 // has no escapes.
