@@ -22,5 +22,6 @@
 // [Scanner.Skip] checks the structure of what it skips, but not the escapes inside
 // skipped strings (a skipped "\q" passes); decoders that promise valid JSON check the
 // skipped bytes with encoding/json's Valid. Strings that are read are unquoted by
-// encoding/json and so checked in full.
+// encoding/json and so checked in full when they hold escapes; a string without escapes
+// is returned as its bytes, invalid UTF-8 included (encoding/json would replace it).
 package jsonscan
