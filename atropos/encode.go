@@ -122,18 +122,31 @@ func (g *ScoredDataGroup) encode(jw *jsonWriter, opts *EncodeOptions) error {
 	return jw.err
 }
 
+// list writes a JSON list of n elements, elem writing element i, and lets the writer
+// flush after each element. It stops at the first error elem returns.
+func (jw *jsonWriter) list(n int, elem func(i int) error) error {
+	jw.buf = append(jw.buf, '[')
+	for i := range n {
+		if i > 0 {
+			jw.buf = append(jw.buf, ',')
+		}
+		if err := elem(i); err != nil {
+			return err
+		}
+		jw.maybeFlush()
+	}
+	jw.buf = append(jw.buf, ']')
+	return nil
+}
+
 func (jw *jsonWriter) intMatrix(m [][]int) {
 	if m == nil {
 		jw.buf = append(jw.buf, "[]"...) // required fields are never null
 		return
 	}
-	jw.buf = append(jw.buf, '[')
-	for i, row := range m {
-		if i > 0 {
-			jw.buf = append(jw.buf, ',')
-		}
+	_ = jw.list(len(m), func(i int) error {
 		jw.buf = append(jw.buf, '[')
-		for j, v := range row {
+		for j, v := range m[i] {
 			if j > 0 {
 				jw.buf = append(jw.buf, ',')
 			}
@@ -143,9 +156,8 @@ func (jw *jsonWriter) intMatrix(m [][]int) {
 			}
 		}
 		jw.buf = append(jw.buf, ']')
-		jw.maybeFlush()
-	}
-	jw.buf = append(jw.buf, ']')
+		return nil
+	})
 }
 
 // floats writes a list of float64 values; seq is the sequence index for errors or -1.
@@ -179,18 +191,7 @@ func (jw *jsonWriter) floatMatrix(m [][]float64, field string) error {
 		jw.buf = append(jw.buf, "null"...)
 		return nil
 	}
-	jw.buf = append(jw.buf, '[')
-	for i, row := range m {
-		if i > 0 {
-			jw.buf = append(jw.buf, ',')
-		}
-		if err := jw.floats(row, field, i); err != nil {
-			return err
-		}
-		jw.maybeFlush()
-	}
-	jw.buf = append(jw.buf, ']')
-	return nil
+	return jw.list(len(m), func(i int) error { return jw.floats(m[i], field, i) })
 }
 
 func (jw *jsonWriter) messages(m [][]json.RawMessage) error {
@@ -198,25 +199,11 @@ func (jw *jsonWriter) messages(m [][]json.RawMessage) error {
 		jw.buf = append(jw.buf, "null"...)
 		return nil
 	}
-	jw.buf = append(jw.buf, '[')
-	for i, seq := range m {
-		if i > 0 {
-			jw.buf = append(jw.buf, ',')
-		}
-		jw.buf = append(jw.buf, '[')
-		for j, msg := range seq {
-			if j > 0 {
-				jw.buf = append(jw.buf, ',')
-			}
-			if err := jw.raw(msg, fmt.Sprintf("messages[%d][%d]", i, j)); err != nil {
-				return err
-			}
-		}
-		jw.buf = append(jw.buf, ']')
-		jw.maybeFlush()
-	}
-	jw.buf = append(jw.buf, ']')
-	return nil
+	return jw.list(len(m), func(i int) error {
+		return jw.list(len(m[i]), func(j int) error {
+			return jw.raw(m[i][j], fmt.Sprintf("messages[%d][%d]", i, j))
+		})
+	})
 }
 
 // raw writes a raw JSON value compacted onto one line (JSONL needs it), null when empty.
@@ -261,87 +248,72 @@ func marshalValue(v any, field string) ([]byte, error) {
 	return b, nil
 }
 
-func (jw *jsonWriter) distillIDs(d []*DistillRows, k int) {
-	if d == nil {
-		jw.buf = append(jw.buf, "null"...)
-		return
-	}
-	jw.buf = append(jw.buf, '[')
-	for i, r := range d {
-		if i > 0 {
-			jw.buf = append(jw.buf, ',')
-		}
-		jw.buf = append(jw.buf, '[')
-		for pos := range r.Len() {
-			if pos > 0 {
-				jw.buf = append(jw.buf, ',')
-			}
-			ids, _ := r.Row(pos)
-			jw.buf = append(jw.buf, '[')
-			n := len(ids)
-			if k > 0 {
-				n = k
-			}
-			for j := range n {
-				if j > 0 {
-					jw.buf = append(jw.buf, ',')
-				}
-				if j < len(ids) {
-					jw.buf = strconv.AppendInt(jw.buf, int64(ids[j]), 10)
-				} else {
-					jw.buf = append(jw.buf, '0')
-				}
-			}
-			jw.buf = append(jw.buf, ']')
-			jw.maybeFlush()
-		}
-		jw.buf = append(jw.buf, ']')
-	}
-	jw.buf = append(jw.buf, ']')
-}
-
-func (jw *jsonWriter) distillLogprobs(d []*DistillRows, k int) error {
+// distill writes d as one list per sequence of one list per position, row writing the
+// list of position pos of sequence i; null when d is nil.
+func (jw *jsonWriter) distill(d []*DistillRows, row func(i, pos int, r *DistillRows) error) error {
 	if d == nil {
 		jw.buf = append(jw.buf, "null"...)
 		return nil
 	}
-	jw.buf = append(jw.buf, '[')
-	for i, r := range d {
-		if i > 0 {
-			jw.buf = append(jw.buf, ',')
-		}
+	return jw.list(len(d), func(i int) error {
+		r := d[i]
+		return jw.list(r.Len(), func(pos int) error { return row(i, pos, r) })
+	})
+}
+
+// padWidth is how many entries a distill row of n entries has on the wire: k when
+// DenseZeroPad is positive, n otherwise.
+func padWidth(n, k int) int {
+	if k > 0 {
+		return k
+	}
+	return n
+}
+
+func (jw *jsonWriter) distillIDs(d []*DistillRows, k int) {
+	_ = jw.distill(d, func(_, pos int, r *DistillRows) error {
+		ids, _ := r.Row(pos)
 		jw.buf = append(jw.buf, '[')
-		for pos := range r.Len() {
-			if pos > 0 {
+		for j := range padWidth(len(ids), k) {
+			if j > 0 {
 				jw.buf = append(jw.buf, ',')
 			}
-			_, lps := r.Row(pos)
-			jw.buf = append(jw.buf, '[')
-			n := len(lps)
-			if k > 0 {
-				n = k
+			if j < len(ids) {
+				jw.buf = strconv.AppendInt(jw.buf, int64(ids[j]), 10)
+			} else {
+				jw.buf = append(jw.buf, '0')
 			}
-			for j := range n {
-				if j > 0 {
-					jw.buf = append(jw.buf, ',')
-				}
-				if j >= len(lps) {
-					jw.buf = append(jw.buf, '0')
-					continue
-				}
-				f := float64(lps[j])
-				if math.IsNaN(f) || math.IsInf(f, 0) {
-					return fmt.Errorf("%w: distill_logprobs[%d][%d][%d] = %v", ErrNonFinite, i, pos, j, f)
-				}
-				jw.buf = appendFloat(jw.buf, f, 32)
-			}
-			jw.buf = append(jw.buf, ']')
-			jw.maybeFlush()
 		}
 		jw.buf = append(jw.buf, ']')
-	}
-	jw.buf = append(jw.buf, ']')
-	return nil
+		return nil
+	})
+}
+
+func (jw *jsonWriter) distillLogprobs(d []*DistillRows, k int) error {
+	return jw.distill(d, func(i, pos int, r *DistillRows) error {
+		_, lps := r.Row(pos)
+		jw.buf = append(jw.buf, '[')
+		for j := range padWidth(len(lps), k) {
+			if j > 0 {
+				jw.buf = append(jw.buf, ',')
+			}
+			if j >= len(lps) {
+				jw.buf = append(jw.buf, '0')
+				continue
+			}
+			f := float64(lps[j])
+			if !finite(f) {
+				return nonFiniteDistill(i, pos, j, f)
+			}
+			jw.buf = appendFloat(jw.buf, f, 32)
+		}
+		jw.buf = append(jw.buf, ']')
+		return nil
+	})
+}
+
+func nonFiniteDistill(i, pos, j int, f float64) error {
+	return fmt.Errorf("%w: distill_logprobs[%d][%d][%d] = %v", ErrNonFinite, i, pos, j, f)
 }
 
 // appendFloat writes f in the shortest form that parses back to the same value at the
@@ -398,19 +370,19 @@ func (g *ScoredDataGroup) checkEncodable(k int) error {
 	if len(g.Images) > 0 && !json.Valid(g.Images) {
 		return (&jsonWriter{}).raw(g.Images, "images")
 	}
-	if g.GenerationParams != nil {
-		if _, err := marshalValue(g.GenerationParams, "generation_params"); err != nil {
-			return err
-		}
-	}
-	if g.Overrides != nil {
-		if _, err := marshalValue(g.Overrides, "overrides"); err != nil {
-			return err
-		}
-	}
-	if g.GroupOverrides != nil {
-		if _, err := marshalValue(g.GroupOverrides, "group_overrides"); err != nil {
-			return err
+	for _, v := range []struct {
+		name  string
+		v     any
+		isNil bool
+	}{
+		{"generation_params", g.GenerationParams, g.GenerationParams == nil},
+		{"overrides", g.Overrides, g.Overrides == nil},
+		{"group_overrides", g.GroupOverrides, g.GroupOverrides == nil},
+	} {
+		if !v.isNil {
+			if _, err := marshalValue(v.v, v.name); err != nil {
+				return err
+			}
 		}
 	}
 	for i, r := range g.Distill {
@@ -421,7 +393,7 @@ func (g *ScoredDataGroup) checkEncodable(k int) error {
 			}
 			for j, f := range lps {
 				if !finite(float64(f)) {
-					return fmt.Errorf("%w: distill_logprobs[%d][%d][%d] = %v", ErrNonFinite, i, pos, j, f)
+					return nonFiniteDistill(i, pos, j, float64(f))
 				}
 			}
 		}
