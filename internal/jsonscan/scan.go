@@ -192,27 +192,7 @@ func (s *Scanner) Key() ([]byte, error) {
 // space is consumed.
 func (s *Scanner) Number() ([]byte, error) {
 	s.WS()
-	end, ok := numberEnd(s.Data, s.Pos)
-	switch {
-	case end == s.Pos:
-		return nil, s.Errorf("want a number")
-	case !ok:
-		return nil, s.Errorf("bad number")
-	}
-	num := s.Data[s.Pos:end]
-	s.Pos = end
-	return num, nil
-}
-
-// ValidNumber reports whether b is exactly one number under the JSON grammar.
-func ValidNumber(b []byte) bool {
-	end, ok := numberEnd(b, 0)
-	return ok && end == len(b)
-}
-
-// numberEnd returns the end of the number that starts at d[i]: i when no integer part
-// begins there, and ok false when a fraction or exponent has no digits.
-func numberEnd(d []byte, i int) (end int, ok bool) {
+	d, i := s.Data, s.Pos
 	start := i
 	if i < len(d) && d[i] == '-' {
 		i++
@@ -225,7 +205,7 @@ func numberEnd(d []byte, i int) (end int, ok bool) {
 			i++
 		}
 	default:
-		return start, false
+		return nil, s.Errorf("want a number")
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
@@ -234,7 +214,7 @@ func numberEnd(d []byte, i int) (end int, ok bool) {
 			i++
 		}
 		if i == j {
-			return i, false
+			return nil, s.Errorf("bad number")
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
@@ -247,10 +227,21 @@ func numberEnd(d []byte, i int) (end int, ok bool) {
 			i++
 		}
 		if i == j {
-			return i, false
+			return nil, s.Errorf("bad number")
 		}
 	}
-	return i, true
+	s.Pos = i
+	return d[start:i], nil
+}
+
+// ValidNumber reports whether b is exactly one number under the JSON grammar.
+func ValidNumber(b []byte) bool {
+	if len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
+		return false // and Number must not skip leading white space
+	}
+	s := Scanner{Data: b}
+	_, err := s.Number()
+	return err == nil && s.Pos == len(b)
 }
 
 // Float32 consumes a number that must be finite as a float32.
