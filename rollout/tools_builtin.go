@@ -1,0 +1,377 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentic-opd/agenticopd/chat"
+)
+
+// The built-in tools: terminal, read_file, write_file, patch and search_files.
+
+// terminal
+
+type terminalTool struct{ cfg ToolsConfig }
+
+func (terminalTool) Definition() chat.Tool {
+	return definition("terminal",
+		"Run a shell command in the workspace (the current directory) and return its combined stdout and stderr and its exit code.",
+		`{"type":"object","properties":{`+
+			`"command":{"type":"string","description":"The shell command to run."},`+
+			`"timeout":{"type":"integer","minimum":1,"description":"Timeout in seconds (default 120)."}},`+
+			`"required":["command"]}`)
+}
+
+type terminalResult struct {
+	Output   string `json:"output"`
+	ExitCode int    `json:"exit_code"`
+	Error    string `json:"error"`
+}
+
+func (t terminalTool) Call(ctx context.Context, sb Sandbox, args json.RawMessage) string {
+	var a struct {
+		Command string `json:"command"`
+		Timeout *int   `json:"timeout"`
+	}
+	if err := decodeArgs(args, &a); err != nil {
+		return errorResult("terminal: %v", err)
+	}
+	if strings.TrimSpace(a.Command) == "" {
+		return errorResult(`terminal: "command" is required`)
+	}
+	timeout := t.cfg.TerminalTimeout
+	if a.Timeout != nil {
+		if *a.Timeout < 1 {
+			return errorResult(`terminal: "timeout" must be at least 1 second`)
+		}
+		timeout = min(time.Duration(*a.Timeout)*time.Second, t.cfg.MaxTerminalTimeout)
+	}
+	// "exec 2>&1" makes stderr follow stdout in order, as in a terminal.
+	res, err := sb.Run(ctx, Command{Shell: "exec 2>&1\n" + a.Command, Timeout: timeout})
+	if err != nil {
+		return jsonResult(terminalResult{ExitCode: -1, Error: fmt.Sprintf("the sandbox could not run the command: %v", err)})
+	}
+	out := string(res.Stdout) + string(res.Stderr)
+	r := terminalResult{
+		Output:   CapText(strings.TrimRight(out, " \t\r\n"), t.cfg.MaxOutputChars),
+		ExitCode: res.ExitCode,
+	}
+	var notes []string
+	if res.TimedOut {
+		notes = append(notes, fmt.Sprintf("command timed out after %s and was killed", timeout))
+	}
+	if res.OutputKilled {
+		notes = append(notes, "command was killed for writing too much output")
+	} else if res.OutputTruncated {
+		notes = append(notes, "output was truncated")
+	}
+	r.Error = strings.Join(notes, "; ")
+	return jsonResult(r)
+}
+
+// read_file
+
+type readFileTool struct{ cfg ToolsConfig }
+
+const (
+	readDefaultLimit = 500
+	readMaxLimit     = 2000
+)
+
+func (readFileTool) Definition() chat.Tool {
+	return definition("read_file",
+		"Read a text file of the workspace. Lines are returned numbered as \"LINE_NUMBER|CONTENT\".",
+		`{"type":"object","properties":{`+
+			`"path":{"type":"string","description":"File path, relative to the workspace (the current directory) or absolute under /workspace."},`+
+			`"offset":{"type":"integer","minimum":1,"description":"First line to read, 1-based (default 1)."},`+
+			`"limit":{"type":"integer","minimum":1,"maximum":2000,"description":"Number of lines to read (default 500)."}},`+
+			`"required":["path"]}`)
+}
+
+func (t readFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) string {
+	var a struct {
+		Path   string `json:"path"`
+		Offset *int   `json:"offset"`
+		Limit  *int   `json:"limit"`
+	}
+	if err := decodeArgs(args, &a); err != nil {
+		return errorResult("read_file: %v", err)
+	}
+	p, err := cleanPath(sb, a.Path)
+	if err != nil {
+		return errorResult("read_file: %v", err)
+	}
+	offset, limit := 1, readDefaultLimit
+	if a.Offset != nil {
+		if *a.Offset < 1 {
+			return errorResult(`read_file: "offset" must be at least 1`)
+		}
+		offset = *a.Offset
+	}
+	if a.Limit != nil {
+		if *a.Limit < 1 {
+			return errorResult(`read_file: "limit" must be at least 1`)
+		}
+		limit = min(*a.Limit, readMaxLimit)
+	}
+	data, err := sb.ReadFile(p)
+	if err != nil {
+		return errorResult("read_file: %v", err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	if n := len(lines); n > 0 && lines[n-1] == "" {
+		lines = lines[:n-1]
+	}
+	total := len(lines)
+	if offset > total && total > 0 {
+		return errorResult("read_file: offset %d is past the end of %s (%d lines)", offset, p, total)
+	}
+	var b strings.Builder
+	end := min(total, offset-1+limit)
+	for i := offset - 1; i < end; i++ {
+		fmt.Fprintf(&b, "%6d|%s", i+1, strings.TrimRight(lines[i], "\r\n"))
+		b.WriteByte('\n')
+	}
+	return jsonResult(struct {
+		Path       string `json:"path"`
+		Content    string `json:"content"`
+		TotalLines int    `json:"total_lines"`
+		Truncated  bool   `json:"truncated"`
+	}{p, CapText(b.String(), t.cfg.MaxOutputChars), total, end < total})
+}
+
+// write_file
+
+type writeFileTool struct{}
+
+func (writeFileTool) Definition() chat.Tool {
+	return definition("write_file",
+		"Write a file of the workspace, replacing it if it exists and creating parent directories.",
+		`{"type":"object","properties":{`+
+			`"path":{"type":"string","description":"File path, relative to the workspace (the current directory) or absolute under /workspace."},`+
+			`"content":{"type":"string","description":"The complete new content of the file."}},`+
+			`"required":["path","content"]}`)
+}
+
+func (writeFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) string {
+	var a struct {
+		Path    string  `json:"path"`
+		Content *string `json:"content"`
+	}
+	if err := decodeArgs(args, &a); err != nil {
+		return errorResult("write_file: %v", err)
+	}
+	p, err := cleanPath(sb, a.Path)
+	if err != nil {
+		return errorResult("write_file: %v", err)
+	}
+	if a.Content == nil {
+		return errorResult(`write_file: "content" is required`)
+	}
+	if err := sb.WriteFile(p, []byte(*a.Content)); err != nil {
+		return errorResult("write_file: %v", err)
+	}
+	return jsonResult(struct {
+		Path         string `json:"path"`
+		BytesWritten int    `json:"bytes_written"`
+	}{p, len(*a.Content)})
+}
+
+// patch
+
+type patchTool struct{}
+
+func (patchTool) Definition() chat.Tool {
+	return definition("patch",
+		"Replace text in a file of the workspace. old_string must occur exactly once unless replace_all is true.",
+		`{"type":"object","properties":{`+
+			`"path":{"type":"string","description":"File path, relative to the workspace (the current directory) or absolute under /workspace."},`+
+			`"old_string":{"type":"string","description":"The exact text to replace."},`+
+			`"new_string":{"type":"string","description":"The replacement text."},`+
+			`"replace_all":{"type":"boolean","description":"Replace every occurrence (default false)."}},`+
+			`"required":["path","old_string","new_string"]}`)
+}
+
+func (patchTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) string {
+	var a struct {
+		Path       string  `json:"path"`
+		OldString  string  `json:"old_string"`
+		NewString  *string `json:"new_string"`
+		ReplaceAll bool    `json:"replace_all"`
+	}
+	if err := decodeArgs(args, &a); err != nil {
+		return errorResult("patch: %v", err)
+	}
+	p, err := cleanPath(sb, a.Path)
+	if err != nil {
+		return errorResult("patch: %v", err)
+	}
+	if a.OldString == "" {
+		return errorResult(`patch: "old_string" is required and must not be empty`)
+	}
+	if a.NewString == nil {
+		return errorResult(`patch: "new_string" is required`)
+	}
+	data, err := sb.ReadFile(p)
+	if err != nil {
+		return errorResult("patch: %v", err)
+	}
+	text := string(data)
+	n := strings.Count(text, a.OldString)
+	switch {
+	case n == 0:
+		return errorResult("patch: old_string not found in %s", p)
+	case n > 1 && !a.ReplaceAll:
+		return errorResult("patch: old_string occurs %d times in %s; make it unique or set replace_all", n, p)
+	}
+	if a.ReplaceAll {
+		text = strings.ReplaceAll(text, a.OldString, *a.NewString)
+	} else {
+		text = strings.Replace(text, a.OldString, *a.NewString, 1)
+	}
+	if err := sb.WriteFile(p, []byte(text)); err != nil {
+		return errorResult("patch: %v", err)
+	}
+	return jsonResult(struct {
+		Path         string `json:"path"`
+		Replacements int    `json:"replacements"`
+	}{p, n})
+}
+
+// search_files
+
+type searchFilesTool struct{ cfg ToolsConfig }
+
+const (
+	searchMaxMatches  = 50
+	searchMaxFileSize = 1 << 20
+	searchMaxLineLen  = 200
+)
+
+func (searchFilesTool) Definition() chat.Tool {
+	return definition("search_files",
+		"Search the contents of workspace files for a regular expression (RE2 syntax). Returns matches as \"path:line: text\".",
+		`{"type":"object","properties":{`+
+			`"pattern":{"type":"string","description":"Regular expression to search for."},`+
+			`"path":{"type":"string","description":"Directory to search, relative to the workspace (default \".\")."},`+
+			`"glob":{"type":"string","description":"Only search files whose name matches this glob, e.g. \"*.py\" (a glob with \"/\" matches the path)."}},`+
+			`"required":["pattern"]}`)
+}
+
+func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMessage) string {
+	var a struct {
+		Pattern string `json:"pattern"`
+		Path    string `json:"path"`
+		Glob    string `json:"glob"`
+	}
+	if err := decodeArgs(args, &a); err != nil {
+		return errorResult("search_files: %v", err)
+	}
+	if a.Pattern == "" {
+		return errorResult(`search_files: "pattern" is required`)
+	}
+	re, err := regexp.Compile(a.Pattern)
+	if err != nil {
+		return errorResult("search_files: invalid pattern: %v", err)
+	}
+	if a.Glob != "" {
+		if _, err := path.Match(a.Glob, ""); err != nil {
+			return errorResult("search_files: invalid glob %q: %v", a.Glob, err)
+		}
+	}
+	root := "."
+	if a.Path != "" {
+		if root, err = cleanPath(sb, a.Path); err != nil {
+			return errorResult("search_files: %v", err)
+		}
+		if !fs.ValidPath(root) {
+			return errorResult("search_files: path %q leaves the workspace", a.Path)
+		}
+	}
+	fsys := sb.FS()
+	var matches []string
+	total := 0
+	err = fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == root {
+				return err
+			}
+			return nil // unreadable entries are skipped
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "__pycache__" || d.Name() == "node_modules") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if a.Glob != "" && !globMatch(a.Glob, root, p) {
+			return nil
+		}
+		if info, err := d.Info(); err != nil || info.Size() > searchMaxFileSize {
+			return nil
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil || bytes.IndexByte(data, 0) >= 0 {
+			return nil
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if !re.MatchString(line) {
+				continue
+			}
+			total++
+			if len(matches) < searchMaxMatches {
+				line = strings.TrimRight(line, "\r")
+				if utf8.RuneCountInString(line) > searchMaxLineLen {
+					line = string([]rune(line)[:searchMaxLineLen]) + "…"
+				}
+				matches = append(matches, fmt.Sprintf("%s:%d: %s", p, i+1, line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return errorResult("search_files: %v", err)
+	}
+	joined := CapText(strings.Join(matches, "\n"), t.cfg.MaxOutputChars)
+	return jsonResult(struct {
+		Matches   string `json:"matches"`
+		Total     int    `json:"total"`
+		Truncated bool   `json:"truncated"`
+	}{joined, total, total > len(matches)})
+}
+
+// globMatch reports whether the file at workspace path p, found under the search root,
+// matches glob: a glob without "/" (after any leading "**/") is matched against the
+// file's name, at any depth; one with "/" against the path relative to the search root
+// or to the workspace.
+func globMatch(glob, root, p string) bool {
+	for strings.HasPrefix(glob, "**/") {
+		glob = glob[len("**/"):]
+	}
+	if !strings.Contains(glob, "/") {
+		ok, _ := path.Match(glob, path.Base(p))
+		return ok
+	}
+	if ok, _ := path.Match(glob, p); ok {
+		return true
+	}
+	if rel, found := strings.CutPrefix(p, root+"/"); found && root != "." {
+		ok, _ := path.Match(glob, rel)
+		return ok
+	}
+	return false
+}
