@@ -1,0 +1,23 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/atropos"
+)
+
+func TestMinimalWritesOneValidGroup(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), &out))
+	n := 0
+	require.NoError(t, atropos.ReadJSONL(&out, func(g *atropos.ScoredDataGroup) error {
+		n++
+		require.Equal(t, 4, g.Len())
+		return g.Validate(atropos.ValidateOptions{})
+	}))
+	require.Equal(t, 1, n)
+}
