@@ -22,22 +22,28 @@ import (
 // Serve is the online loop: it registers with the trajectory API, then keeps as many
 // groups in flight as the API's back-pressure allows (and at most MaxGroups), sending
 // every kept group through the client's spool. Groups a sink would drop (see
-// [Group.Dropped]) are not sent.
+// [Group.Dropped]) are not sent. When the API says pause, Serve starts no new group;
+// the groups in flight finish and are sent.
 //
 // Serve returns nil when the API's stop rule holds (total steps reached), ctx.Err()
 // when ctx ends, and an error when the API failed every status poll for
-// Config.StatusTimeout; in every case it waits for the groups in flight, then
-// disconnects.
+// Config.StatusTimeout or when a group was invalid for the API (it wraps
+// [atropos.ErrInvalidGroup]; a group size that differs from the client's is the
+// usual cause, and every later group would fail the same way). In every case it
+// waits for the groups in flight, then disconnects; when it gives up it first cancels
+// them.
+//
 // Groups whose collection was cut short by ctx are abandoned; a group handed to the
 // client is on disk in the spool: when a Send gives up (the client's retry budget ran
 // out), Serve flushes the spool again once the API answers a status poll, and a group
-// still spooled when Serve ends is sent by the next Register. A group that fails to collect is logged and counted, and Serve goes
-// on with the next task.
+// still spooled when Serve ends is sent by the next Register. A group that fails to
+// collect is logged and counted (env/failed_groups), and Serve goes on with the next
+// task.
 func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 	if err := client.Register(ctx); err != nil {
 		return fmt.Errorf("agenticopd: serve: %w", err)
 	}
-	l := &serveLoop{e: e, client: client, opts: collectOptions{keepEqual: e.cfg.KeepEqualScores, maxTokenLen: e.cfg.MaxTokenLen}}
+	l := &serveLoop{e: e, client: client, fatal: make(chan struct{}), opts: collectOptions{keepEqual: e.cfg.KeepEqualScores, maxTokenLen: e.cfg.MaxTokenLen}}
 	if l.opts.maxTokenLen == 0 {
 		if reg := client.Registration(); reg != nil && reg.MaxTokenLen > 0 {
 			l.opts.maxTokenLen = reg.MaxTokenLen
@@ -64,15 +70,21 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 	defer ticker.Stop()
 	var failingSince time.Time // start of the current run of failed status polls
 	for {
+		pollStart := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, e.cfg.StatusTimeout)
 		dec, _, err := client.Pace(pctx, l.inFlight())
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case l.fatalErr() != nil:
+			gaveUp = true
+			return l.fatalErr()
 		case err != nil:
 			if failingSince.IsZero() {
-				failingSince = time.Now()
+				// The run of failures began when this poll began: a poll that hangs
+				// until its StatusTimeout deadline is a whole StatusTimeout of failure.
+				failingSince = pollStart
 			}
 			if time.Since(failingSince) >= e.cfg.StatusTimeout {
 				gaveUp = true
@@ -100,6 +112,9 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-l.fatal:
+			gaveUp = true
+			return l.fatalErr()
 		case <-ticker.C:
 		}
 	}
@@ -118,6 +133,28 @@ type serveLoop struct {
 	report   sync.Mutex // serialises OnGroup
 	// spooled is set when a Send gave up with groups left in the spool.
 	spooled atomic.Bool
+
+	// fatal is closed, once, when a group turned out invalid for the API: every
+	// later group would be too (the groups come from one configuration), so Serve
+	// stops instead of collecting groups it cannot send.
+	fatal     chan struct{}
+	fatalOnce sync.Once
+	fatalE    error
+}
+
+func (l *serveLoop) fail(err error) {
+	l.fatalOnce.Do(func() {
+		l.mu.Lock()
+		l.fatalE = err
+		l.mu.Unlock()
+		close(l.fatal)
+	})
+}
+
+func (l *serveLoop) fatalErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fatalE
 }
 
 func (l *serveLoop) inFlight() int {
@@ -149,6 +186,10 @@ func (l *serveLoop) start(ctx context.Context, task tasks.Task) {
 				e.metrics.count("env/send_failures", 1)
 				if errors.Is(err, atropos.ErrSpooled) {
 					l.spooled.Store(true)
+				}
+				if errors.Is(err, atropos.ErrInvalidGroup) {
+					l.fail(fmt.Errorf("agenticopd: serve: a group for task %s is invalid for the trajectory API "+
+						"(do Config.GroupSize and the client's GroupSize agree?): %w", task.ID, err))
 				}
 			} else {
 				e.metrics.count("env/groups_sent", 1)

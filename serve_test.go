@@ -185,3 +185,38 @@ func TestServeGivesUpWhenTheAPIStopsAnswering(t *testing.T) {
 	require.NoError(t, ctx.Err(), "Serve gave up by itself, before the test's deadline")
 	assert.Contains(t, err.Error(), "restart the env to register again")
 }
+
+func TestServeGivesUpAfterOneHungPollOfStatusTimeout(t *testing.T) {
+	// A status poll that hangs until its StatusTimeout deadline is a whole
+	// StatusTimeout of failure: Serve gives up after it, without a second poll.
+	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) { c.StatusTimeout = 200 * time.Millisecond })
+	s.api.AddFault(atropostest.Fault{Path: "/status-env", Delay: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	train(ctx, t, s.api, 1000)
+	err := s.env.Serve(ctx, s.client)
+	require.Error(t, err)
+	require.NoError(t, ctx.Err())
+	assert.Contains(t, err.Error(), "restart the env to register again")
+	assert.Equal(t, 1, s.api.RequestCount("/status-env"), "one hung poll is enough")
+	assert.Empty(t, s.api.Received())
+}
+
+func TestServeStopsOnAGroupTheAPICannotTake(t *testing.T) {
+	// The env collects groups of 2, the client was told 4: every Send fails
+	// validation, so Serve must stop with that error instead of collecting forever.
+	s := newServing(t, atropos.RetryConfig{})
+	client, err := atropos.NewClient(s.api.URL(), atropos.ClientConfig{
+		EnvName: "agentic_opd", GroupSize: 2 * groupSize, SpoolDir: t.TempDir(),
+		PollInterval: 10 * time.Millisecond, StatusInterval: 10 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	train(ctx, t, s.api, 1000)
+	err = s.env.Serve(ctx, client)
+	require.ErrorIs(t, err, atropos.ErrInvalidGroup)
+	assert.Contains(t, err.Error(), "GroupSize")
+	assert.Empty(t, s.api.Received())
+	assert.Equal(t, 1, s.api.RequestCount("/disconnect-env"))
+}
