@@ -371,3 +371,118 @@ func TestEvaluateRunsTheFirstEvalSizeTasks(t *testing.T) {
 	assert.Equal(t, float64(10), m["eval/n_items"], "eval_size 10 of 12")
 	assert.Equal(t, 1.0, m["eval/pass_rate"], "the scripted coder fixes every task")
 }
+
+func TestCollectGroupTeacherLogprobsAsRef(t *testing.T) {
+	off := newFixture(t, nil)
+	g, err := off.env.CollectGroup(context.Background(), off.task)
+	require.NoError(t, err)
+	require.Empty(t, g.Dropped)
+	assert.Nil(t, g.Data.RefLogprobs, "off by default")
+
+	f := newFixture(t, func(c *agenticopd.Config) { c.TeacherLogprobsAsRef = true })
+	g, err = f.env.CollectGroup(context.Background(), f.task)
+	require.NoError(t, err)
+	require.Empty(t, g.Dropped)
+	require.NoError(t, g.Data.Validate(atropos.ValidateOptions{}))
+	require.Len(t, g.Data.RefLogprobs, g.Data.Len())
+	scored := 0
+	for s, toks := range g.Data.Tokens {
+		ref := g.Data.RefLogprobs[s]
+		require.Len(t, ref, len(toks))
+		for p, tok := range toks {
+			ids, lps := g.Data.DistillRow(s, p)
+			if len(ids) == 0 {
+				require.Equal(t, atropos.MaskedLogprob, ref[p], "sequence %d position %d: no teacher row, the sentinel", s, p)
+				continue
+			}
+			scored++
+			// The teacher's logprob of the student's own token: its entry in the
+			// ranked row when it is there, below the row's last entry otherwise.
+			require.LessOrEqual(t, ref[p], 0.0)
+			found := false
+			for k, id := range ids {
+				if int(id) == tok {
+					assert.Equal(t, float64(lps[k]), ref[p], "sequence %d position %d", s, p)
+					found = true
+				}
+			}
+			if !found {
+				assert.LessOrEqual(t, ref[p], float64(lps[len(lps)-1]), "sequence %d position %d", s, p)
+			}
+		}
+	}
+	require.Positive(t, scored)
+
+	var b strings.Builder
+	require.NoError(t, atropos.WriteJSONL(&b, g.Data))
+	var line map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(b.String()), &line))
+	var written [][]float64
+	require.NoError(t, json.Unmarshal(line["ref_logprobs"], &written))
+	if diff := cmp.Diff(g.Data.RefLogprobs, written); diff != "" {
+		t.Fatalf("ref_logprobs on the wire (-want +got):\n%s", diff)
+	}
+}
+
+func TestProcessRetriesAFailedGroupWithTheNextTask(t *testing.T) {
+	mod := func(c *agenticopd.Config) { c.MaxGroups = 1 }
+	// The same configuration gives the same task order.
+	order := newFixture(t, mod).env
+	var want []string
+	for range 3 {
+		task, err := order.NextTask(context.Background())
+		require.NoError(t, err)
+		want = append(want, task.ID)
+	}
+
+	var got []string
+	f := newFixture(t, func(c *agenticopd.Config) {
+		mod(c)
+		c.OnGroup = func(g *agenticopd.Group) { got = append(got, g.Task.ID) }
+	})
+	// The first generation fails: the first group fails and is not written.
+	f.sim.FailNext("/v1/completions", 1, 400, `{"error":{"message":"bad","type":"BadRequestError","code":400}}`)
+	var out strings.Builder
+	require.NoError(t, f.env.Process(context.Background(), 2, &out))
+	if diff := cmp.Diff(want[1:], got); diff != "" {
+		t.Fatalf("tasks written (-want +got):\n%s", diff)
+	}
+	n := 0
+	require.NoError(t, atropos.ReadJSONL(strings.NewReader(out.String()), func(g *atropos.ScoredDataGroup) error {
+		n++
+		return g.Validate(atropos.ValidateOptions{})
+	}))
+	assert.Equal(t, 2, n, "exactly the groups asked for")
+	assert.Equal(t, float64(1), f.env.Metrics()["env/failed_groups"])
+	assert.Equal(t, float64(1), f.env.Metrics()["env/policy_failures"])
+}
+
+func TestProcessKeepsEqualScoreGroups(t *testing.T) {
+	// Every rollout solves the task at once: CollectGroup would drop the group,
+	// Process keeps it, as Atropos's process mode does, and runs OPD on it.
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(func(in vllmtest.ScriptInput) (string, bool) {
+		c := &coder{}
+		c.n.Store(1) // always "direct"
+		return c.turn(in)
+	}), vllmtest.WithChatScript(judgeScript))
+	var groups []*agenticopd.Group
+	env, err := agenticopd.NewEnv(agenticopd.Config{
+		Policy: sim.Client(), GroupSize: 2, DistillTopK: topK,
+		OnGroup: func(g *agenticopd.Group) { groups = append(groups, g) },
+	})
+	require.NoError(t, err)
+	var out strings.Builder
+	require.NoError(t, env.Process(context.Background(), 1, &out))
+	require.Len(t, groups, 1)
+	assert.Empty(t, groups[0].Dropped)
+	assert.True(t, groups[0].Data.ScoresEqual())
+	assert.NotNil(t, groups[0].Data.Distill, "OPD ran")
+	assert.Positive(t, sim.RequestCount("/v1/chat/completions"), "the judge was asked")
+	n := 0
+	require.NoError(t, atropos.ReadJSONL(strings.NewReader(out.String()), func(g *atropos.ScoredDataGroup) error {
+		n++
+		assert.True(t, g.ScoresEqual())
+		return nil
+	}))
+	assert.Equal(t, 1, n)
+}
