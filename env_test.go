@@ -370,6 +370,20 @@ func TestEvaluateRunsTheFirstEvalSizeTasks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, float64(10), m["eval/n_items"], "eval_size 10 of 12")
 	assert.Equal(t, 1.0, m["eval/pass_rate"], "the scripted coder fixes every task")
+
+	// Greedy, and no OPD: no judge, no teacher.
+	generations := 0
+	for _, r := range f.sim.Requests() {
+		if r.Path != "/v1/completions" {
+			continue
+		}
+		generations++
+		assert.Nil(t, r.JSON["prompt_logprobs"], "no teacher request")
+		assert.Equal(t, 0.0, r.JSON["temperature"], "greedy")
+	}
+	assert.Positive(t, generations)
+	assert.Zero(t, f.sim.RequestCount("/v1/chat/completions"), "no judge request")
+	assert.NotContains(t, f.env.Metrics(), "train/total_rollouts", "eval rollouts are not training rollouts")
 }
 
 func TestCollectGroupTeacherLogprobsAsRef(t *testing.T) {
@@ -485,4 +499,28 @@ func TestProcessKeepsEqualScoreGroups(t *testing.T) {
 		return nil
 	}))
 	assert.Equal(t, 1, n)
+}
+
+func TestEvaluateFailedRolloutIsAnErrorSample(t *testing.T) {
+	f := newFixture(t, nil)
+	f.sim.SetError("/v1/completions", 400, `{"error":{"message":"bad","type":"BadRequestError","code":400}}`)
+	dir := t.TempDir()
+	m, err := f.env.Evaluate(context.Background(), dir)
+	require.NoError(t, err, "a failed eval rollout is a sample, as in the reference")
+	assert.Equal(t, map[string]float64{
+		"eval/n_items": 2, "eval/mean_correctness": 0, "eval/mean_reward": 0, "eval/pass_rate": 0,
+	}, m)
+	b, err := os.ReadFile(filepath.Join(dir, "samples.jsonl"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, 2)
+	for i, line := range lines {
+		var s agenticopd.EvalSample
+		require.NoError(t, json.Unmarshal([]byte(line), &s))
+		assert.Equal(t, f.env.EvalTasks()[i].ID, s.TaskID)
+		assert.True(t, strings.HasPrefix(s.Response, "ERROR: "), s.Response)
+		assert.Contains(t, s.Error, "rollout failed")
+		assert.Zero(t, s.Correctness)
+		assert.Zero(t, s.Turns)
+	}
 }
