@@ -524,3 +524,17 @@ func TestEvaluateFailedRolloutIsAnErrorSample(t *testing.T) {
 		assert.Zero(t, s.Turns)
 	}
 }
+
+func TestCollectGroupDropsTooLongBeforeOPD(t *testing.T) {
+	f := newFixture(t, func(c *agenticopd.Config) { c.MaxTokenLen = 100 })
+	g, err := f.env.CollectGroup(context.Background(), f.task)
+	require.NoError(t, err)
+	require.False(t, g.Data.ScoresEqual(), "the fixture's group has different scores")
+	assert.Equal(t, agenticopd.DropTooLong, g.Dropped)
+	assert.Nil(t, g.Data.Distill)
+	assert.Zero(t, f.sim.RequestCount("/v1/chat/completions"), "no judge request")
+	for _, r := range f.sim.Requests() {
+		assert.False(t, r.Path == "/v1/completions" && r.JSON["prompt_logprobs"] != nil, "no teacher request")
+	}
+	assert.Equal(t, float64(1), f.env.Metrics()["env/dropped_groups/too_long"])
+}

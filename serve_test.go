@@ -220,3 +220,29 @@ func TestServeStopsOnAGroupTheAPICannotTake(t *testing.T) {
 	assert.Empty(t, s.api.Received())
 	assert.Equal(t, 1, s.api.RequestCount("/disconnect-env"))
 }
+
+func TestServeTakesMaxTokenLenFromTheTrainer(t *testing.T) {
+	// The trainer's max_token_len is shorter than any sequence: Serve drops every
+	// group before the judge, and sends none.
+	dropped := make(chan string, 100)
+	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) {
+		c.OnGroup = func(g *agenticopd.Group) { dropped <- g.Dropped }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tr, err := atropos.NewTrainer(s.api.URL())
+	require.NoError(t, err)
+	_, err = tr.Register(ctx, atropos.TrainerRegistration{BatchSize: batchSize, MaxTokenLen: 100, NumSteps: 1000})
+	require.NoError(t, err)
+	_, err = tr.Batch(ctx)
+	require.NoError(t, err)
+
+	sctx, stop := context.WithCancel(ctx)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.env.Serve(sctx, s.client) }()
+	assert.Equal(t, agenticopd.DropTooLong, <-dropped)
+	stop()
+	require.ErrorIs(t, <-serveErr, context.Canceled)
+	assert.Empty(t, s.api.Received())
+	assert.Equal(t, float64(0), s.env.Metrics()["env/groups_sent"])
+}
