@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -537,4 +539,54 @@ func TestCollectGroupDropsTooLongBeforeOPD(t *testing.T) {
 		assert.False(t, r.Path == "/v1/completions" && r.JSON["prompt_logprobs"] != nil, "no teacher request")
 	}
 	assert.Equal(t, float64(1), f.env.Metrics()["env/dropped_groups/too_long"])
+}
+
+// countingSandboxes counts the sandboxes open at once: one per rollout in flight.
+type countingSandboxes struct {
+	inner         rollout.SandboxFactory
+	mu            sync.Mutex
+	open, maxOpen int
+}
+
+type countedSandbox struct {
+	rollout.Sandbox
+	f    *countingSandboxes
+	once sync.Once
+}
+
+func (f *countingSandboxes) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
+	sb, err := f.inner.NewSandbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.open++
+	f.maxOpen = max(f.maxOpen, f.open)
+	f.mu.Unlock()
+	return &countedSandbox{Sandbox: sb, f: f}, nil
+}
+
+func (s *countedSandbox) Close() error {
+	s.once.Do(func() { s.f.mu.Lock(); s.f.open--; s.f.mu.Unlock() })
+	return s.Sandbox.Close()
+}
+
+func TestMaxRolloutsBoundsRolloutsAcrossGroups(t *testing.T) {
+	inner, err := sandbox.New(context.Background(), sandbox.Config{})
+	require.NoError(t, err)
+	for _, limit := range []int{1, 3} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			sbs := &countingSandboxes{inner: inner}
+			f := newFixture(t, func(c *agenticopd.Config) {
+				c.SandboxFactory = sbs
+				c.MaxRollouts = limit
+				c.MaxGroups = 2
+			})
+			var out strings.Builder
+			require.NoError(t, f.env.Process(context.Background(), 2, &out))
+			assert.LessOrEqual(t, sbs.maxOpen, limit)
+			assert.Positive(t, sbs.maxOpen)
+			assert.Zero(t, sbs.open, "every sandbox closed")
+		})
+	}
 }
