@@ -132,7 +132,10 @@ func TestServeDeliversEveryGroupOnceUnderBackPressure(t *testing.T) {
 func TestServeFlushesTheSpoolWhenSendsGiveUp(t *testing.T) {
 	// Two attempts per Send: the first two posts fail, so the first group's Send gives
 	// up and leaves it in the spool; Serve must deliver it without a restart.
-	s := newServing(t, atropos.RetryConfig{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	// One group at a time: two Sends running at once could each take one of the
+	// failures and succeed on their second attempt.
+	s := newServing(t, atropos.RetryConfig{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
+		func(c *agenticopd.Config) { c.MaxGroups = 1 })
 	s.api.FailNext("/scored_data", 2, 503, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -226,6 +229,7 @@ func TestServeTakesMaxTokenLenFromTheTrainer(t *testing.T) {
 	// group before the judge, and sends none.
 	dropped := make(chan string, 100)
 	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) {
+		c.KeepEqualScores = true // concurrent groups can get equal scores from the scripted coder
 		c.OnGroup = func(g *agenticopd.Group) { dropped <- g.Dropped }
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
