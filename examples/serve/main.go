@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -86,9 +87,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		defer api.Close()
 		*apiURL = api.URL()
 		fmt.Fprintf(stdout, "FAKE API: atropostest at %s, with an in-process trainer (%d steps of %d sequences)\n", api.URL(), *steps, *batchSize)
+		// The trainer goroutine ends before run returns: cancelled, then waited for.
 		tctx, cancel := context.WithCancel(ctx)
+		var trainer sync.WaitGroup
+		trainer.Go(func() { trainerDone <- train(tctx, api.URL(), *batchSize, *steps, stdout) })
+		defer trainer.Wait()
 		defer cancel()
-		go func() { trainerDone <- train(tctx, api.URL(), *batchSize, *steps, stdout) }()
 	}
 	if *spool == "" {
 		dir, err := os.MkdirTemp("", "agenticopd-spool-")
