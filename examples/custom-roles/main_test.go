@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,5 +20,7 @@ func TestRuleJudgeConforms(t *testing.T) {
 func TestCustomRolesUsesTheFrozenTeacher(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"-out", t.TempDir(), "-groups", "1"}, &out), out.String())
+	first, _, _ := strings.Cut(out.String(), "\n")
+	assert.True(t, strings.HasPrefix(first, "SIMULATOR"), first)
 	assert.Contains(t, out.String(), "teacher requests: policy server 0, frozen teacher 1")
 }

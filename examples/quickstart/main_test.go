@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
+	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
 func TestQuickstartWritesValidGroupsWithRows(t *testing.T) {
@@ -45,7 +47,33 @@ func TestQuickstartWritesValidGroupsWithRows(t *testing.T) {
 	}))
 	assert.Equal(t, 2, groups)
 	assert.Positive(t, rows)
-	assert.Contains(t, out.String(), "train/mean_reward")
+	// Per group the task, scores, hints and scored turns; then the metrics.
+	text := out.String()
+	assert.Equal(t, 2, strings.Count(text, "\ngroup: task "))
+	assert.Regexp(t, `rollout \d: score \d\.\d{3} .* \d+ hints, \d+ scored turns`, text)
+	assert.Contains(t, text, "    hint: ")
+	metrics := strings.Index(text, "\nmetrics:\n")
+	require.Positive(t, metrics)
+	assert.Greater(t, metrics, strings.LastIndex(text, "\ngroup: task "), "the metrics come last")
+	assert.Contains(t, text[metrics:], "train/mean_reward")
+	assert.Contains(t, text[metrics:], "opd/total_scored_turns")
+}
+
+func TestQuickstartSeparateTeacherAndJudge(t *testing.T) {
+	teacher := vllmtest.NewServer(t)
+	judge := vllmtest.NewServer(t, vllmtest.WithChatScript(scripted.Judge))
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-out", t.TempDir(), "-groups", "1", "-topk", "20",
+		"-teacher-url", teacher.URL, "-judge-url", judge.URL}, &out)
+	require.NoError(t, err, out.String())
+	scoring := 0
+	for _, r := range teacher.Requests() {
+		if r.Path == "/v1/completions" && r.JSON["prompt_logprobs"] != nil {
+			scoring++
+		}
+	}
+	assert.Positive(t, scoring, "the teacher server scored")
+	assert.Positive(t, judge.RequestCount("/v1/chat/completions"), "the judge server judged")
 }
 
 func TestQuickstartRejectsBadFlags(t *testing.T) {
