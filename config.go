@@ -71,7 +71,9 @@ type Config struct {
 	// eval_split_ratio 0.15 when zero).
 	EvalSize       int
 	EvalSplitRatio float64
-	// Seed seeds the split, the task order and the policy's sampling.
+	// Seed seeds the train/eval split and the task order. The policy's sampling is
+	// not seeded: one seed for every rollout would make a group's rollouts, which share
+	// their prompt, identical on a server that honours it.
 	Seed uint64
 	// Prompt builds the first messages of a rollout; the zero value is the
 	// reference's system prompt and user prompt layout.

@@ -53,13 +53,20 @@
 //
 // # Metrics
 //
-// [Group.Metrics] and [Env.Metrics] carry the original environment's names
-// (train/mean_reward, train/mean_correctness, train/mean_efficiency,
-// train/mean_tool_usage, train/pass_rate, train/total_rollouts, opd/mean_hints_per_rollout,
-// opd/mean_turns_scored, opd/hint_rate, opd/total_hints, opd/total_scored_turns; eval/…
-// from Evaluate) and this library's: requests/ per role (render, generate,
-// teacher_score, judge_chat), opd/teacher_prompt_tokens, opd/alignment_mismatches,
-// opd/template_drift, opd/teacher_too_long, opd/unparsable_votes, rollout/template_drift and the other
-// token-boundary counts of [rollout.Stats], env/sandbox_failures, env/policy_failures,
-// env/failed_groups, env/dropped_groups/REASON, env/groups_sent, env/send_failures.
+// [Group.Metrics] (one group) and [Env.Metrics] (everything since NewEnv) carry the
+// original environment's names: train/mean_reward, train/mean_correctness,
+// train/mean_efficiency, train/mean_tool_usage, train/pass_rate (correctness ≥ 0.8),
+// train/total_rollouts over every collected rollout, dropped groups included, as the
+// original counts them; opd/mean_hints_per_rollout, opd/mean_turns_scored and
+// opd/hint_rate over the rollouts with at least one turn pair, opd/total_hints,
+// opd/total_scored_turns. Evaluate returns eval/mean_correctness, eval/mean_reward,
+// eval/pass_rate and eval/n_items; eval rollouts stay out of train/.
+//
+// This library's own: opd/teacher_prompt_tokens, opd/alignment_mismatches,
+// opd/template_drift, opd/teacher_too_long, opd/unparsable_votes and the other counts
+// of [opd.Metrics]; rollout/template_drift and the other token-boundary counts of
+// [rollout.Stats]; and in [Env.Metrics] only, requests/ per role (render, generate,
+// teacher_score, judge_chat), env/groups (collected), env/sandbox_failures,
+// env/policy_failures, env/failed_groups, env/dropped_groups/REASON, env/groups_sent
+// and env/send_failures.
 package agenticopd
