@@ -1,7 +1,10 @@
 package agenticopd
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/agentic-opd/agenticopd/judge"
@@ -147,6 +150,36 @@ type Config struct {
 	OnGroup func(*Group)
 	// Logger receives progress and failures; nil means no logging.
 	Logger *slog.Logger
+}
+
+// ErrInvalidConfig is wrapped by NewEnv's error for a Config it cannot use.
+var ErrInvalidConfig = errors.New("agenticopd: invalid Config")
+
+// validate refuses negative sizes and durations: zero means the default, and a
+// negative value is a mistake, not a request for the default.
+func (c Config) validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"GroupSize", float64(c.GroupSize)}, {"MaxTurns", float64(c.MaxTurns)},
+		{"MaxTokens", float64(c.MaxTokens)}, {"Temperature", c.Temperature},
+		{"DistillTopK", float64(c.DistillTopK)}, {"PRMVotes", float64(c.PRMVotes)},
+		{"HintMaxNextStateChars", float64(c.HintMaxNextStateChars)},
+		{"TeacherMaxLen", float64(c.TeacherMaxLen)}, {"MaxTokenLen", float64(c.MaxTokenLen)},
+		{"MaxRollouts", float64(c.MaxRollouts)}, {"MaxGroups", float64(c.MaxGroups)},
+		{"EvalSize", float64(c.EvalSize)}, {"EvalSplitRatio", c.EvalSplitRatio},
+		{"VerifyTimeout", float64(c.VerifyTimeout)}, {"PollInterval", float64(c.PollInterval)},
+		{"StatusTimeout", float64(c.StatusTimeout)},
+	} {
+		if f.v < 0 || math.IsNaN(f.v) {
+			return fmt.Errorf("%w: %s is %v; zero means the default", ErrInvalidConfig, f.name, f.v)
+		}
+	}
+	if c.EvalSplitRatio >= 1 {
+		return fmt.Errorf("%w: EvalSplitRatio is %v; want [0, 1)", ErrInvalidConfig, c.EvalSplitRatio)
+	}
+	return nil
 }
 
 func (c Config) withDefaults() Config {

@@ -79,11 +79,17 @@ var ErrRolloutFailed = errors.New("agenticopd: rollout failed")
 
 // NewEnv returns an Env for cfg. It does no I/O: the sandbox is created and probed,
 // and the chat template calibrated, on first use.
+//
+// A Config it cannot use (no Policy, a negative size or duration) gives an error
+// wrapping [ErrInvalidConfig].
 func NewEnv(cfg Config) (*Env, error) {
-	cfg = cfg.withDefaults()
 	if cfg.Policy == nil {
-		return nil, errors.New("agenticopd: Config.Policy is required")
+		return nil, fmt.Errorf("%w: Policy is required", ErrInvalidConfig)
 	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
 	e := &Env{cfg: cfg, counts: &requestCounts{}, metrics: newAccumulator(), sb: cfg.SandboxFactory}
 	policy := countPolicy(cfg.Policy, e.counts)
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
@@ -589,4 +590,51 @@ func TestMaxRolloutsBoundsRolloutsAcrossGroups(t *testing.T) {
 			assert.Zero(t, sbs.open, "every sandbox closed")
 		})
 	}
+}
+
+func TestNewEnvRefusesBadConfig(t *testing.T) {
+	sim := vllmtest.NewServer(t)
+	for _, tc := range []struct {
+		field string
+		mod   func(*agenticopd.Config)
+	}{
+		{"Policy", func(c *agenticopd.Config) { c.Policy = nil }},
+		{"GroupSize", func(c *agenticopd.Config) { c.GroupSize = -4 }},
+		{"MaxTurns", func(c *agenticopd.Config) { c.MaxTurns = -1 }},
+		{"MaxTokens", func(c *agenticopd.Config) { c.MaxTokens = -1 }},
+		{"Temperature", func(c *agenticopd.Config) { c.Temperature = -0.5 }},
+		{"DistillTopK", func(c *agenticopd.Config) { c.DistillTopK = -50 }},
+		{"PRMVotes", func(c *agenticopd.Config) { c.PRMVotes = -3 }},
+		{"HintMaxNextStateChars", func(c *agenticopd.Config) { c.HintMaxNextStateChars = -1 }},
+		{"TeacherMaxLen", func(c *agenticopd.Config) { c.TeacherMaxLen = -1 }},
+		{"MaxTokenLen", func(c *agenticopd.Config) { c.MaxTokenLen = -1 }},
+		{"MaxRollouts", func(c *agenticopd.Config) { c.MaxRollouts = -1 }},
+		{"MaxGroups", func(c *agenticopd.Config) { c.MaxGroups = -1 }},
+		{"EvalSize", func(c *agenticopd.Config) { c.EvalSize = -1 }},
+		{"EvalSplitRatio", func(c *agenticopd.Config) { c.EvalSplitRatio = 1 }},
+		{"VerifyTimeout", func(c *agenticopd.Config) { c.VerifyTimeout = -time.Second }},
+		{"PollInterval", func(c *agenticopd.Config) { c.PollInterval = -time.Second }},
+		{"StatusTimeout", func(c *agenticopd.Config) { c.StatusTimeout = -time.Second }},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			cfg := agenticopd.Config{Policy: sim.Client()}
+			tc.mod(&cfg)
+			_, err := agenticopd.NewEnv(cfg)
+			require.ErrorIs(t, err, agenticopd.ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.field)
+		})
+	}
+	_, err := agenticopd.NewEnv(agenticopd.Config{Policy: sim.Client()})
+	require.NoError(t, err, "the zero value of every other field is a default")
+}
+
+func TestProcessAndServeRefuseBadArguments(t *testing.T) {
+	f := newFixture(t, nil)
+	var out strings.Builder
+	require.Error(t, f.env.Process(context.Background(), -1, &out))
+	require.Error(t, f.env.Process(context.Background(), 1, nil))
+	require.NoError(t, f.env.Process(context.Background(), 0, &out))
+	assert.Empty(t, out.String())
+	assert.Zero(t, f.sim.RequestCount("/v1/completions"), "nothing was collected")
+	require.Error(t, f.env.Serve(context.Background(), nil))
 }

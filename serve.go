@@ -40,6 +40,9 @@ import (
 // collect is logged and counted (env/failed_groups), and Serve goes on with the next
 // task.
 func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
+	if client == nil {
+		return errors.New("agenticopd: serve: nil *atropos.Client")
+	}
 	if err := client.Register(ctx); err != nil {
 		return fmt.Errorf("agenticopd: serve: %w", err)
 	}
@@ -238,10 +241,16 @@ func (l *serveLoop) maybeFlush(ctx context.Context) {
 // the format of Atropos's process mode. As that mode does, it keeps groups whose
 // scores are all equal and applies no length limit. A group that fails is logged and
 // replaced by one for the next task; after more than n failures Process gives up with
-// an error that wraps the last one. At most MaxGroups groups are collected at once; lines are
-// written in the order groups finish.
+// an error that wraps the last one. At most MaxGroups groups are collected at once;
+// lines are written in the order groups finish. n == 0 writes nothing; a negative n
+// or a nil w is an error.
 func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
-	if n <= 0 {
+	switch {
+	case n < 0:
+		return fmt.Errorf("agenticopd: process: %d groups asked for", n)
+	case w == nil:
+		return errors.New("agenticopd: process: nil writer")
+	case n == 0:
 		return nil
 	}
 	enc := atropos.NewEncoder(w)
