@@ -17,6 +17,7 @@ import (
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/tasks"
+	"github.com/agentic-opd/agenticopd/vllm"
 )
 
 // Serve is the online loop: it registers with the trajectory API, then keeps as many
@@ -27,9 +28,10 @@ import (
 //
 // Serve returns nil when the API's stop rule holds (total steps reached), ctx.Err()
 // when ctx ends, and an error when the API failed every status poll for
-// Config.StatusTimeout or when a group was invalid for the API (it wraps
+// Config.StatusTimeout, when a group was invalid for the API (it wraps
 // [atropos.ErrInvalidGroup]; a group size that differs from the client's is the
-// usual cause, and every later group would fail the same way). In every case it
+// usual cause), or when the teacher server refused DistillTopK logprobs (it wraps
+// [vllm.ErrMaxLogprobs]): every later group would fail the same way. In every case it
 // waits for the groups in flight, then disconnects; when it gives up it first cancels
 // them.
 //
@@ -180,6 +182,10 @@ func (l *serveLoop) start(ctx context.Context, task tasks.Task) {
 		if err != nil {
 			if ctx.Err() == nil {
 				e.cfg.Logger.Warn("group failed", "task", task.ID, "err", err)
+				if errors.Is(err, vllm.ErrMaxLogprobs) {
+					l.fail(fmt.Errorf("agenticopd: serve: the teacher server does not allow DistillTopK logprobs, "+
+						"so every group with a hint would fail: %w", err))
+				}
 			}
 			return
 		}

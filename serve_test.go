@@ -13,6 +13,7 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/vllm"
 )
 
 func key(g *atropos.ScoredDataGroup) string { return fmt.Sprint(g.Tokens, g.Scores) }
@@ -249,4 +250,17 @@ func TestServeTakesMaxTokenLenFromTheTrainer(t *testing.T) {
 	require.ErrorIs(t, <-serveErr, context.Canceled)
 	assert.Empty(t, s.api.Received())
 	assert.Equal(t, float64(0), s.env.Metrics()["env/groups_sent"])
+}
+
+func TestServeStopsWhenTheTeacherRefusesTopK(t *testing.T) {
+	// The simulator allows 20 logprobs (vLLM's default --max-logprobs); asking for 30
+	// fails every group with a hint, so Serve stops with that error.
+	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) { c.DistillTopK = 30 })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	train(ctx, t, s.api, 1000)
+	err := s.env.Serve(ctx, s.client)
+	require.ErrorIs(t, err, vllm.ErrMaxLogprobs)
+	assert.Contains(t, err.Error(), "DistillTopK")
+	assert.Equal(t, 1, s.api.RequestCount("/disconnect-env"))
 }
