@@ -638,3 +638,37 @@ func TestProcessAndServeRefuseBadArguments(t *testing.T) {
 	assert.Zero(t, f.sim.RequestCount("/v1/completions"), "nothing was collected")
 	require.Error(t, f.env.Serve(context.Background(), nil))
 }
+
+func TestCollectGroupOnAPool(t *testing.T) {
+	// A *vllm.Pool is the policy, the teacher and the judge's model, as a *vllm.Client is.
+	var sims []*vllmtest.Server
+	var urls []string
+	c := &coder{}
+	for range 2 {
+		sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(c.turn), vllmtest.WithChatScript(judgeScript))
+		sims = append(sims, sim)
+		urls = append(urls, sim.URL)
+	}
+	pool, err := vllm.NewPool(urls)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, pool.Close()) })
+	env, err := agenticopd.NewEnv(agenticopd.Config{Policy: pool, GroupSize: 2, DistillTopK: topK})
+	require.NoError(t, err)
+	g, err := env.CollectGroup(context.Background(), tasks.Builtin()[0])
+	require.NoError(t, err)
+	require.Empty(t, g.Dropped)
+	require.NoError(t, g.Data.Validate(atropos.ValidateOptions{}))
+	assert.Equal(t, 1, g.OPD.Metrics.RolloutsWithHint)
+	assert.Positive(t, g.OPD.Metrics.ScoredTurns)
+	chats, teacher := 0, 0
+	for _, sim := range sims {
+		chats += sim.RequestCount("/v1/chat/completions")
+		for _, r := range sim.Requests() {
+			if r.Path == "/v1/completions" && r.JSON["prompt_logprobs"] != nil {
+				teacher++
+			}
+		}
+	}
+	assert.Equal(t, g.OPD.Metrics.Pairs, chats, "one judge request per turn pair, on the pool")
+	assert.Equal(t, 1, teacher, "one teacher request, on the pool")
+}
