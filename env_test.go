@@ -326,11 +326,16 @@ func TestProcessAndEvaluate(t *testing.T) {
 		assert.NotEmpty(t, b, name)
 	}
 	var doc struct {
+		Config struct {
+			ModelName string `json:"model_name"`
+		} `json:"config_general"`
 		Results map[string]map[string]float64 `json:"results"`
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "metrics.json"))
 	require.NoError(t, json.Unmarshal(b, &doc))
 	assert.Equal(t, m, doc.Results["all"])
+	assert.Equal(t, m, doc.Results["atropos|agentic_opd|0"])
+	assert.Equal(t, f.sim.Model(), doc.Config.ModelName)
 }
 
 func TestProcessGivesUpAfterRepeatedFailures(t *testing.T) {

@@ -385,19 +385,25 @@ func (e *Env) Evaluate(ctx context.Context, dir string) (map[string]float64, err
 	if dir == "" {
 		return m, nil
 	}
-	if err := writeEval(dir, m, samples, time.Since(start), e.cfg); err != nil {
+	model := ""
+	if p, ok := e.cfg.Policy.(interface {
+		Model(context.Context) (string, error)
+	}); ok {
+		model, _ = p.Model(ctx) // known after the rollouts; "" when the server did not say
+	}
+	if err := writeEval(dir, m, samples, time.Since(start), model, e.cfg); err != nil {
 		return m, err
 	}
 	return m, nil
 }
 
-func writeEval(dir string, m map[string]float64, samples []EvalSample, took time.Duration, cfg Config) error {
+func writeEval(dir string, m map[string]float64, samples []EvalSample, took time.Duration, model string, cfg Config) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("agenticopd: evaluate: %w", err)
 	}
 	doc := map[string]any{
 		"config_general": map[string]any{
-			"model_name":                    "",
+			"model_name":                    model,
 			"total_evaluation_time_seconds": took.Seconds(),
 			"generation_parameters":         map[string]any{"temperature": 0.0, "max_tokens": cfg.MaxTokens, "max_turns": cfg.MaxTurns},
 		},
