@@ -677,3 +677,15 @@ func TestCollectGroupOnAPool(t *testing.T) {
 	assert.Equal(t, g.OPD.Metrics.Pairs, chats, "one judge request per turn pair, on the pool")
 	assert.Equal(t, 1, teacher, "one teacher request, on the pool")
 }
+
+func TestProcessStopsWhenTheTeacherRefusesTopK(t *testing.T) {
+	// The simulator allows 20 logprobs; every group here has a hint, so every group
+	// would fail: Process stops at the first instead of failing n+1 of them.
+	f := newFixture(t, func(c *agenticopd.Config) { c.DistillTopK = 30 })
+	var out strings.Builder
+	err := f.env.Process(context.Background(), 3, &out)
+	require.ErrorIs(t, err, vllm.ErrMaxLogprobs)
+	assert.Contains(t, err.Error(), "DistillTopK")
+	assert.Empty(t, out.String())
+	assert.LessOrEqual(t, f.env.Metrics()["env/failed_groups"], float64(2), "at most the groups in flight")
+}

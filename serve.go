@@ -247,7 +247,9 @@ func (l *serveLoop) maybeFlush(ctx context.Context) {
 // the format of Atropos's process mode. As that mode does, it keeps groups whose
 // scores are all equal and applies no length limit. A group that fails is logged and
 // replaced by one for the next task; after more than n failures Process gives up with
-// an error that wraps the last one. At most MaxGroups groups are collected at once;
+// an error that wraps the last one. A teacher server that refuses DistillTopK
+// logprobs ([vllm.ErrMaxLogprobs]) stops Process at once: every group with a hint
+// would fail. At most MaxGroups groups are collected at once;
 // lines are written in the order groups finish. n == 0 writes nothing; a negative n
 // or a nil w is an error.
 func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
@@ -291,6 +293,9 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 				case err != nil && gctx.Err() != nil:
 					mu.Unlock()
 					return gctx.Err()
+				case errors.Is(err, vllm.ErrMaxLogprobs):
+					mu.Unlock()
+					return fmt.Errorf("agenticopd: process: the teacher server does not allow DistillTopK logprobs: %w", err)
 				case err != nil:
 					failed++
 					lastErr = err
