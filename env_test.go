@@ -287,6 +287,73 @@ func TestCollectGroupDropsEqualScoresBeforeOPD(t *testing.T) {
 	assert.Nil(t, g.Data.Distill)
 	assert.Zero(t, sim.RequestCount("/v1/chat/completions"))
 	assert.Equal(t, float64(1), env.Metrics()["env/dropped_groups/scores_equal"])
+	// The reference counts the rollouts of dropped groups in train/ (its buffers fill
+	// before the filter); no OPD ran, so no opd/ means.
+	assert.Equal(t, float64(2), env.Metrics()["train/total_rollouts"])
+	assert.Equal(t, float64(2), g.Metrics["train/total_rollouts"])
+	assert.NotContains(t, env.Metrics(), "opd/mean_hints_per_rollout")
+}
+
+func TestMetricsMeansOverTheReferenceDenominators(t *testing.T) {
+	var groups []*agenticopd.Group
+	f := newFixture(t, func(c *agenticopd.Config) {
+		c.OnGroup = func(g *agenticopd.Group) { groups = append(groups, g) }
+	})
+	var out strings.Builder
+	require.NoError(t, f.env.Process(context.Background(), 2, &out))
+	require.Len(t, groups, 2)
+
+	var n, passed, withPairs, withHint, hints, scored int
+	var reward, correctness, efficiency, tools float64
+	for _, g := range groups {
+		for s, r := range g.Rollouts {
+			n++
+			reward += r.Reward.Reward
+			correctness += r.Reward.Correctness
+			efficiency += r.Reward.Efficiency
+			tools += r.Reward.ToolUsage
+			if r.Reward.Correctness >= 0.8 {
+				passed++
+			}
+			seq := g.OPD.Sequences[s]
+			if len(seq.Turns) > 0 {
+				withPairs++
+			}
+			h, sc := 0, 0
+			for _, tr := range seq.Turns {
+				if tr.Hint.Text != "" {
+					h++
+				}
+				if tr.Status == opd.StatusScored {
+					sc++
+				}
+			}
+			hints += h
+			scored += sc
+			if h > 0 {
+				withHint++
+			}
+		}
+	}
+	require.Positive(t, withHint)
+	want := map[string]float64{
+		"train/total_rollouts":       float64(n),
+		"train/mean_reward":          reward / float64(n),
+		"train/mean_correctness":     correctness / float64(n),
+		"train/mean_efficiency":      efficiency / float64(n),
+		"train/mean_tool_usage":      tools / float64(n),
+		"train/pass_rate":            float64(passed) / float64(n),
+		"opd/total_hints":            float64(hints),
+		"opd/total_scored_turns":     float64(scored),
+		"opd/mean_hints_per_rollout": float64(hints) / float64(withPairs),
+		"opd/mean_turns_scored":      float64(scored) / float64(withPairs),
+		"opd/hint_rate":              float64(withHint) / float64(withPairs),
+		"env/groups":                 2,
+	}
+	got := f.env.Metrics()
+	for k, v := range want {
+		assert.InDelta(t, v, got[k], 1e-12, k)
+	}
 }
 
 func TestCollectGroupPolicyDownFailsGroup(t *testing.T) {
