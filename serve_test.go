@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,4 +264,35 @@ func TestServeStopsWhenTheTeacherRefusesTopK(t *testing.T) {
 	require.ErrorIs(t, err, vllm.ErrMaxLogprobs)
 	assert.Contains(t, err.Error(), "DistillTopK")
 	assert.Equal(t, 1, s.api.RequestCount("/disconnect-env"))
+}
+
+func TestServeCallsOnGroupOneAtATime(t *testing.T) {
+	var inside, overlaps, calls atomic.Int64
+	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) {
+		c.OnGroup = func(*agenticopd.Group) {
+			if inside.Add(1) > 1 {
+				overlaps.Add(1)
+			}
+			time.Sleep(50 * time.Millisecond) // widen the window two groups could share
+			inside.Add(-1)
+			calls.Add(1)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	trainer := train(ctx, t, s.api, 2)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
+	for done := false; !done; {
+		select {
+		case err := <-serveErr:
+			require.NoError(t, err)
+			done = true
+		case <-time.After(20 * time.Millisecond):
+			_, err := trainer.Batch(ctx)
+			require.NoError(t, err)
+		}
+	}
+	assert.GreaterOrEqual(t, calls.Load(), int64(maxGroups))
+	assert.Zero(t, overlaps.Load(), "OnGroup calls overlapped")
 }
