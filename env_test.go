@@ -746,13 +746,14 @@ func TestCollectGroupOnAPool(t *testing.T) {
 }
 
 func TestProcessStopsWhenTheTeacherRefusesTopK(t *testing.T) {
-	// The simulator allows 20 logprobs; every group here has a hint, so every group
-	// would fail: Process stops at the first instead of failing n+1 of them.
-	f := newFixture(t, func(c *agenticopd.Config) { c.DistillTopK = 30 })
+	// The simulator allows 20 logprobs; one group at a time, every group has a fixing
+	// rollout and so a hint, and every group would fail: Process stops at the first
+	// instead of failing n+1 of them.
+	f := newFixture(t, func(c *agenticopd.Config) { c.DistillTopK = 30; c.MaxGroups = 1 })
 	var out strings.Builder
 	err := f.env.Process(context.Background(), 3, &out)
 	require.ErrorIs(t, err, vllm.ErrMaxLogprobs)
 	assert.Contains(t, err.Error(), "DistillTopK")
-	assert.Empty(t, out.String())
-	assert.LessOrEqual(t, f.env.Metrics()["env/failed_groups"], float64(2), "at most the groups in flight")
+	assert.Zero(t, out.Len(), "nothing written")
+	assert.Equal(t, float64(1), f.env.Metrics()["env/failed_groups"])
 }
