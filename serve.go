@@ -249,9 +249,8 @@ func (l *serveLoop) maybeFlush(ctx context.Context) {
 // replaced by one for the next task; after more than n failures Process gives up with
 // an error that wraps the last one. A teacher server that refuses DistillTopK
 // logprobs ([vllm.ErrMaxLogprobs]) stops Process at once: every group with a hint
-// would fail. At most MaxGroups groups are collected at once;
-// lines are written in the order groups finish. n == 0 writes nothing; a negative n
-// or a nil w is an error.
+// would fail. At most MaxGroups groups are collected at once; lines are written in the
+// order groups finish. n == 0 writes nothing; a negative n or a nil w is an error.
 func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 	switch {
 	case n < 0:

@@ -86,6 +86,23 @@ func train(ctx context.Context, t *testing.T, api *atropostest.Server, numSteps 
 	return tr
 }
 
+// serveWhilePulling runs Serve while trainer pulls a batch every 20 ms, and returns
+// Serve's result.
+func serveWhilePulling(ctx context.Context, t *testing.T, s *serving, trainer *atropos.Trainer) error {
+	t.Helper()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
+	for {
+		select {
+		case err := <-serveErr:
+			return err
+		case <-time.After(20 * time.Millisecond):
+			_, err := trainer.Batch(ctx)
+			require.NoError(t, err)
+		}
+	}
+}
+
 func TestServeDeliversEveryGroupOnceUnderBackPressure(t *testing.T) {
 	const queueLimit = offPolicy*batchSize/groupSize + maxGroups
 	s := newServing(t, atropos.RetryConfig{})
@@ -143,18 +160,7 @@ func TestServeFlushesTheSpoolWhenSendsGiveUp(t *testing.T) {
 	defer cancel()
 	trainer := train(ctx, t, s.api, 2)
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
-	for done := false; !done; {
-		select {
-		case err := <-serveErr:
-			require.NoError(t, err)
-			done = true
-		case <-time.After(20 * time.Millisecond):
-			_, err := trainer.Batch(ctx)
-			require.NoError(t, err)
-		}
-	}
+	require.NoError(t, serveWhilePulling(ctx, t, s, trainer))
 	require.GreaterOrEqual(t, s.env.Metrics()["env/send_failures"], float64(1), "a Send gave up")
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -281,18 +287,7 @@ func TestServeCallsOnGroupOneAtATime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	trainer := train(ctx, t, s.api, 2)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
-	for done := false; !done; {
-		select {
-		case err := <-serveErr:
-			require.NoError(t, err)
-			done = true
-		case <-time.After(20 * time.Millisecond):
-			_, err := trainer.Batch(ctx)
-			require.NoError(t, err)
-		}
-	}
+	require.NoError(t, serveWhilePulling(ctx, t, s, trainer))
 	assert.GreaterOrEqual(t, calls.Load(), int64(maxGroups))
 	assert.Zero(t, overlaps.Load(), "OnGroup calls overlapped")
 }
