@@ -266,6 +266,29 @@ func (s *Scanner) Int32() (int32, error) {
 	return ParseInt32(num)
 }
 
+// Int32s consumes an array of integers that fit an int32 (as [Scanner.Int32] reads
+// each), or a null, which gives nil. It reads what json.Unmarshal into a []int32 reads
+// (a null element is 0), without its reflection and its validating pre-pass.
+func (s *Scanner) Int32s() ([]int32, error) {
+	if s.Null() {
+		return nil, nil
+	}
+	out := []int32{}
+	err := s.Array(false, func(int) error {
+		if s.Null() {
+			out = append(out, 0)
+			return nil
+		}
+		n, err := s.Int32()
+		out = append(out, n)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ParseInt32 parses decimal digits with an optional minus sign, nothing else, into an
 // int32. Its errors carry no offset.
 func ParseInt32(b []byte) (int32, error) {
