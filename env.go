@@ -395,6 +395,7 @@ func (e *Env) attachRows(data *atropos.ScoredDataGroup, res opd.Result) error {
 			return fmt.Errorf("opd rows of sequence %d have %d positions for %d tokens", s, rows.Len(), n)
 		}
 		dr := atropos.NewDistillRows(n)
+		dr.Grow(len(rows.IDs))
 		var ref []float64
 		if e.cfg.TeacherLogprobsAsRef {
 			ref = make([]float64, n)
