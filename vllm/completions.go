@@ -261,7 +261,7 @@ func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice) error {
 			ch.PromptTokenIDs = ids
 			return err
 		case "logprobs":
-			return s.UnmarshalNext(&ch.Logprobs)
+			return decodeCompletionLogprobs(s, &ch.Logprobs)
 		case "prompt_logprobs":
 			pl, err := decodeOptPromptLogprobs(s)
 			if pl != nil { // a null after a list keeps the list
