@@ -278,6 +278,50 @@ func (c *cachedDeltas) Delta(ctx context.Context, msgs []chat.Message, gen bool)
 	return ids, err
 }
 
+// replayDistiller is a Distiller that answers with r's recordings and renders each
+// hint once with sim's template.
+func (r *recorder) replayDistiller(b *testing.B, sim *vllmtest.Server) *opd.Distiller {
+	agent, err := rollout.NewAgent(sim.Client(), benchfixture.AgentConfig())
+	require.NoError(b, err)
+	deltas := &cachedDeltas{tmpl: agent.Template(), cache: map[string][]int32{}}
+	d, err := opd.New(opd.Config{Judge: r.replayJudge(), Teacher: r.replayTeacher(), Templater: deltas, TopK: benchfixture.TopK})
+	require.NoError(b, err)
+	return d
+}
+
+// BenchmarkOPDPostProcess is the computation BenchmarkOPDOverhead times, alone and
+// repeated, for profiling: a group of four fixture rollouts with hints on every other
+// pair is collected once, then each iteration distills it again from the recorded
+// judge and teacher answers (turn pairs, teacher sequences, alignment, rows) and
+// encodes it for the trajectory API.
+func BenchmarkOPDPostProcess(b *testing.B) {
+	sim := vllmtest.NewServer(b, benchfixture.ServerOptions(2)...)
+	llm, err := judge.NewLLM(sim.Client(), judge.LLMConfig{PRMVotes: benchfixture.PRMVotes})
+	require.NoError(b, err)
+	rec := &recorder{judge: llm, teacher: sim.Client(), hints: map[string]judge.Hint{}}
+	cfg := benchfixture.Config(sim.Client(), sandboxtest.New(sandboxtest.Config{Exec: benchfixture.Exec}), 4)
+	cfg.Judge, cfg.Teacher = rec, rec
+	env, err := agenticopd.NewEnv(cfg)
+	require.NoError(b, err)
+	g, err := env.CollectGroup(b.Context(), benchfixture.Task())
+	require.NoError(b, err)
+	trajs := make([]*rollout.Trajectory, len(g.Rollouts))
+	for i, r := range g.Rollouts {
+		trajs[i] = r.Trajectory
+	}
+	replay := rec.replayDistiller(b, sim)
+	_, err = replay.Distill(b.Context(), trajs) // warm the hint cache
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := replay.Distill(b.Context(), trajs)
+		require.NoError(b, err)
+		require.Equal(b, g.OPD.Metrics.ScoredTurns, res.Metrics.ScoredTurns)
+		_, err = g.Data.AppendJSON(nil, nil)
+		require.NoError(b, err)
+	}
+}
+
 // BenchmarkOPDOverhead collects groups of four fixture rollouts end to end, against the
 // simulator with 50 ms latency per request and in the real sandbox, hints on every
 // other pair, and measures the CPU time the library spends in its own OPD
@@ -301,11 +345,7 @@ func BenchmarkOPDOverhead(b *testing.B) {
 	env, err := agenticopd.NewEnv(cfg)
 	require.NoError(b, err)
 
-	agent, err := rollout.NewAgent(sim.Client(), benchfixture.AgentConfig())
-	require.NoError(b, err)
-	deltas := &cachedDeltas{tmpl: agent.Template(), cache: map[string][]int32{}}
-	replay, err := opd.New(opd.Config{Judge: rec.replayJudge(), Teacher: rec.replayTeacher(), Templater: deltas, TopK: benchfixture.TopK})
-	require.NoError(b, err)
+	replay := rec.replayDistiller(b, sim)
 
 	var wall, post time.Duration
 	var groups int
