@@ -130,7 +130,12 @@ func newClient(baseURL string, cf config) (*Client, error) {
 		c := *cf.httpClient
 		hc = &c
 	} else {
-		hc.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// Keep a connection for every request in flight: with net/http's default of 2
+		// idle connections per host, an env with many rollouts at once would dial the
+		// server again for nearly every request.
+		t.MaxIdleConnsPerHost = t.MaxIdleConns
+		hc.Transport = t
 	}
 	if cf.attemptTimeout > 0 {
 		hc.Timeout = cf.attemptTimeout
