@@ -160,9 +160,9 @@ func (c *Client) completionBody(ctx context.Context, req CompletionRequest) ([]b
 		SpacesBetweenSpecialTokens: req.SpacesBetweenSpecialTokens,
 	}
 	if len(req.Prompts) == 1 {
-		b.Prompt = promptIDs(req.Prompts[0])
+		b.Prompt = req.Prompts[0]
 	} else {
-		b.Prompt = promptBatch(req.Prompts)
+		b.Prompt = req.Prompts
 	}
 	out, err := mergeExtra(b, req.Extra)
 	if err != nil {
