@@ -51,12 +51,18 @@ func TestShape(t *testing.T) {
 	require.Equal(t, rollout.StopNoToolCalls, traj.Stop, traj.Err)
 	require.Len(t, traj.Turns, benchfixture.Turns)
 	require.Len(t, opd.TrajectoryPairs(traj, 0), benchfixture.Pairs)
-	generated := 0
+	generated, deltas, prompt := 0, 0, 0
 	for _, s := range traj.Segments {
-		if s.Kind == rollout.SegSampled {
+		switch s.Kind {
+		case rollout.SegSampled:
 			generated += s.End - s.Start
+		case rollout.SegDelta:
+			deltas += s.End - s.Start
+		case rollout.SegPrompt:
+			prompt += s.End - s.Start
 		}
 	}
+	t.Logf("prompt %d tokens, tool results and other deltas %d", prompt, deltas)
 	L := len(traj.Tokens)
 	t.Logf("%d tokens, %d generated (%.1f%%)", L, generated, 100*float64(generated)/float64(L))
 	assert.InDelta(t, 16000, L, 1600, "about 16k tokens")
