@@ -23,21 +23,22 @@ var scalingLevels = []int{1, 4, 16, 64}
 
 // rolloutsPerSecond runs n fixture rollouts, c at a time, each as a group of one
 // through the env (agent loop, sandbox, canonical verification, reward), and returns
-// the rollouts finished per second of wall time.
-func rolloutsPerSecond(ctx context.Context, sim *vllmtest.Server, sandboxes rollout.SandboxFactory, c, n int) (float64, error) {
+// the rollouts finished per second of wall time and the process's CPU time per rollout
+// (the simulator's included).
+func rolloutsPerSecond(ctx context.Context, sim *vllmtest.Server, sandboxes rollout.SandboxFactory, c, n int) (float64, time.Duration, error) {
 	cfg := benchfixture.Config(sim.Client(), sandboxes, 1)
 	cfg.MaxRollouts, cfg.DisableOPD = c, true
 	env, err := agenticopd.NewEnv(cfg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if _, err := env.CollectGroup(ctx, benchfixture.Task()); err != nil { // calibrate the template once
-		return 0, err
+		return 0, 0, err
 	}
 	var left atomic.Int64
 	left.Store(int64(n))
 	eg, ctx := errgroup.WithContext(ctx)
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	for range c {
 		eg.Go(func() error {
 			for left.Add(-1) >= 0 {
@@ -53,9 +54,9 @@ func rolloutsPerSecond(ctx context.Context, sim *vllmtest.Server, sandboxes roll
 		})
 	}
 	if err := eg.Wait(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return float64(n) / time.Since(start).Seconds(), (processCPU() - cpu) / time.Duration(n), nil
 }
 
 // BenchmarkThroughputScaling measures fixture rollouts per second at 1, 4, 16 and 64
@@ -68,7 +69,9 @@ func rolloutsPerSecond(ctx context.Context, sim *vllmtest.Server, sandboxes roll
 // simulator cost when rollouts wait on I/O: scaling-efficiency-64 is the throughput at
 // 64 over 64 times the throughput at 1. In the bwrap sub-benchmark the commands are
 // real Python processes in the bubblewrap sandbox, and the machine's cores bound the
-// throughput: scaling-efficiency-64-bwrap shows where.
+// throughput: scaling-efficiency-64-bwrap shows where. cpu-ms/rollout@64 is the
+// process's CPU time per rollout at 64 in flight, the simulator's included (the
+// bubblewrap sandbox's processes are not this process's).
 func BenchmarkThroughputScaling(b *testing.B) {
 	for _, kind := range []string{"fixed", "bwrap"} {
 		b.Run(kind, func(b *testing.B) {
@@ -84,16 +87,21 @@ func BenchmarkThroughputScaling(b *testing.B) {
 			sim := vllmtest.NewServer(b, benchfixture.ServerOptions(1)...)
 			sim.AddFault(vllmtest.Fault{Delay: benchLatency})
 			sum := make([]float64, len(scalingLevels))
+			var cpu64 time.Duration
 			for b.Loop() {
 				for i, c := range scalingLevels {
-					r, err := rolloutsPerSecond(b.Context(), sim, sandboxes, c, max(4, c))
+					r, cpu, err := rolloutsPerSecond(b.Context(), sim, sandboxes, c, max(4, c))
 					require.NoError(b, err)
 					sum[i] += r
+					if c == 64 {
+						cpu64 += cpu
+					}
 				}
 			}
 			for i, c := range scalingLevels {
 				b.ReportMetric(sum[i]/float64(b.N), fmt.Sprintf("rollouts/s@%d", c))
 			}
+			b.ReportMetric(cpu64.Seconds()*1e3/float64(b.N), "cpu-ms/rollout@64")
 			b.ReportMetric(sum[len(sum)-1]/(64*sum[0]), metric)
 		})
 	}
