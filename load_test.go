@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/internal/benchfixture"
+	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -36,19 +37,51 @@ func loadEnabled() bool { return *loadFlag || os.Getenv("AGENTICOPD_LOAD") != ""
 
 const (
 	loadInFlight = 64 // rollouts in flight
-	loadWorkers  = 20 // groups of 4 collected at once: more than 64/4, so that groups in OPD leave no rollout slot idle
+	// loadWorkers is the number of groups of 4 collected at once: twice 64/4, so that
+	// groups waiting for the teacher leave no rollout slot idle.
+	loadWorkers = 32
 )
+
+// openSandboxes wraps a sandbox factory and counts the sandboxes open: the rollouts in
+// flight.
+type openSandboxes struct {
+	rollout.SandboxFactory
+	open atomic.Int64
+}
+
+func (o *openSandboxes) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
+	sb, err := o.SandboxFactory.NewSandbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o.open.Add(1)
+	return &inFlightSandbox{Sandbox: sb, open: &o.open}, nil
+}
+
+type inFlightSandbox struct {
+	rollout.Sandbox
+	once sync.Once
+	open *atomic.Int64
+}
+
+func (s *inFlightSandbox) Close() error {
+	s.once.Do(func() { s.open.Add(-1) })
+	return s.Sandbox.Close()
+}
 
 // loadSample is one reading of the process's resources.
 type loadSample struct {
 	at       time.Duration
 	liveHeap uint64 // HeapAlloc right after a forced collection
+	inFlight int64  // sandboxes open
 }
 
 // loadReport is what a load run measured.
 type loadReport struct {
 	duration                       time.Duration
 	rollouts, groups               int64
+	meanInFlight                   float64 // after warm-up
+	maxInFlight                    int64
 	peakHeap, peakRSS              uint64 // largest HeapAlloc sampled; VmHWM
 	warmLive, finalLive            uint64 // largest live heap in the first and the second half after warm-up
 	fdsStart, fdsEnd               int
@@ -118,10 +151,11 @@ func procStatus(field string) uint64 {
 // would otherwise grow with every request.
 func runLoad(ctx context.Context, d time.Duration, logf func(string, ...any)) (loadReport, error) {
 	rep := loadReport{fdsStart: openFDs(), procsStart: descendants(), goroutinesStart: runtime.NumGoroutine()}
-	sandboxes, err := sandbox.New(ctx, sandbox.Config{})
+	bwrap, err := sandbox.New(ctx, sandbox.Config{})
 	if err != nil {
 		return rep, fmt.Errorf("the bubblewrap sandbox is not available: %w", err)
 	}
+	sandboxes := &openSandboxes{SandboxFactory: bwrap}
 	sim, err := vllmtest.Start(benchfixture.ServerOptions(2)...)
 	if err != nil {
 		return rep, err
@@ -175,10 +209,10 @@ func runLoad(ctx context.Context, d time.Duration, logf func(string, ...any)) (l
 		rep.peakHeap = max(rep.peakHeap, ms.HeapAlloc)
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
-		samples = append(samples, loadSample{at: time.Since(start), liveHeap: ms.HeapAlloc})
+		samples = append(samples, loadSample{at: time.Since(start), liveHeap: ms.HeapAlloc, inFlight: sandboxes.open.Load()})
 		if len(samples)%15 == 0 {
-			logf("load: %s: %d rollouts, live heap %.0f MB, RSS %.0f MB, %d fds, %d processes, %d goroutines",
-				time.Since(start).Round(time.Second), rollouts.Load(), float64(ms.HeapAlloc)/1e6,
+			logf("load: %s: %d rollouts done, %d in flight, live heap %.0f MB, RSS %.0f MB, %d fds, %d processes, %d goroutines",
+				time.Since(start).Round(time.Second), rollouts.Load(), sandboxes.open.Load(), float64(ms.HeapAlloc)/1e6,
 				float64(procStatus("VmRSS"))/1e6, openFDs(), descendants(), runtime.NumGoroutine())
 		}
 	}
@@ -188,7 +222,13 @@ func runLoad(ctx context.Context, d time.Duration, logf func(string, ...any)) (l
 	rep.groups, rep.rollouts = groups.Load(), rollouts.Load()
 	rep.peakRSS = procStatus("VmHWM")
 	mid := warmUp + (d-warmUp)/2
+	var inFlight, n int64
 	for _, s := range samples {
+		if s.at >= warmUp {
+			inFlight += s.inFlight
+			n++
+			rep.maxInFlight = max(rep.maxInFlight, s.inFlight)
+		}
 		switch {
 		case s.at < warmUp:
 		case s.at < mid:
@@ -196,6 +236,9 @@ func runLoad(ctx context.Context, d time.Duration, logf func(string, ...any)) (l
 		default:
 			rep.finalLive = max(rep.finalLive, s.liveHeap)
 		}
+	}
+	if n > 0 {
+		rep.meanInFlight = float64(inFlight) / float64(n)
 	}
 	close(errs)
 	var all []error
@@ -214,8 +257,8 @@ func runLoad(ctx context.Context, d time.Duration, logf func(string, ...any)) (l
 }
 
 func (r loadReport) log(logf func(string, ...any)) {
-	logf("load: %s, %d groups, %d rollouts (%.2f rollouts/s) with %d in flight", r.duration.Round(time.Second), r.groups, r.rollouts,
-		float64(r.rollouts)/r.duration.Seconds(), loadInFlight)
+	logf("load: %s, %d groups, %d rollouts (%.2f rollouts/s); after warm-up %.1f rollouts in flight on average, %d at most (limit %d)",
+		r.duration.Round(time.Second), r.groups, r.rollouts, float64(r.rollouts)/r.duration.Seconds(), r.meanInFlight, r.maxInFlight, loadInFlight)
 	logf("load: peak heap %.0f MB, peak RSS %.0f MB; live heap after warm-up %.0f MB, at the end %.0f MB (%+.1f%%)",
 		float64(r.peakHeap)/1e6, float64(r.peakRSS)/1e6, float64(r.warmLive)/1e6, float64(r.finalLive)/1e6,
 		100*(float64(r.finalLive)/float64(r.warmLive)-1))
@@ -257,6 +300,7 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	rep.log(b.Logf)
 	b.ReportMetric(float64(rep.rollouts)/rep.duration.Seconds(), "rollouts/s")
+	b.ReportMetric(rep.meanInFlight, "mean-in-flight")
 	b.ReportMetric(float64(rep.peakHeap)/1e6, "peak-heap-MB")
 	b.ReportMetric(float64(rep.peakRSS)/1e6, "peak-rss-MB")
 	b.ReportMetric(100*(float64(rep.finalLive)/float64(rep.warmLive)-1), "live-heap-growth-pct")
