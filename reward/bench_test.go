@@ -31,8 +31,9 @@ func BenchmarkDefaultScore(b *testing.B) {
 // included, in the test-only unconfined sandbox. It also reports the CPU time of the
 // child processes per verification (child-cpu-ms/op).
 func BenchmarkVerify(b *testing.B) {
-	sb := &dirSandbox{dir: b.TempDir()}
-	benchVerify(b, sb, true)
+	f := dirFactory{b}
+	sb, _ := f.NewSandbox(context.Background())
+	benchVerify(b, sb, f, true)
 }
 
 // BenchmarkVerifyBubblewrap measures one verification of a built-in task in the
@@ -49,10 +50,10 @@ func BenchmarkVerifyBubblewrap(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sb.Close()
-	benchVerify(b, sb, false)
+	benchVerify(b, sb, f, false)
 }
 
-func benchVerify(b *testing.B, sb rollout.Sandbox, reportCPU bool) {
+func benchVerify(b *testing.B, sb rollout.Sandbox, tests rollout.SandboxFactory, reportCPU bool) {
 	task := tasks.Builtin()[0]
 	if err := sb.WriteFile("solution.py", []byte(task.ReferenceSolution)); err != nil {
 		b.Fatal(err)
@@ -60,7 +61,7 @@ func benchVerify(b *testing.B, sb rollout.Sandbox, reportCPU bool) {
 	ctx := context.Background()
 	cpu0 := childCPU()
 	for b.Loop() {
-		v, err := reward.Verify(ctx, sb, task, reward.VerifyOptions{})
+		v, err := reward.Verify(ctx, sb, tests, task, reward.VerifyOptions{})
 		if err != nil || v.Rule != reward.RulePassed {
 			b.Fatal(v, err)
 		}
