@@ -1,0 +1,51 @@
+package reward_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+func TestVerifyInBubblewrapWithAReadOnlyWorkspace(t *testing.T) {
+	// The agent may leave its workspace directory read-only for the sandboxed code;
+	// the solution process only reads it.
+	f := bwrapSandboxes(t)
+	sb, err := f.NewSandbox(context.Background())
+	require.NoError(t, err)
+	defer sb.Close()
+	task := tasks.Builtin()[0]
+	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
+	res, err := sb.Run(context.Background(), rollout.Command{Shell: "chmod 555 . && ! touch probe 2>/dev/null"})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "the workspace is read-only inside: %s", res.Stderr)
+	v, err := reward.Verify(context.Background(), sb, f, task, reward.VerifyOptions{})
+	require.NoError(t, err)
+	require.True(t, v.Completed, v.Output)
+	require.Equal(t, reward.RulePassed, v.Rule, v.Output)
+}
+
+func TestVerifyInBubblewrapIsConfined(t *testing.T) {
+	probe := "import socket\n" +
+		"s = socket.socket()\n" +
+		"s.settimeout(1)\n" +
+		"try:\n    s.connect(('1.1.1.1', 53))\n    print('network reachable')\n" +
+		"except OSError as e:\n    print('no network:', e)\n"
+	task := tasks.Task{ID: "net", TestCode: probe + "from solution import f\nassert f() == 1\nprint('All tests passed!')\n"}
+	v := verifyWork(t, bwrapSandboxes(t), task, agentWork{"solution.py": probe + "def f():\n    return 1\n"})
+	require.False(t, v.Unconfined)
+	require.Equal(t, reward.RulePassed, v.Rule, v.Output)
+	require.Contains(t, v.Output, "no network:", "the test side")
+	require.Contains(t, v.SolutionOutput, "no network:", "the solution side")
+}
+
+func TestVerifyInBubblewrapReportsSandboxTruncation(t *testing.T) {
+	task := tasks.Task{ID: "loud", TestCode: "import sys\nsys.stdout.write('x' * (1 << 20))\nprint('All tests passed!')\n"}
+	v := verifyWork(t, bwrapSandboxes(t), task, nil)
+	require.True(t, v.OutputTruncated)
+	require.Equal(t, 0, v.ExitCode)
+}
