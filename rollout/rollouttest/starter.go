@@ -19,7 +19,9 @@ func checkStart(ctx context.Context, sb rollout.Sandbox) error {
 	if !ok {
 		return nil
 	}
-	if _, err := st.Start(ctx, rollout.Command{Shell: "cat", Stdin: []byte("x")}); err == nil {
+	if p, err := st.Start(ctx, rollout.Command{Shell: "cat", Stdin: []byte("x")}); err == nil {
+		p.Kill()
+		_, _ = p.Wait()
 		return errors.New("Start accepted Command.Stdin; standard input is Process.Stdin")
 	}
 	p, err := st.Start(ctx, rollout.Command{Shell: "cat; echo err >&2"})
