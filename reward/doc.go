@@ -77,7 +77,9 @@
 // running the tests in the solution's process: a sandbox without Start gives an error
 // wrapping [ErrNoStarter] and correctness 0 ([RuleSandboxError]), and the Env counts
 // the rollout as failed instead of training on it. A wrapper around a sandbox must
-// forward Start. With an unconfined sandbox the two processes are separate but not
+// forward Start. Each side's harness says hello on its channel before any code of the
+// tests or the solution runs; a side that never did (a missing or broken interpreter)
+// is an error too, never a score. With an unconfined sandbox the two processes are separate but not
 // isolated from each other (same host, same uid); [Verification.Unconfined] says so.
 //
 // # Hidden tests and input/output cases

@@ -16,6 +16,12 @@ type request struct {
 	why string
 }
 
+// forSolution reports whether the message is a request for the solution process
+// (the others, "hello", "done" and "bad_reply", are for the relay).
+func (r request) forSolution() bool {
+	return r.op != "hello" && r.op != "done" && r.op != "bad_reply"
+}
+
 // parseRequest reads the op and id of a message from the test process.
 func parseRequest(line []byte) (request, error) {
 	var m map[string]json.RawMessage
@@ -27,7 +33,7 @@ func parseRequest(line []byte) (request, error) {
 		return request{}, fmt.Errorf("op: %w", err)
 	}
 	switch r.op {
-	case "done":
+	case "hello", "done":
 		return r, nil
 	case "bad_reply":
 		_ = json.Unmarshal(m["why"], &r.why)

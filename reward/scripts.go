@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,8 +90,41 @@ func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.Sandbo
 	if err := errors.Join(testErr, solErr); err != nil {
 		return v, err
 	}
+	if err := harnessFailure(c, testRes, solRes); err != nil {
+		return v, err
+	}
+	return verdict(c, testRes, solRes, opts), nil
+}
+
+// harnessFailure reports a side whose harness never started (it did not say hello)
+// while that mattered: a broken interpreter or sandbox, never the solution's doing,
+// since each harness says hello before any code of the solution or the tests runs.
+func harnessFailure(c conversation, testRes, solRes rollout.CommandResult) error {
+	switch {
+	case testRes.TimedOut:
+		return nil
+	case !c.testReady:
+		return fmt.Errorf("the test harness did not start (exit code %d): %s", testRes.ExitCode, tail(testRes.Stderr))
+	case c.fault != "" && !c.solReady && !solRes.TimedOut:
+		return fmt.Errorf("the solution harness did not start (exit code %d): %s", solRes.ExitCode, tail(solRes.Stderr))
+	}
+	return nil
+}
+
+// tail is the end of a process's output, for an error message.
+func tail(b []byte) string {
+	const n = 2000
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// verdict applies the correctness table to what the relay saw and what the two
+// processes did.
+func verdict(c conversation, testRes, solRes rollout.CommandResult, opts VerifyOptions) Verification {
 	out := string(testRes.Stderr)
-	v = Verification{
+	v := Verification{
 		ExitCode:        testRes.ExitCode,
 		TimedOut:        testRes.TimedOut,
 		Output:          capOutput(out, opts.MaxOutput),
@@ -107,26 +141,34 @@ func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.Sandbo
 	case c.fault != "":
 		v.Correctness, v.Rule = 0.1, RuleSolutionFault
 		v.Reason = c.fault
-		if solRes.TimedOut {
-			v.TimedOut = true
-		}
+		v.TimedOut = solRes.TimedOut
 	case testRes.ExitCode == 0 && !c.completed:
 		v.Correctness, v.Rule = 0.1, RuleIncomplete
 		v.Reason = "the test process exited with 0 before its scripts ran to their end"
 	default:
 		v.Correctness, v.Rule = Correctness(testRes.ExitCode, out)
-		v.Reason = fmt.Sprintf("the tests ran to their end: %v; exit code %d", c.completed, testRes.ExitCode)
+		if c.completed {
+			v.Reason = fmt.Sprintf("the tests ran to their end and exited with %d", testRes.ExitCode)
+		} else {
+			v.Reason = fmt.Sprintf("the tests stopped with exit code %d", testRes.ExitCode)
+		}
 	}
-	return v, nil
+	return v
 }
 
 // conversation is what the relay saw.
 type conversation struct {
-	completed bool
-	calls     int
+	// testReady and solReady report that each side's harness said hello: it started.
+	testReady, solReady bool
+	completed           bool
+	calls               int
 	// fault says how the solution process broke the conversation ("" if it did not).
 	fault string
 }
+
+// helloLine is the first message of the solution side's harness, sent before the
+// solution is imported.
+const helloLine = "{\"op\":\"hello\"}\n"
 
 // message is one message read from a process, or the error that ended its stream.
 type message struct {
@@ -175,11 +217,15 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 				return c, stop
 			}
 			req, err := parseRequest(m.line)
-			if err != nil || (pending != nil && req.op != "done" && req.op != "bad_reply") {
+			if err != nil || (pending != nil && req.forSolution()) {
+				// Trusted, but one request at a time: the harness broke its own rule.
 				test.Kill()
 				continue
 			}
 			switch req.op {
+			case "hello":
+				c.testReady = true
+				continue
 			case "done":
 				c.completed = true
 				continue
@@ -205,6 +251,10 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 		case m := <-fromSol:
 			if m.err != nil {
 				fromSol, solEnded = nil, true // its reader has stopped
+			}
+			if !c.solReady && m.err == nil && string(m.line) == helloLine {
+				c.solReady = true
+				continue
 			}
 			var why string
 			switch {

@@ -352,3 +352,34 @@ func TestCorrectnessTable(t *testing.T) {
 		require.Equal(t, tc.rule, rule, "exit %d, %q", tc.exit, tc.out)
 	}
 }
+
+// brokenHarness runs something else than the solution side's harness.
+type brokenHarness struct{ *dirSandbox }
+
+func (s brokenHarness) Start(ctx context.Context, c rollout.Command) (rollout.Process, error) {
+	c.Argv = []string{"/bin/sh", "-c", "echo no python here >&2; exit 3"}
+	return s.dirSandbox.Start(ctx, c)
+}
+
+func TestVerifyTellsABrokenHarnessFromABrokenSolution(t *testing.T) {
+	// Each harness says hello before any code of the tests or the solution runs; a side
+	// that never did is an infrastructure failure (C = 0, an error), not a score.
+	task := tasks.Builtin()[0]
+	sb := newDirSandbox(t)
+	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
+	v, err := reward.Verify(context.Background(), sb, dirFactory{t}, task, reward.VerifyOptions{Python: "/bin/false"})
+	require.ErrorContains(t, err, "the test harness did not start (exit code 1)")
+	require.Equal(t, reward.RuleSandboxError, v.Rule)
+	require.Equal(t, 0.0, v.Correctness)
+
+	v, err = reward.Verify(context.Background(), brokenHarness{sb}, dirFactory{t}, task, reward.VerifyOptions{})
+	require.ErrorContains(t, err, "the solution harness did not start (exit code 3): no python here")
+	require.Equal(t, reward.RuleSandboxError, v.Rule)
+
+	// A solution that ends its process after the harness started is the solution's
+	// doing: a fault, scored.
+	require.NoError(t, sb.WriteFile("solution.py", []byte("import os\nos._exit(0)\n")))
+	v, err = reward.Verify(context.Background(), sb, dirFactory{t}, task, reward.VerifyOptions{})
+	require.NoError(t, err)
+	require.Equal(t, reward.RuleSolutionFault, v.Rule)
+}

@@ -14,6 +14,11 @@ def _solution_main():
     os.dup2(2, 1)
     sys.path.append(os.getcwd())
 
+    def send(msg):
+        data = dumps(msg)
+        while data:
+            data = data[os.write(pout, data):]
+
     objs = {}
     ids = {}
 
@@ -65,6 +70,8 @@ def _solution_main():
                 return c.__name__
         return "Exception"
 
+    # Said before any of the solution's code runs: the harness started.
+    send({"op": "hello"})
     module, failed = None, None
     try:
         import solution as module
@@ -84,9 +91,7 @@ def _solution_main():
             except Exception:
                 args = ["t", [["s", str(e)]]]
             out = {"id": req["id"], "exc": [builtin_type(e), args]}
-        data = dumps(out)
-        while data:
-            data = data[os.write(pout, data):]
+        send(out)
 
 
 _solution_main()

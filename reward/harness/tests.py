@@ -187,6 +187,7 @@ def _tests_main():
             return None
 
     sys.meta_path.insert(0, Finder)
+    send({"op": "hello"})  # the harness started; the tests start now
     scripts = sys.argv[1:]
     for path in scripts:
         with open(path, "rb") as f:
