@@ -2,6 +2,10 @@ package reward
 
 // Exported for the tests of package reward_test.
 var (
-	CheckReply = checkReply
-	CodecPy    = codecPy
+	CheckReply   = checkReply
+	ParseRequest = func(line []byte) error {
+		_, err := parseRequest(line)
+		return err
+	}
+	CodecPy = codecPy
 )
