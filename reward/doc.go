@@ -68,7 +68,15 @@
 //     answers runs into the timeout (0.1).
 //
 // The cost is a second sandbox and a second interpreter per verification, started in
-// parallel; BenchmarkVerify and BenchmarkVerifyBubblewrap measure it.
+// parallel, and one round trip per call. BenchmarkVerify (unconfined test sandbox) and
+// BenchmarkVerifyBubblewrap measure a built-in task, visible and hidden tests. On 2
+// shared cores under load (load average about 4), run alternately with the code that
+// ran the tests inside the solution's process, the medians of five runs of 40
+// verifications were 44 ms against 42 ms (unconfined) and 49 ms against 53 ms
+// (bubblewrap) of wall time, and 45 ms against 35 ms of child CPU time (unconfined;
+// the CPU time of sandboxed processes is not visible to the benchmark). The harness
+// uses the json module's C scanner directly, since importing the json package costs
+// about 10 ms of start-up per interpreter.
 //
 // # Sandboxes
 //

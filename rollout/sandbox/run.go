@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -346,7 +347,7 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	stdout := newCapture(cfg.OutputLimit, all, cfg.KillOutputLimit, over)
 	stderr := newCapture(cfg.OutputLimit, all, cfg.KillOutputLimit, over)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	childFiles := cmd.ExtraFiles
+	childFiles := slices.Clip(cmd.ExtraFiles)
 	if spec.stream != nil {
 		cmd.Stdin, cmd.Stdout = spec.stream.childStdin, spec.stream.childStdout
 		childFiles = append(childFiles, spec.stream.childStdin, spec.stream.childStdout)
