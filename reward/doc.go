@@ -52,8 +52,11 @@
 //     Solution().twoSum(…) == [0, 1], s = Stack(); s.push(1); assert s.pop() == 1.
 //   - Exceptions cross as the nearest builtin exception type and their arguments, and
 //     are raised again on the test side as that type, so try/except ValueError works
-//     (a subclass of ValueError arrives as ValueError). SystemExit, KeyboardInterrupt
-//     and other non-Exception exceptions end the solution process: a fault.
+//     (a subclass of ValueError arrives as ValueError). StopIteration ends an
+//     iteration only when next() raised it; from any other call it arrives as
+//     RuntimeError, so it cannot cut short a map() or filter() the tests iterate over.
+//     SystemExit, KeyboardInterrupt and other non-Exception exceptions end the
+//     solution process: a fault.
 //   - The verdict comes from the test process's own channel: it says "done" when
 //     every script ran to its end, on the stdout it had before the tests started
 //     (their prints go to stderr), and only its exit code and output are matched

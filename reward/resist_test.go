@@ -316,6 +316,29 @@ def fizzbuzz(n):
 	runHacks(t, both(t), hacks)
 }
 
+// TestVerifyResistsStopIteration: StopIteration raised by a call (not by next) would
+// end a map() or filter() early, skipping the checks left; it arrives as RuntimeError.
+func TestVerifyResistsStopIteration(t *testing.T) {
+	task := tasks.Task{ID: "stop", TestCode: "from solution import f\n" +
+		"assert all(map(lambda c: f(c[0]) == c[1], [(1, 2), (2, 3)]))\n" +
+		"assert not any(filter(lambda x: f(x) != x + 1, [1, 2]))\n" +
+		"print('All tests passed!')\n"}
+	stopped := func(t *testing.T, v reward.Verification) {
+		require.Contains(t, v.Output, "RuntimeError: the solution raised")
+	}
+	runHacks(t, both(t), []hack{
+		{name: "StopIteration from the function", task: task, check: stopped,
+			solution: "def f(x):\n    raise StopIteration\n"},
+		{name: "StopIteration subclass after a right answer", task: task, check: stopped,
+			solution: "class Done(StopIteration):\n    pass\nn = 0\ndef f(x):\n    global n\n    n += 1\n    if n > 1:\n        raise Done\n    return x + 1\n"},
+	})
+	// Iterators of the solution still end as they should.
+	v := verifyWork(t, dirFactory{t}, tasks.Task{ID: "it", TestCode: "from solution import f\nassert list(f(3)) == [0, 1, 2]\nprint('passed')\n"},
+		agentWork{"solution.py": "class It:\n    def __init__(self, n):\n        self.i, self.n = 0, n\n    def __iter__(self):\n        return self\n" +
+			"    def __next__(self):\n        if self.i == self.n:\n            raise StopIteration\n        self.i += 1\n        return self.i - 1\ndef f(n):\n    return It(n)\n"})
+	require.Equal(t, reward.RulePassed, v.Rule, v.Output)
+}
+
 // TestVerifyResistsSleepingForever: a solution that never answers times out.
 func TestVerifyResistsSleepingForever(t *testing.T) {
 	for _, f := range both(t) {

@@ -74,6 +74,11 @@ def _tests_main():
                 bad("a malformed reply")
         except BadValue as e:
             bad("a malformed value: %s" % e)
+        if isinstance(exc, (StopIteration, StopAsyncIteration)) and not (op == "op" and kw.get("name") == "next"):
+            # Only next() may end an iteration: from any other call, StopIteration would
+            # silently end a map() or filter() the tests iterate over (as PEP 479 says
+            # for generators).
+            raise RuntimeError("the solution raised %s outside next()" % type(exc).__name__) from exc
         raise exc
 
     def bad(why):
