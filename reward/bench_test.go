@@ -2,6 +2,7 @@ package reward_test
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -78,4 +79,33 @@ func childCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkVerifyCalls measures the cost of one call from the tests to the solution
+// (a round trip through the relay) in the bubblewrap sandbox, reported as us/call.
+func BenchmarkVerifyCalls(b *testing.B) {
+	const calls = 2000
+	task := tasks.Task{ID: "calls", TestCode: fmt.Sprintf("from solution import f\nfor i in range(%d):\n    assert f(i, [i]) == [i + 1]\nprint('passed')\n", calls)}
+	ctx := context.Background()
+	f, err := sandbox.New(ctx, sandbox.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb, err := f.NewSandbox(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	if err := sb.WriteFile("solution.py", []byte("def f(i, xs):\n    return [i + 1]\n")); err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for b.Loop() {
+		v, err := reward.Verify(ctx, sb, f, task, reward.VerifyOptions{})
+		if err != nil || v.Rule != reward.RulePassed {
+			b.Fatal(v, err)
+		}
+		total += v.Duration
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N*calls), "us/call")
 }
