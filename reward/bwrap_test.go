@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -48,4 +49,14 @@ func TestVerifyInBubblewrapReportsSandboxTruncation(t *testing.T) {
 	v := verifyWork(t, bwrapSandboxes(t), task, nil)
 	require.True(t, v.OutputTruncated)
 	require.Equal(t, 0, v.ExitCode)
+}
+
+func TestVerifyWithTheUnconfinedSandbox(t *testing.T) {
+	f, err := sandbox.New(context.Background(), sandbox.Config{Unconfined: true})
+	require.NoError(t, err)
+	task := tasks.Builtin()[5]
+	v := verifyWork(t, f, task, agentWork{"solution.py": task.ReferenceSolution})
+	require.Equal(t, reward.RulePassed, v.Rule, "%s\n%s", v.Reason, v.Output)
+	require.True(t, v.Unconfined, "the verification says the sandboxes isolated nothing")
+	requireFails(t, verifyWork(t, f, task, agentWork{"solution.py": stubFor(task)}))
 }
