@@ -134,7 +134,8 @@ type Config struct {
 	// trajectory API when zero.
 	MaxTokenLen int
 
-	// MaxRollouts bounds the rollouts in flight across all groups (8 when zero).
+	// MaxRollouts bounds the rollouts in flight across all groups (8 when zero). A
+	// rollout holds one sandbox, and a second one for the tests while it is verified.
 	MaxRollouts int
 	// MaxGroups bounds the groups Serve and Process work on at once (2 when zero).
 	MaxGroups int
