@@ -151,7 +151,7 @@ func BenchmarkRequestsPerRollout(b *testing.B) {
 	var judgeReqs, teacherReqs, hintRenders int
 	for b.Loop() {
 		sim.ResetRequests()
-		g, err = env.CollectGroup(b.Context(), benchfixture.Task())
+		g, err = env.CollectGroup(b.Context(), benchfixture.UnverifiedTask())
 		require.NoError(b, err)
 		judgeReqs, teacherReqs, hintRenders = requestKinds(sim.Requests())
 	}
@@ -196,7 +196,7 @@ func BenchmarkDistillPayload(b *testing.B) {
 	sim := vllmtest.NewServer(b, benchfixture.ServerOptions(2)...)
 	env, err := agenticopd.NewEnv(benchfixture.Config(sim.Client(), sandboxtest.New(sandboxtest.Config{Exec: benchfixture.Exec}), 4))
 	require.NoError(b, err)
-	g, err := env.CollectGroup(b.Context(), benchfixture.Task())
+	g, err := env.CollectGroup(b.Context(), benchfixture.UnverifiedTask())
 	require.NoError(b, err)
 	require.Equal(b, 4*(benchfixture.Pairs/2), g.OPD.Metrics.ScoredTurns, "hints on every other pair")
 	var ragged, dense []byte
@@ -304,7 +304,7 @@ func BenchmarkOPDPostProcess(b *testing.B) {
 	cfg.Judge, cfg.Teacher = rec, rec
 	env, err := agenticopd.NewEnv(cfg)
 	require.NoError(b, err)
-	g, err := env.CollectGroup(b.Context(), benchfixture.Task())
+	g, err := env.CollectGroup(b.Context(), benchfixture.UnverifiedTask())
 	require.NoError(b, err)
 	trajs := make([]*rollout.Trajectory, len(g.Rollouts))
 	for i, r := range g.Rollouts {

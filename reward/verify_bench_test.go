@@ -14,7 +14,8 @@ import (
 // BenchmarkVerifyThroughput runs the canonical verification of a built-in task (its
 // reference solution, which passes) in the default bubblewrap sandbox, one
 // verification per core at a time (b.RunParallel, each goroutine with its own
-// sandbox), and reports canonical verifications per second of wall time.
+// rollout sandbox; every verification makes its own test sandbox), and reports
+// canonical verifications per second of wall time.
 func BenchmarkVerifyThroughput(b *testing.B) {
 	f, err := sandbox.New(b.Context(), sandbox.Config{})
 	if err != nil {
@@ -43,7 +44,7 @@ func BenchmarkVerifyThroughput(b *testing.B) {
 			return
 		}
 		for pb.Next() {
-			v, err := reward.Verify(b.Context(), sb, task, reward.VerifyOptions{})
+			v, err := reward.Verify(b.Context(), sb, f, task, reward.VerifyOptions{})
 			if err != nil || v.Rule != reward.RulePassed {
 				b.Errorf("verification: %+v, %v", v, err)
 				return

@@ -60,6 +60,20 @@ const (
 // writes, so the canonical tests pass.
 func Task() tasks.Task { return tasks.Builtin()[0] }
 
+// UnverifiedTask is [Task] without its tests, visible or hidden: an env given it skips
+// the canonical verification, which the test sandbox of rollout/sandbox/sandboxtest
+// cannot run (the verifier talks to a real process in it). With [Config]'s prompt the
+// rollout is the same, token for token.
+func UnverifiedTask() tasks.Task {
+	t := Task()
+	t.TestCode, t.HiddenTests, t.Cases = "", "", nil
+	return t
+}
+
+// Prompt renders the fixture's first messages: the default prompt for [Task], whatever
+// task it is given, so that [UnverifiedTask] shows the same tests.
+var Prompt = tasks.Prompt{User: func(tasks.Task) string { return tasks.UserPrompt(Task()) }}
+
 // GenPy is the generator program turn 1 writes: "python3 gen.py SEED N" prints N words
 // chosen by a linear congruential generator seeded with SEED, twelve to a line.
 const GenPy = `import sys
@@ -223,7 +237,7 @@ func ServerOptions(every int) []vllmtest.Option {
 
 // Messages are the first messages of the fixture's rollout: the default prompt for
 // [Task].
-func Messages() []chat.Message { return tasks.Prompt{}.Messages(Task()) }
+func Messages() []chat.Message { return Prompt.Messages(Task()) }
 
 // AgentConfig is the agent configuration of the fixture's rollout.
 func AgentConfig() rollout.Config {
@@ -232,8 +246,9 @@ func AgentConfig() rollout.Config {
 
 // Config returns the env configuration of the fixture: policy as student, teacher and
 // judge model, the given sandboxes, PRMVotes votes and TopK teacher entries, groups of
-// groupSize rollouts, all of them in flight at once, and equal-score groups kept (the
-// fixture's rollouts all pass, and a benchmark wants them distilled).
+// groupSize rollouts, all of them in flight at once, equal-score groups kept (the
+// fixture's rollouts all score the same, and a benchmark wants them distilled), and
+// [Prompt].
 func Config(policy rollout.Policy, sandboxes rollout.SandboxFactory, groupSize int) agenticopd.Config {
 	return agenticopd.Config{
 		Policy:          policy,
@@ -245,5 +260,6 @@ func Config(policy rollout.Policy, sandboxes rollout.SandboxFactory, groupSize i
 		DistillTopK:     TopK,
 		MaxRollouts:     groupSize,
 		KeepEqualScores: true,
+		Prompt:          Prompt,
 	}
 }

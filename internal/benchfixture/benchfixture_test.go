@@ -16,6 +16,7 @@ import (
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/sandboxtest"
+	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -96,4 +97,13 @@ func TestRealSandboxSameTrajectory(t *testing.T) {
 	want := run(sandboxtest.New(sandboxtest.Config{Exec: benchfixture.Exec}))
 	got := run(real)
 	require.Equal(t, want.Tokens, got.Tokens)
+}
+
+// TestUnverifiedTaskSamePrompt checks that the task without tests, which the test
+// sandbox needs, gives the same first messages as the task with them.
+func TestUnverifiedTaskSamePrompt(t *testing.T) {
+	require.False(t, benchfixture.UnverifiedTask().HasTests())
+	want := tasks.Prompt{}.Messages(benchfixture.Task())
+	assert.Equal(t, want, benchfixture.Prompt.Messages(benchfixture.UnverifiedTask()))
+	assert.Equal(t, want, benchfixture.Messages())
 }
