@@ -8,7 +8,9 @@
 // reached through an [os.Root], so ReadFile, WriteFile and FS behave as with the
 // bubblewrap sandbox and paths cannot leave the workspace. Commands never see those
 // files unless the Exec function reads them. Because commands do not run, the
-// conformance checks of package rollouttest do not apply.
+// conformance checks of package rollouttest do not apply, and the sandbox does not
+// implement [rollout.Starter]: the canonical verification of package reward, which
+// talks to real processes, cannot run in it.
 package sandboxtest
 
 import (
