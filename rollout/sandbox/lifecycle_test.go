@@ -205,6 +205,16 @@ func TestLibraryProcessKilledMidRun(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "sandbox processes outlived the library process")
 		time.Sleep(10 * time.Millisecond)
 	}
+
+	// Its sandbox stayed behind (a tmpfs workspace stays mounted, its cgroups
+	// stay); the next New on the same base directory removes it.
+	left, err := filepath.Glob(filepath.Join(base, "agenticopd-sandbox-*"))
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	newFactory(t, sandbox.Config{BaseDir: base})
+	left, err = filepath.Glob(filepath.Join(base, "agenticopd-sandbox-*"))
+	require.NoError(t, err)
+	require.Empty(t, left, "a sandbox of a dead process was left in the base directory")
 }
 
 // TestHelperLibraryProcess is the process TestLibraryProcessKilledMidRun kills.

@@ -40,6 +40,9 @@ type Result struct {
 	// while the command ran (it was then killed) or when it ended. A note saying so
 	// ends Stderr.
 	DiskQuotaExceeded bool
+	// MemoryLimitHit reports that the kernel killed a process of the command (OOM)
+	// because the sandbox reached Limits.Memory. A note saying so ends Stderr.
+	MemoryLimitHit bool
 }
 
 // Run runs cmd in the sandbox. See [Sandbox.RunDetailed].
@@ -101,7 +104,34 @@ func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, e
 	if c.Stdin != nil {
 		spec.cmd.Stdin = bytes.NewReader(c.Stdin)
 	}
+	if err := s.joinCgroup(&spec); err != nil {
+		return Result{}, fmt.Errorf("sandbox: run: %w", err)
+	}
 	return s.execute(ctx, spec, timeout)
+}
+
+// joinCgroup gives the command a cgroup of its own inside the sandbox's, which its
+// first process enters before it runs anything: through clone3 on v2, through a
+// wrapper shell that writes its own pid on v1.
+func (s *Sandbox) joinCgroup(spec *runSpec) error {
+	if s.cg == nil {
+		return nil
+	}
+	cc, err := s.cg.newCommand(int(s.runs.Add(1)))
+	if err != nil {
+		for _, f := range spec.cmd.ExtraFiles {
+			_ = f.Close()
+		}
+		if spec.status != nil {
+			_ = spec.status.Close()
+		}
+		return err
+	}
+	spec.cg = cc
+	if a := cc.wrap(spec.cmd.Args); len(a) != len(spec.cmd.Args) {
+		spec.cmd.Path, spec.cmd.Args = a[0], a
+	}
+	return nil
 }
 
 // commandArgv is the argv a Command asks for.
@@ -145,6 +175,8 @@ type runSpec struct {
 	// marker is the environment entry that tags every process of an unconfined
 	// command, so the ones that left the process group can be found.
 	marker string
+	// cg is the command's cgroup (nil without one); execute removes it.
+	cg *commandCgroup
 }
 
 func (s *Sandbox) baseEnv(home, bin string) []string {
@@ -162,19 +194,50 @@ func (s *Sandbox) baseEnv(home, bin string) []string {
 
 func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string) (runSpec, error) {
 	f := s.f
-	args := bwrapArgs(f, s.ws, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
-	args = append(args, "--json-status-fd", "3", "--")
-	args = append(args, f.prlimitArgs(timeout)...)
-	args = append(args, argv...)
-	r, w, err := os.Pipe()
+	// The options, which name host paths, reach bwrap through a file descriptor
+	// (--args), so they appear in no command line, inside the sandbox or out.
+	opts := bwrapArgs(f, s.ws, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
+	opts = append(opts, "--json-status-fd", "3")
+	optFile, err := argsFile(opts)
 	if err != nil {
 		return runSpec{}, err
 	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		optFile.Close()
+		return runSpec{}, err
+	}
+	args := append([]string{"--args", "4", "--"}, f.prlimitArgs(timeout)...)
+	args = append(args, argv...)
 	cmd := exec.Command(f.cfg.BwrapPath, args...)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{w}
+	cmd.ExtraFiles = []*os.File{w, optFile}
 	return runSpec{cmd: cmd, status: r}, nil
+}
+
+// argsFile is a sealed memfd holding args NUL-separated, for bwrap's --args.
+func argsFile(args []string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("bwrap-args", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "bwrap-args")
+	var b bytes.Buffer
+	for _, a := range args {
+		b.WriteString(a)
+		b.WriteByte(0)
+	}
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	_, _ = unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+	return f, nil
 }
 
 func (s *Sandbox) unconfinedCommand(rel string, timeout time.Duration, argv []string) (runSpec, error) {
@@ -324,6 +387,10 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: s.f.credential(),
 	}
+	if spec.cg != nil {
+		defer spec.cg.remove()
+		spec.cg.sysProcAttr(cmd.SysProcAttr)
+	}
 	cmd.WaitDelay = waitDelay
 	p := &proc{}
 	var all atomic.Int64
@@ -360,10 +427,11 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		timer := time.NewTimer(timeout)
 		defer timer.Stop()
 		var disk <-chan time.Time
+		var diskTimer *time.Timer
 		if cfg.DiskQuota >= 0 {
-			tick := time.NewTicker(DiskCheckInterval)
-			defer tick.Stop()
-			disk = tick.C
+			diskTimer = time.NewTimer(DiskCheckInterval)
+			defer diskTimer.Stop()
+			disk = diskTimer.C
 		}
 		for {
 			select {
@@ -374,10 +442,12 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 				p.kill(reasonTimeout)
 				return
 			case <-disk:
-				if s.overQuota() {
+				over, cost := s.overQuota(s.heldBy(pid, spec.cg))
+				if over {
 					p.kill(reasonDisk)
 					return
 				}
+				diskTimer.Reset(max(DiskCheckInterval, maxWalkShare*cost))
 			case <-done:
 				return
 			}
@@ -385,7 +455,16 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	})
 
 	waitExited(pid)
+	// Deleted-but-open files are counted while their holders live.
+	var held []int
+	if cfg.DiskQuota >= 0 && !s.mounted {
+		held = s.heldBy(pid, spec.cg)
+	}
+	overAtExit, _ := s.overQuota(held)
 	reason := p.exit()
+	if spec.cg != nil {
+		spec.cg.kill()
+	}
 	if spec.marker != "" {
 		sweep(spec.marker)
 	}
@@ -435,9 +514,14 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 			slog.Int64("output_bytes", all.Load()), slog.Duration("elapsed", res.Duration))
 	}
 	if reason == reasonNone || reason == reasonOutput || reason == reasonTimeout {
-		if s.overQuota() {
+		if overAtExit {
 			reason = reasonDisk
 		}
+	}
+	if spec.cg != nil && spec.cg.oomKills() > 0 {
+		res.MemoryLimitHit = true
+		res.Stderr = fmt.Appendf(res.Stderr, "\n[sandbox: the sandbox reached its memory limit of %d bytes; the kernel killed a process]\n",
+			cfg.Limits.Memory)
 	}
 	switch reason {
 	case reasonDisk:
@@ -459,6 +543,15 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		}
 	}
 	return res, nil
+}
+
+// heldBy lists the processes whose deleted-but-open workspace files count towards a
+// walked workspace's quota (none for a tmpfs workspace: the kernel counts them).
+func (s *Sandbox) heldBy(leader int, cc *commandCgroup) []int {
+	if s.mounted || s.f.cfg.DiskQuota < 0 {
+		return nil
+	}
+	return commandPIDs(leader, cc)
 }
 
 // waitExited blocks until the process has exited, without reaping it.
