@@ -1,0 +1,119 @@
+package rollout_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+)
+
+// bigFile writes a 1 GiB file without using 1 GiB of disk: 1 MiB of short lines, a
+// sparse middle (a single line of NUL bytes almost 1 GiB long), 1 MiB of lines.
+func bigFile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var lines bytes.Buffer
+	for i := 0; lines.Len() < 1<<20; i++ {
+		fmt.Fprintf(&lines, "line %d\n", i)
+	}
+	_, err = f.Write(lines.Bytes())
+	require.NoError(t, err)
+	_, err = f.WriteAt(lines.Bytes(), (1<<30)-int64(lines.Len()))
+	require.NoError(t, err)
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	require.Equal(t, int64(1<<30), fi.Size())
+}
+
+// allocated runs fn and returns the bytes the Go heap allocated meanwhile. The test
+// is not parallel, so nothing else of this package runs at the same time.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestFileToolsAreBoundedOnHugeFiles gives each file tool a 1 GiB file and a 64 MiB
+// file of newlines: every call allocates at most 8 MiB in all (TotalAlloc, which
+// only grows, so the peak cannot be higher), and a refusal names its cap.
+func TestFileToolsAreBoundedOnHugeFiles(t *testing.T) {
+	sb := newTempSandbox(t)
+	bigFile(t, filepath.Join(sb.dir, "big.txt"))
+	require.NoError(t, os.WriteFile(filepath.Join(sb.dir, "newlines.txt"), bytes.Repeat([]byte{'\n'}, 64<<20), 0o644))
+	tools := rollout.DefaultTools()
+	const budget = 8 << 20
+
+	cases := []struct {
+		name, tool, args string
+		check            func(t *testing.T, got map[string]any)
+	}{
+		{"read the first line of 1 GiB", "read_file", `{"path": "big.txt", "limit": 1}`, func(t *testing.T, got map[string]any) {
+			require.Equal(t, "     1|line 0\n", got["content"])
+			require.Equal(t, true, got["truncated"])
+			require.Contains(t, got["note"], "64 MiB")
+		}},
+		{"offset 0 is refused", "read_file", `{"path": "big.txt", "offset": 0, "limit": 1}`, func(t *testing.T, got map[string]any) {
+			require.Contains(t, got["error"], `"offset" must be at least 1`)
+		}},
+		{"read past the scan cap", "read_file", `{"path": "big.txt", "offset": 30000000, "limit": 1}`, func(t *testing.T, got map[string]any) {
+			require.Contains(t, got["error"], "64 MiB")
+			require.Contains(t, got["error"], "sed -n")
+		}},
+		{"read the line after 1 MiB of lines", "read_file", fmt.Sprintf(`{"path": "big.txt", "offset": %d, "limit": 1}`, linesIn1MiB()+1), func(t *testing.T, got map[string]any) {
+			content := got["content"].(string)
+			require.Contains(t, content, "bytes of this line cut]")
+			require.Less(t, len(content), 16<<10)
+		}},
+		{"read one line of 64 MiB of newlines", "read_file", `{"path": "newlines.txt", "limit": 1}`, func(t *testing.T, got map[string]any) {
+			require.Equal(t, "     1|\n", got["content"])
+			require.Equal(t, float64(64<<20), got["total_lines"])
+		}},
+		{"patch refuses 1 GiB", "patch", `{"path": "big.txt", "old_string": "line 0", "new_string": "x"}`, func(t *testing.T, got map[string]any) {
+			require.Contains(t, got["error"], "over the 1 MiB patch edits")
+		}},
+		{"search skips 1 GiB", "search_files", `{"pattern": "line 0"}`, func(t *testing.T, got map[string]any) {
+			require.Equal(t, float64(0), got["total"])
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got map[string]any
+			n := allocated(func() { got = callTool(t, tools, sb, c.tool, c.args) })
+			c.check(t, got)
+			t.Logf("%s: %.2f MiB allocated", c.tool, float64(n)/(1<<20))
+			require.LessOrEqual(t, n, uint64(budget), "host memory of one %s call", c.tool)
+		})
+	}
+}
+
+// linesIn1MiB is how many lines bigFile writes at each end.
+func linesIn1MiB() int {
+	n, size := 0, 0
+	for ; size < 1<<20; n++ {
+		size += len(fmt.Sprintf("line %d\n", n))
+	}
+	return n
+}
+
+func TestPatchRefusesAResultOverItsCap(t *testing.T) {
+	sb := newTempSandbox(t)
+	require.NoError(t, sb.WriteFile("a.txt", []byte(strings.Repeat("x\n", 1000))))
+	got := callTool(t, rollout.DefaultTools(), sb, "patch",
+		fmt.Sprintf(`{"path": "a.txt", "old_string": "x", "new_string": %q, "replace_all": true}`, strings.Repeat("y", 2000)))
+	require.Contains(t, got["error"], "larger than the 1 MiB patch edits")
+	data, err := sb.ReadFile("a.txt")
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("x\n", 1000), string(data), "the file is unchanged")
+}
