@@ -152,9 +152,9 @@ func readLines(r io.Reader, offset, limit int) (content string, total int, cappe
 // not go deeper than searchMaxDepth; it reports whether it stopped early.
 func walkFiles(fsys fs.FS, root string, skipDir func(name string) bool, fn func(path string) error) (bool, error) {
 	type level struct {
-		dir     string
-		f       fs.ReadDirFile
-		batch   []fs.DirEntry // entries read and not yet visited
+		dir   string
+		f     fs.ReadDirFile
+		batch []fs.DirEntry // entries read and not yet visited
 	}
 	open := func(dir string) (fs.ReadDirFile, error) {
 		f, err := fsys.Open(dir)
