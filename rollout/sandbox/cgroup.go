@@ -244,13 +244,16 @@ type commandCgroup struct {
 	cg   *sandboxCgroup
 	dirs []string
 	fd   int // v2: an O_PATH descriptor of the directory for clone3, else -1
+	// pidsMax0 is the sandbox cgroup's count of refused forks when the command
+	// started.
+	pidsMax0 int
 }
 
 // newCommand makes the child cgroup of one command. On v1 its cgroup.procs files are
 // given to the sandbox uid, so that the command's first process (running as that
 // uid) can move itself in before it starts anything.
 func (cg *sandboxCgroup) newCommand(seq int) (*commandCgroup, error) {
-	cc := &commandCgroup{cg: cg, fd: -1}
+	cc := &commandCgroup{cg: cg, fd: -1, pidsMax0: pidsMaxEvents(cg.dirs[len(cg.dirs)-1])}
 	name := "run-" + strconv.Itoa(seq)
 	for _, d := range cg.dirs {
 		c := filepath.Join(d, name)
@@ -320,6 +323,33 @@ func (cc *commandCgroup) oomKills() int {
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// pidsLimitHits is how many forks the pids limit refused while the command ran. The
+// kernel counts them in the cgroup that hit the limit (v2) or in the one that forked
+// (v1, and v2 with pids_localevents); both are read. A command running beside
+// another in the same sandbox may be credited with the other's refusals.
+func (cc *commandCgroup) pidsLimitHits() int {
+	if len(cc.dirs) == 0 {
+		return 0
+	}
+	sandbox := pidsMaxEvents(cc.cg.dirs[len(cc.cg.dirs)-1]) - cc.pidsMax0
+	return max(sandbox, 0) + pidsMaxEvents(cc.dirs[len(cc.dirs)-1])
+}
+
+// pidsMaxEvents reads the "max" count of dir's pids.events.
+func pidsMaxEvents(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "pids.events"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "max "); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(v))
 			return n
 		}

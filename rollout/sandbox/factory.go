@@ -511,6 +511,7 @@ type Sandbox struct {
 	mounted bool
 	wsDev   uint64
 	lock    *os.File // held locked while the sandbox is open
+	quota   quotaState
 	// cg is the sandbox's cgroup (nil without one); runs numbers its commands.
 	cg   *sandboxCgroup
 	runs atomic.Int64

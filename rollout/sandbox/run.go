@@ -43,6 +43,10 @@ type Result struct {
 	// MemoryLimitHit reports that the kernel killed a process of the command (OOM)
 	// because the sandbox reached Limits.Memory. A note saying so ends Stderr.
 	MemoryLimitHit bool
+	// ProcessLimitHit reports that the sandbox's pids limit (Limits.Processes)
+	// refused a fork of the command. A note saying so ends Stderr. Without a cgroup
+	// it is never set (RLIMIT_NPROC failures are the command's to report).
+	ProcessLimitHit bool
 }
 
 // Run runs cmd in the sandbox. See [Sandbox.RunDetailed].
@@ -442,12 +446,12 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 				p.kill(reasonTimeout)
 				return
 			case <-disk:
-				over, cost := s.overQuota(s.heldBy(pid, spec.cg))
+				over, next := s.checkQuota(func() []int { return s.heldBy(pid, spec.cg) })
 				if over {
 					p.kill(reasonDisk)
 					return
 				}
-				diskTimer.Reset(max(DiskCheckInterval, maxWalkShare*cost))
+				diskTimer.Reset(next)
 			case <-done:
 				return
 			}
@@ -456,11 +460,10 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 
 	waitExited(pid)
 	// Deleted-but-open files are counted while their holders live.
-	var held []int
-	if cfg.DiskQuota >= 0 && !s.mounted {
-		held = s.heldBy(pid, spec.cg)
+	overAtExit := false
+	if cfg.DiskQuota >= 0 {
+		overAtExit, _ = s.checkQuota(func() []int { return s.heldBy(pid, spec.cg) })
 	}
-	overAtExit, _ := s.overQuota(held)
 	reason := p.exit()
 	if spec.cg != nil {
 		spec.cg.kill()
@@ -522,6 +525,11 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		res.MemoryLimitHit = true
 		res.Stderr = fmt.Appendf(res.Stderr, "\n[sandbox: the sandbox reached its memory limit of %d bytes; the kernel killed a process]\n",
 			cfg.Limits.Memory)
+	}
+	if spec.cg != nil && spec.cg.pidsLimitHits() > 0 {
+		res.ProcessLimitHit = true
+		res.Stderr = fmt.Appendf(res.Stderr, "\n[sandbox: the sandbox reached its limit of %d processes; forks failed]\n",
+			cfg.Limits.Processes)
 	}
 	switch reason {
 	case reasonDisk:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,7 +38,7 @@ const maxWalkShare = 20
 
 // mountWorkspace mounts a tmpfs of the quota's size on ws, owned by uid/gid.
 func mountWorkspace(ws string, quota int64, uid, gid int) error {
-	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755,uid=%d,gid=%d", quota, MaxWorkspaceEntries, uid, gid)
+	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755,uid=%d,gid=%d", quota, MaxWorkspaceEntries+1, uid, gid) // +1: the root
 	if err := unix.Mount("tmpfs", ws, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mounting a tmpfs workspace: %w", err)
 	}
@@ -67,6 +68,41 @@ func checkMount(base string) error {
 }
 
 var errOverQuota = errors.New("over quota")
+
+// quotaState is what the last disk check of a sandbox found, so that walks of a large
+// workspace stay within their CPU budget across commands.
+type quotaState struct {
+	mu      sync.Mutex
+	at      time.Time
+	cost    time.Duration
+	over    bool
+	walking bool
+}
+
+// checkQuota checks the workspace unless a walked workspace was checked too recently
+// for the CPU budget (maxWalkShare), in which case it reports the last verdict. It
+// returns the verdict and how long to wait before the next check.
+func (s *Sandbox) checkQuota(pids func() []int) (bool, time.Duration) {
+	q := &s.quota
+	q.mu.Lock()
+	if !s.mounted {
+		wait := maxWalkShare*q.cost - time.Since(q.at)
+		if q.walking || (wait > 0 && !q.over) {
+			over := q.over
+			q.mu.Unlock()
+			return over, max(DiskCheckInterval, wait)
+		}
+	}
+	q.walking = true
+	q.mu.Unlock()
+
+	over, cost := s.overQuota(pids())
+
+	q.mu.Lock()
+	q.at, q.cost, q.over, q.walking = time.Now(), cost, over, false
+	q.mu.Unlock()
+	return over, max(DiskCheckInterval, maxWalkShare*cost)
+}
 
 // overQuota reports whether the workspace is over Config.DiskQuota. For a tmpfs
 // workspace that is a statfs: full (no block or no inode left). Otherwise the
