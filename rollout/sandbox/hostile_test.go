@@ -598,7 +598,7 @@ for d in range(100):
     os.mkdir('d%d' % d)
     for f in range(998):
         open('d%d/f%d' % (d, f), 'w').close()
-"`, Timeout: 2 * time.Minute})
+"`, Timeout: 5 * time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
 }
