@@ -184,6 +184,7 @@ func TestHostile(t *testing.T) {
 			"MemoryOneProcess":     hostileMemoryOne,
 			"MemoryEightProcesses": hostileMemoryEight,
 			"MemoryMemfd":          hostileMemfd,
+			"MemoryTmpfs":          hostileMemTmpfs,
 			"LoopWithSetsid":       hostileLoop,
 			"Network":              hostileNetwork,
 			"WritesOutside":        hostileWrites,
@@ -340,6 +341,24 @@ except OSError as e:
 	require.NotContains(t, string(res.Stdout), "wrote 1024")
 	require.True(t, res.MemoryLimitHit || strings.Contains(string(res.Stdout), "refused"),
 		"exit %d, stdout %s, stderr %s", res.ExitCode, res.Stdout, res.Stderr)
+	stillWorks(t, f, sb)
+}
+
+func hostileMemTmpfs(t *testing.T, f *sandbox.Factory) {
+	needCgroup(t, f)
+	sb := newSandbox(t, f)
+	// 200 MB in the sandbox's /tmp (a tmpfs, within its 256 MiB size; files under
+	// RLIMIT_FSIZE) are memory too: 100 MiB more in a process is over the sandbox's
+	// 256 MiB.
+	res := hostileRun(t, sb, `for i in 1 2 3 4; do head -c 50000000 /dev/zero > /tmp/fill$i || exit; done && echo filled &&
+python3 -c "b = bytearray(100 << 20); print('allocated')"`, 20*time.Second)
+	require.Contains(t, string(res.Stdout), "filled")
+	require.NotContains(t, string(res.Stdout), "allocated")
+	require.True(t, res.MemoryLimitHit, "exit %d, stderr %s", res.ExitCode, res.Stderr)
+
+	// Through the terminal tool, the model reads the same verdict.
+	got := callTool(t, sb, "terminal", `{"command": "python3 -c 'b = bytearray(1 << 30)'"}`)
+	require.Contains(t, got["output"], "memory limit of 268435456 bytes")
 	stillWorks(t, f, sb)
 }
 
