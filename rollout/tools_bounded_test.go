@@ -117,3 +117,30 @@ func TestPatchRefusesAResultOverItsCap(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, strings.Repeat("x\n", 1000), string(data), "the file is unchanged")
 }
+
+func TestReadFileCountsLines(t *testing.T) {
+	sb := newTempSandbox(t)
+	tools := rollout.DefaultTools()
+	for _, c := range []struct {
+		name, content, args string
+		total              float64
+		content0           string
+		truncated          bool
+	}{
+		{"no final newline, counted after the window", "a\nb\nc", `{"path": "f", "limit": 1}`, 3, "     1|a\n", true},
+		{"no final newline, read to the end", "a\nb\nc", `{"path": "f"}`, 3, "     1|a\n     2|b\n     3|c\n", false},
+		{"final newline", "a\nb\n", `{"path": "f", "limit": 1}`, 2, "     1|a\n", true},
+		{"window at the end", "a\nb\n", `{"path": "f", "offset": 2, "limit": 1}`, 2, "     2|b\n", false},
+		{"empty lines", "\n\n\n", `{"path": "f", "offset": 2, "limit": 1}`, 3, "     2|\n", true},
+		{"CRLF", "a\r\nb\r\n", `{"path": "f"}`, 2, "     1|a\n     2|b\n", false},
+		{"empty file", "", `{"path": "f"}`, 0, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, sb.WriteFile("f", []byte(c.content)))
+			got := callTool(t, tools, sb, "read_file", c.args)
+			require.Equal(t, c.total, got["total_lines"], "%v", got)
+			require.Equal(t, c.content0, got["content"])
+			require.Equal(t, c.truncated, got["truncated"])
+		})
+	}
+}

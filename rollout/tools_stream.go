@@ -112,6 +112,40 @@ func (l *lineReader) next(want bool, dst []byte) ([]byte, int64, bool, error) {
 	}
 }
 
+// count reads the rest of the scan and returns how many lines it holds (a last line
+// without a newline counts), without looking at them one by one.
+func (l *lineReader) count() (int, error) {
+	if l.capped {
+		return 0, nil
+	}
+	buf := make([]byte, readBufSize)
+	n, atLineStart := 0, true
+	for {
+		k, err := l.r.Read(buf)
+		if k > 0 {
+			if l.scanned+int64(k) > l.maxScan {
+				k = int(l.maxScan - l.scanned)
+				l.capped = true
+			}
+			n += bytes.Count(buf[:k], []byte{'\n'})
+			if k > 0 {
+				atLineStart = buf[k-1] == '\n'
+			}
+			l.scanned += int64(k)
+		}
+		if l.capped || errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if !atLineStart {
+		n++
+	}
+	return n, nil
+}
+
 // readLines reads lines [offset, offset+limit) of r (1-based), numbered as
 // read_file shows them, and counts the file's lines up to readMaxScan.
 func readLines(r io.Reader, offset, limit int) (content string, total int, capped bool, err error) {
@@ -119,7 +153,15 @@ func readLines(r io.Reader, offset, limit int) (content string, total int, cappe
 	var b strings.Builder
 	var line []byte
 	for n := 1; ; n++ {
-		want := n >= offset && n < offset+limit
+		if n == offset+limit {
+			rest, err := lr.count()
+			if err != nil {
+				return "", 0, false, err
+			}
+			total += rest
+			break
+		}
+		want := n >= offset
 		var cut int64
 		var ok bool
 		line, cut, ok, err = lr.next(want, line[:0])
