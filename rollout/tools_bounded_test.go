@@ -123,9 +123,9 @@ func TestReadFileCountsLines(t *testing.T) {
 	tools := rollout.DefaultTools()
 	for _, c := range []struct {
 		name, content, args string
-		total              float64
-		content0           string
-		truncated          bool
+		total               float64
+		content0            string
+		truncated           bool
 	}{
 		{"no final newline, counted after the window", "a\nb\nc", `{"path": "f", "limit": 1}`, 3, "     1|a\n", true},
 		{"no final newline, read to the end", "a\nb\nc", `{"path": "f"}`, 3, "     1|a\n     2|b\n     3|c\n", false},
