@@ -219,6 +219,11 @@ func (h *cgroupHost) newSandboxCgroup(name string, memory int64, pids int, uid, 
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
 	}
+	if h.mode == CgroupV2 {
+		// The commands' cgroups get memory.events and pids.events of their own
+		// (the sandbox cgroup holds no process, so it may hand controllers down).
+		_ = enableV2Controllers(cg.dirs[0])
+	}
 	return cg, nil
 }
 
@@ -244,16 +249,16 @@ type commandCgroup struct {
 	cg   *sandboxCgroup
 	dirs []string
 	fd   int // v2: an O_PATH descriptor of the directory for clone3, else -1
-	// pidsMax0 is the sandbox cgroup's count of refused forks when the command
-	// started.
-	pidsMax0 int
+	// pidsMax0 and oom0 are the sandbox cgroup's counts of refused forks and OOM
+	// kills when the command started.
+	pidsMax0, oom0 int
 }
 
 // newCommand makes the child cgroup of one command. On v1 its cgroup.procs files are
 // given to the sandbox uid, so that the command's first process (running as that
 // uid) can move itself in before it starts anything.
 func (cg *sandboxCgroup) newCommand(seq int) (*commandCgroup, error) {
-	cc := &commandCgroup{cg: cg, fd: -1, pidsMax0: pidsMaxEvents(cg.dirs[len(cg.dirs)-1])}
+	cc := &commandCgroup{cg: cg, fd: -1, pidsMax0: pidsMaxEvents(cg.dirs[len(cg.dirs)-1]), oom0: oomKillEvents(cg.host.mode, cg.dirs[0])}
 	name := "run-" + strconv.Itoa(seq)
 	for _, d := range cg.dirs {
 		c := filepath.Join(d, name)
@@ -308,16 +313,27 @@ func (cc *commandCgroup) sysProcAttr(a *syscall.SysProcAttr) {
 	}
 }
 
-// oomKills is how many processes of the command the kernel's OOM killer killed.
+// oomKills is how many processes of the command the kernel's OOM killer killed. The
+// kernel counts them in the victim's cgroup (v1) or in it and its ancestors (v2,
+// unless memory_localevents); both the command's count and the sandbox's increase
+// are read, so a command running beside another in the same sandbox may be credited
+// with the other's.
 func (cc *commandCgroup) oomKills() int {
 	if len(cc.dirs) == 0 {
 		return 0
 	}
+	mode := cc.cg.host.mode
+	sandbox := oomKillEvents(mode, cc.cg.dirs[0]) - cc.oom0
+	return max(sandbox, 0, oomKillEvents(mode, cc.dirs[0]))
+}
+
+// oomKillEvents reads the oom_kill count of the memory cgroup at dir.
+func oomKillEvents(mode CgroupMode, dir string) int {
 	name := "memory.events"
-	if cc.cg.host.mode == CgroupV1 {
+	if mode == CgroupV1 {
 		name = "memory.oom_control"
 	}
-	b, err := os.ReadFile(filepath.Join(cc.dirs[0], name))
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		return 0
 	}
