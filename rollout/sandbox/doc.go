@@ -42,7 +42,8 @@
 // # Limits for the whole sandbox: the cgroup
 //
 // Rlimits hold per process: eight processes under a 1 GiB RLIMIT_AS take 8 GiB, and
-// memfd memory is not address space the limit sees. So each Sandbox gets a cgroup
+// what a process writes into a memfd (or a tmpfs) without mapping it is not address
+// space at all. So each Sandbox gets a cgroup
 // holding Limits.Memory (1 GiB, swap off) and Limits.Processes (128) for all its
 // processes together, whichever command started them; every page they are charged
 // for counts, memfd and tmpfs (/tmp, /dev/shm, a tmpfs workspace) included. Each
@@ -166,7 +167,9 @@
 // it (apt-get install -y --no-install-recommends bubblewrap); when the kernel, a
 // container's seccomp profile or an LSM refuses the namespaces, with
 // [ErrNamespacesDenied]; an interpreter or base directory the sandbox uid cannot
-// reach (for example under a 0700 home directory) gives [ErrProbeFailed]. There is no
+// reach (for example under a 0700 home directory) gives [ErrProbeFailed]. A probe
+// that fails inside the sandbox cgroup for another reason is run once more without
+// it; if that passes, the factory works with the rlimit fallback, and says so. There is no
 // silent fallback: a caller who accepts running without isolation retries with
 // Config.Unconfined set.
 //
