@@ -202,7 +202,9 @@
 //
 // Enforcing the limits while a command runs: BenchmarkIdleCommand100k runs "sleep 1"
 // in a workspace of 99,900 entries and reports the CPU of the library's process over
-// the wall time. On 2 shared cores it measured 0.3 to 0.5% of a core with a tmpfs
-// workspace (the Go side of the command included) and about 4% with the walked
-// fallback (10 commands).
+// the wall time. On 2 shared cores (load average 6 to 9) it measured 0.3 to 0.5% of
+// a core with a tmpfs workspace (the Go side of the command included) and 0.3 to
+// 3.8% with the walked fallback over 10 commands, depending on how many walks fall
+// in the window (a walk of the 100k entries costs a few hundred milliseconds and the
+// next waits 40 times as long).
 package sandbox
