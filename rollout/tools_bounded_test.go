@@ -83,8 +83,9 @@ func TestFileToolsAreBoundedOnHugeFiles(t *testing.T) {
 		{"patch refuses 1 GiB", "patch", `{"path": "big.txt", "old_string": "line 0", "new_string": "x"}`, func(t *testing.T, got map[string]any) {
 			require.Contains(t, got["error"], "over the 1 MiB patch edits")
 		}},
-		{"search skips 1 GiB", "search_files", `{"pattern": "line 0"}`, func(t *testing.T, got map[string]any) {
+		{"search skips 1 GiB and says so", "search_files", `{"pattern": "line 0"}`, func(t *testing.T, got map[string]any) {
 			require.Equal(t, float64(0), got["total"])
+			require.Equal(t, "2 files larger than the 1 MiB search_files reads were not searched; use the terminal (grep) for them", got["note"])
 		}},
 	}
 	for _, c := range cases {

@@ -337,6 +337,7 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 		return strings.HasPrefix(name, ".") || name == "__pycache__" || name == "node_modules"
 	}
 	var line []byte
+	tooLarge := 0
 	stopped, err := walkFiles(fsys, root, skip, func(p string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -350,6 +351,7 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 		}
 		defer f.Close()
 		if fi.Size() > searchMaxFileSize {
+			tooLarge++
 			return nil
 		}
 		lr := newLineReader(f, searchMaxFileSize, searchMaxFileSize)
@@ -377,7 +379,8 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 			hits++
 		}
 		if lr.capped {
-			return nil // grew past the cap since the stat: skipped
+			tooLarge++ // grew past the cap since the stat
+			return nil
 		}
 		matches = append(matches, found...)
 		total += hits
@@ -386,10 +389,16 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 	if err != nil {
 		return errorResult("search_files: %v", err)
 	}
-	var note string
-	if stopped {
-		note = fmt.Sprintf("the search stopped at %d entries or %d directories deep; give a narrower path", searchMaxEntries, searchMaxDepth)
+	var notes []string
+	if tooLarge > 0 {
+		notes = append(notes, fmt.Sprintf("%d files larger than the %d MiB search_files reads were not searched; use the terminal (grep) for them",
+			tooLarge, searchMaxFileSize>>20))
 	}
+	if stopped {
+		notes = append(notes, fmt.Sprintf("the search stopped at %d entries or %d directories deep; give a narrower path",
+			searchMaxEntries, searchMaxDepth))
+	}
+	note := strings.Join(notes, "; ")
 	joined := CapText(strings.Join(matches, "\n"), t.cfg.MaxOutputChars)
 	return jsonResult(struct {
 		Matches   string `json:"matches"`
