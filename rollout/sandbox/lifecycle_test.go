@@ -211,10 +211,31 @@ func TestLibraryProcessKilledMidRun(t *testing.T) {
 	left, err := filepath.Glob(filepath.Join(base, "agenticopd-sandbox-*"))
 	require.NoError(t, err)
 	require.Len(t, left, 1)
-	newFactory(t, sandbox.Config{BaseDir: base})
+	stale := filepath.Base(left[0])
+	cgroups := sandboxCgroupDirs(t, stale)
+	f := newFactory(t, sandbox.Config{BaseDir: base})
 	left, err = filepath.Glob(filepath.Join(base, "agenticopd-sandbox-*"))
 	require.NoError(t, err)
 	require.Empty(t, left, "a sandbox of a dead process was left in the base directory")
+	// Its cgroups too (the helper ran in this process's cgroup).
+	require.Len(t, cgroups, len(f.Enforcement().CgroupDirs))
+	for _, dir := range cgroups {
+		_, err := os.Stat(dir)
+		require.ErrorIs(t, err, os.ErrNotExist, "the dead sandbox's cgroup %s", dir)
+	}
+}
+
+// sandboxCgroupDirs lists the cgroups of the sandbox whose directory is named name,
+// as this process's factories would make them (none without a cgroup).
+func sandboxCgroupDirs(t *testing.T, name string) []string {
+	t.Helper()
+	var dirs []string
+	for _, parent := range newFactory(t, sandbox.Config{BaseDir: t.TempDir()}).Enforcement().CgroupDirs {
+		dir := filepath.Join(parent, name)
+		require.DirExists(t, dir, "the dead sandbox's cgroup")
+		dirs = append(dirs, dir)
+	}
+	return dirs
 }
 
 // TestHelperLibraryProcess is the process TestLibraryProcessKilledMidRun kills.
