@@ -114,6 +114,20 @@ func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, e
 	return s.execute(ctx, spec, timeout)
 }
 
+// discard releases a prepared command that will not be executed: its descriptors
+// for bubblewrap and its cgroup.
+func (spec *runSpec) discard() {
+	for _, f := range spec.cmd.ExtraFiles {
+		_ = f.Close()
+	}
+	if spec.status != nil {
+		_ = spec.status.Close()
+	}
+	if spec.cg != nil {
+		_ = spec.cg.remove()
+	}
+}
+
 // joinCgroup gives the command a cgroup of its own inside the sandbox's, which its
 // first process enters before it runs anything: through clone3 on v2, through a
 // wrapper shell that writes its own pid on v1.
@@ -123,12 +137,7 @@ func (s *Sandbox) joinCgroup(spec *runSpec) error {
 	}
 	cc, err := s.cg.newCommand(int(s.runs.Add(1)))
 	if err != nil {
-		for _, f := range spec.cmd.ExtraFiles {
-			_ = f.Close()
-		}
-		if spec.status != nil {
-			_ = spec.status.Close()
-		}
+		spec.discard()
 		return err
 	}
 	spec.cg = cc
