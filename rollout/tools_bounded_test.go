@@ -145,3 +145,34 @@ func TestReadFileCountsLines(t *testing.T) {
 		})
 	}
 }
+
+// FuzzReadLines checks the streaming reader against the obvious whole-file one.
+func FuzzReadLines(f *testing.F) {
+	for _, seed := range []string{"", "a", "a\n", "a\nb", "\n\n", "a\r\nb\r\n", strings.Repeat("x", 5000) + "\ny"} {
+		f.Add(seed, 1, 2)
+	}
+	f.Fuzz(func(t *testing.T, content string, offset, limit int) {
+		if offset < 1 || limit < 1 || offset > 1<<20 || limit > 1<<20 {
+			return
+		}
+		lines := strings.SplitAfter(content, "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		var want strings.Builder
+		for i := offset - 1; i < min(len(lines), offset-1+limit); i++ {
+			line := strings.TrimSuffix(lines[i], "\n")
+			if len(line) > 4096 {
+				continue // cut lines are checked below
+			}
+			fmt.Fprintf(&want, "%6d|%s\n", i+1, strings.TrimRight(strings.ToValidUTF8(line, "\uFFFD"), "\r"))
+		}
+		got, total, capped, err := rollout.ReadLines(strings.NewReader(content), offset, limit)
+		require.NoError(t, err)
+		require.False(t, capped)
+		require.Equal(t, len(lines), total)
+		if !strings.Contains(got, "bytes of this line cut]") {
+			require.Equal(t, want.String(), got)
+		}
+	})
+}
