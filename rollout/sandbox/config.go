@@ -27,6 +27,11 @@ const (
 	DefaultShmSize      = 64 << 20
 )
 
+// MinMemory is the smallest Limits.Memory [New] accepts: below it not even the probe
+// runs, and a probe failing inside the cgroup would be taken for a cgroup that does not
+// work.
+const MinMemory = 16 << 20
+
 // DiskCheckInterval is how often a running command's workspace is checked against
 // Config.DiskQuota. A tmpfs workspace is bounded by the kernel, and the check is a
 // statfs. A walked workspace ([StorageWalk]) is checked at most this often and at
@@ -239,6 +244,8 @@ func (c Config) validate() error {
 		return configError("UID and GID must not be negative")
 	case c.Limits.TmpSize < 0 || c.Limits.ShmSize < 0:
 		return configError("Limits.TmpSize and Limits.ShmSize must not be negative")
+	case c.Limits.Memory > 0 && c.Limits.Memory < MinMemory:
+		return configError("Limits.Memory must be at least 16 MiB (the interpreter alone needs about 10), or negative for none")
 	case c.CgroupParent != "" && !isAbs(c.CgroupParent):
 		return configError("CgroupParent must be an absolute cgroup path such as /agenticopd, got " + c.CgroupParent)
 	case !isAbs(c.Python):

@@ -162,6 +162,8 @@ func TestInvalidConfig(t *testing.T) {
 		"relative python":      {Python: "python3"},
 		"relative bwrap":       {BwrapPath: "bwrap"},
 		"negative uid":         {UID: -1},
+		"tiny memory":          {Limits: sandbox.Limits{Memory: 1 << 20}},
+		"relative cgroup":      {CgroupParent: "agenticopd"},
 	}
 	for name, cfg := range cases {
 		t.Run(name, func(t *testing.T) {
