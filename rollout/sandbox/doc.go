@@ -123,6 +123,17 @@
 // timeout gives ExitCode 124 and TimedOut; death by signal N gives 128+N. bwrap
 // failing to set up a command (it never ran) is an [ErrStart] error.
 //
+// # Started commands
+//
+// [Sandbox.Start] implements [rollout.Starter]: it starts a command with its standard
+// input and output connected to the caller, for a conversation with a process that
+// keeps running (the verifier of package reward talks to the solution this way). The
+// command is built and watched by the same code as Run: same flags, cgroup (a command
+// cgroup in the sandbox's, so its memory and processes count with every other command
+// of the sandbox), rlimits, timeout, kills and disk quota; the bytes the caller reads
+// from its standard output count towards KillOutputLimit with its standard error, and
+// its standard error is kept as for Run.
+//
 // # Files
 //
 // ReadFile, WriteFile and FS run on the host with the library's privileges, so they

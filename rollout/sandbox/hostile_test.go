@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -674,4 +675,36 @@ func BenchmarkIdleCommand100k(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// A command started with Start (streaming stdin and stdout) is held by the same
+// cgroup as one given to Run.
+func TestHostileStartedCommandIsInTheCgroup(t *testing.T) {
+	t.Parallel()
+	f := hostileFactory(t, sandbox.Config{Limits: sandbox.Limits{Memory: hostileMemory, Processes: hostilePids, AddressSpace: -1}})
+	needCgroup(t, f)
+	sb := newSandbox(t, f)
+	p, err := sb.Start(t.Context(), rollout.Command{Shell: `read line; python3 -c "b = bytearray(1 << 30); print('allocated')"`,
+		Timeout: 20 * time.Second})
+	require.NoError(t, err)
+	_, err = p.Stdin().Write([]byte("go\n"))
+	require.NoError(t, err)
+	require.NoError(t, p.Stdin().Close())
+	out, err := io.ReadAll(p.Stdout())
+	require.NoError(t, err)
+	res, err := p.Wait()
+	require.NoError(t, err)
+	require.NotContains(t, string(out), "allocated")
+	require.Equal(t, 128+9, res.ExitCode)
+	require.Contains(t, string(res.Stderr), "memory limit of 268435456 bytes")
+
+	p, err = sb.Start(t.Context(), rollout.Command{Shell: "bomb() { bomb | bomb & }; bomb; sleep 5", Timeout: 3 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, p.Stdin().Close())
+	_, _ = io.Copy(io.Discard, p.Stdout())
+	res, err = p.Wait()
+	require.NoError(t, err)
+	require.True(t, res.TimedOut)
+	require.Contains(t, string(res.Stderr), "limit of 64 processes")
+	stillWorks(t, f, sb)
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,22 +67,36 @@ func (s *Sandbox) Run(ctx context.Context, cmd rollout.Command) (rollout.Command
 // command is killed and the partial result returned with ctx's error). In every
 // case no process of the command is left running when it returns.
 func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, error) {
+	spec, timeout, err := s.prepare(ctx, c)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.active.Done()
+	if c.Stdin != nil {
+		spec.cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
+	return s.execute(ctx, spec, timeout)
+}
+
+// prepare checks c and builds its command. On success the command is registered
+// (s.enter) and the caller must call s.active.Done once it has run.
+func (s *Sandbox) prepare(ctx context.Context, c rollout.Command) (runSpec, time.Duration, error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return Result{}, ErrClosed
+		return runSpec{}, 0, ErrClosed
 	}
 	argv, err := commandArgv(c)
 	if err != nil {
-		return Result{}, err
+		return runSpec{}, 0, err
 	}
 	rel, err := s.workDir(c.Dir)
 	if err != nil {
-		return Result{}, err
+		return runSpec{}, 0, err
 	}
 	if c.Timeout < 0 {
-		return Result{}, commandError("negative timeout %v", c.Timeout)
+		return runSpec{}, 0, commandError("negative timeout %v", c.Timeout)
 	}
 	timeout := c.Timeout
 	if timeout == 0 {
@@ -89,13 +104,11 @@ func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, e
 	}
 	timeout = min(timeout, s.f.cfg.MaxTimeout)
 	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("sandbox: run: %w", err)
+		return runSpec{}, 0, fmt.Errorf("sandbox: run: %w", err)
 	}
 	if !s.enter() {
-		return Result{}, ErrClosed
+		return runSpec{}, 0, ErrClosed
 	}
-	defer s.active.Done()
-
 	var spec runSpec
 	if s.f.cfg.Unconfined {
 		spec, err = s.unconfinedCommand(rel, timeout, argv)
@@ -103,15 +116,14 @@ func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, e
 		spec, err = s.bwrapCommand(rel, timeout, argv)
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: run: %w", err)
-	}
-	if c.Stdin != nil {
-		spec.cmd.Stdin = bytes.NewReader(c.Stdin)
+		s.active.Done()
+		return runSpec{}, 0, fmt.Errorf("sandbox: run: %w", err)
 	}
 	if err := s.joinCgroup(&spec); err != nil {
-		return Result{}, fmt.Errorf("sandbox: run: %w", err)
+		s.active.Done()
+		return runSpec{}, 0, fmt.Errorf("sandbox: run: %w", err)
 	}
-	return s.execute(ctx, spec, timeout)
+	return spec, timeout, nil
 }
 
 // discard releases a prepared command that will not be executed: its descriptors
@@ -190,6 +202,8 @@ type runSpec struct {
 	marker string
 	// cg is the command's cgroup (nil without one); execute removes it.
 	cg *commandCgroup
+	// stream is set for a command started by Start (see stream.go).
+	stream *stream
 }
 
 func (s *Sandbox) baseEnv(home, bin string) []string {
@@ -274,9 +288,10 @@ const (
 	reasonContext
 	reasonClosed
 	reasonDisk
+	reasonKilled // Process.Kill of a started command
 )
 
-var reasonNames = [...]string{"", "timeout", "output cap", "context ended", "sandbox closed", "disk quota"}
+var reasonNames = [...]string{"", "timeout", "output cap", "context ended", "sandbox closed", "disk quota", "killed"}
 
 // proc is a started command. Its process group is killed only while the leader
 // has not been reaped, so the pgid can never belong to someone else.
@@ -335,17 +350,24 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		spec.cg.sysProcAttr(cmd.SysProcAttr)
 	}
 	cmd.WaitDelay = waitDelay
-	p := &proc{}
-	var all atomic.Int64
+	p, all := &proc{}, new(atomic.Int64)
+	if spec.stream != nil {
+		p, all = spec.stream.proc, spec.stream.all
+	}
 	over := sync.OnceFunc(func() { p.kill(reasonOutput) })
-	stdout := newCapture(cfg.OutputLimit, &all, cfg.KillOutputLimit, over)
-	stderr := newCapture(cfg.OutputLimit, &all, cfg.KillOutputLimit, over)
+	stdout := newCapture(cfg.OutputLimit, all, cfg.KillOutputLimit, over)
+	stderr := newCapture(cfg.OutputLimit, all, cfg.KillOutputLimit, over)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	childFiles := slices.Clip(cmd.ExtraFiles)
+	if spec.stream != nil {
+		cmd.Stdin, cmd.Stdout = spec.stream.childStdin, spec.stream.childStdout
+		childFiles = append(childFiles, spec.stream.childStdin, spec.stream.childStdout)
+	}
 
 	closeInheritedOnExec()
 	start := time.Now()
 	err := cmd.Start()
-	for _, f := range cmd.ExtraFiles {
+	for _, f := range childFiles {
 		_ = f.Close() // the child holds its copy
 	}
 	if spec.status != nil {
@@ -480,6 +502,8 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		res.ExitCode = 124
 	case reasonOutput:
 		res.OutputKilled = true
+	case reasonKilled:
+		// The caller asked for it: the exit code says SIGKILL, and that is all.
 	case reasonContext:
 		return res, fmt.Errorf("sandbox: run: %w", ctx.Err())
 	case reasonClosed:
