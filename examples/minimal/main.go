@@ -6,24 +6,34 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
-func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { cli.Main("minimal", run) }
 
-func run(ctx context.Context, w io.Writer) error {
+// run is the README's program; it takes no flags (-h says so).
+func run(ctx context.Context, args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("minimal", flag.ContinueOnError)
+	fs.SetOutput(w)
+	fs.Usage = func() {
+		fmt.Fprintln(w, "Usage of minimal (no flags): one group on the first built-in task, as a JSON line on stdout")
+	}
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: minimal takes no arguments", fs.Arg(0))
+	}
+
 	// For a real server: policy, err := vllm.NewClient("http://localhost:8000")
 	sim, err := vllmtest.Start(vllmtest.WithMaxLogprobs(50))
 	if err != nil {

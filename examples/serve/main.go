@@ -19,26 +19,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "serve:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("serve", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -51,11 +43,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	batchSize := fs.Int("batch-size", 8, "the in-process trainer's batch size, in sequences")
 	steps := fs.Int("steps", 2, "the in-process trainer's number of steps")
 	topK := fs.Int("topk", 20, "teacher top-K per scored token")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if *groupSize < 1 || *batchSize < *groupSize || *steps < 1 || *topK < 1 {
-		return errors.New("need -group-size ≥ 1, -batch-size ≥ -group-size, -steps ≥ 1, -topk ≥ 1")
+	if err := errors.Join(cli.AtLeast("group-size", *groupSize, 1), cli.AtLeast("batch-size", *batchSize, *groupSize),
+		cli.AtLeast("steps", *steps, 1), cli.AtLeast("topk", *topK, 1)); err != nil {
+		return err
 	}
 
 	policyURL := *vllmURL
