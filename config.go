@@ -148,6 +148,9 @@ type Config struct {
 	// OnGroup, when set, is called with every group Process and Serve finish, one call
 	// at a time.
 	OnGroup func(*Group)
+	// ReportPath, when set, is a file Process writes an HTML page of its groups to
+	// (package report; by convention report.html next to groups.jsonl).
+	ReportPath string
 	// Logger receives progress and failures; nil means no logging.
 	Logger *slog.Logger
 }

@@ -38,7 +38,7 @@ func main() { cli.Main("quickstart", run) }
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	out := fs.String("out", "opd-out", "directory for groups.jsonl")
+	out := fs.String("out", "opd-out", "directory for groups.jsonl and report.html")
 	groups := fs.Int("groups", 2, "number of groups to collect")
 	groupSize := fs.Int("group-size", 4, "rollouts per group")
 	vllmURL := fs.String("vllm-url", "", "vLLM server of the policy (default: the in-process simulator)")
@@ -106,6 +106,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	cfg.OnGroup = func(g *agenticopd.Group) { printGroup(stdout, g) }
+	cfg.ReportPath = filepath.Join(*out, "report.html")
 	env, err := agenticopd.NewEnv(cfg)
 	if err != nil {
 		return err
@@ -127,7 +128,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "\nwrote %d groups to %s\n\nmetrics:\n", *groups, path)
+	fmt.Fprintf(stdout, "\nwrote %d groups to %s\nand the HTML inspector to %s (open it in a browser)\n\nmetrics:\n", *groups, path, cfg.ReportPath)
 	m := env.Metrics()
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		fmt.Fprintf(stdout, "  %-40s %g\n", k, m[k])
