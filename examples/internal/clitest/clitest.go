@@ -38,7 +38,7 @@ func CheckFlags(t *testing.T, run Run, flags []string, bad []BadLine) {
 			t.Errorf("%s: got error %v (exit code %d), want flag.ErrHelp and 0", h, err, cli.ExitCode(err))
 		}
 		for _, f := range flags {
-			if !strings.Contains(out.String(), "-"+f+" ") {
+			if !strings.Contains(out.String(), "-"+f+" ") && !strings.Contains(out.String(), "-"+f+"\n") {
 				t.Errorf("%s: usage does not list -%s:\n%s", h, f, out.String())
 			}
 		}
