@@ -105,7 +105,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	cfg.OnGroup = func(g *agenticopd.Group) { printGroup(stdout, g) }
+	// On a terminal, stderr shows groups done and rollouts in flight.
+	progress := cli.NewProgress(os.Stderr, sandboxes, *groups)
+	defer progress.Close()
+	cfg.SandboxFactory = progress
+	cfg.OnGroup = func(g *agenticopd.Group) {
+		progress.GroupDone()
+		printGroup(stdout, g)
+	}
 	cfg.ReportPath = filepath.Join(*out, "report.html")
 	env, err := agenticopd.NewEnv(cfg)
 	if err != nil {
@@ -127,6 +134,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	progress.Close()
 
 	fmt.Fprintf(stdout, "\nwrote %d groups to %s\nand the HTML inspector to %s (open it in a browser)\n\nmetrics:\n", *groups, path, cfg.ReportPath)
 	m := env.Metrics()

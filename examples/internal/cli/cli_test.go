@@ -87,3 +87,27 @@ func TestSandboxWithoutPythonStopsWithTheInstallCommand(t *testing.T) {
 		assert.Contains(t, err.Error(), "apt-get install -y --no-install-recommends python3")
 	}
 }
+
+func TestProgressCountsRolloutsInFlight(t *testing.T) {
+	f, err := cli.Sandbox(context.Background(), true, new(bytes.Buffer))
+	require.NoError(t, err)
+	var w bytes.Buffer // not a terminal: nothing is drawn
+	p := cli.NewProgress(&w, f, 2)
+	defer p.Close()
+	a, err := p.NewSandbox(context.Background())
+	require.NoError(t, err)
+	b, err := p.NewSandbox(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 2, p.InFlight())
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close())
+	assert.Equal(t, 1, p.InFlight(), "a second Close counts once")
+	p.GroupDone()
+	assert.Equal(t, 1, p.Groups())
+	require.NoError(t, b.Close())
+	assert.Zero(t, p.InFlight())
+	assert.Empty(t, w.String())
+	d, ok := a.(interface{ Dir() string })
+	require.True(t, ok, "the workspace directory is forwarded")
+	assert.NotEmpty(t, d.Dir())
+}
