@@ -42,7 +42,9 @@ type Env struct {
 
 // Group is one task's group: its rollouts, what became of them, and the Atropos group.
 type Group struct {
-	Task     tasks.Task
+	// Task is the task the group worked on.
+	Task tasks.Task
+	// Rollouts are its GroupSize rollouts, in the order of Data's sequences.
 	Rollouts []Rollout
 	// Data is the scored group, ready to send or write. It has distill rows unless OPD
 	// is disabled or the group was dropped before OPD.
@@ -65,10 +67,10 @@ const (
 
 // Rollout is one agent's attempt at a task.
 type Rollout struct {
-	Trajectory   *rollout.Trajectory
-	Stats        rollout.Stats
-	Verification reward.Verification
-	Reward       reward.Breakdown
+	Trajectory   *rollout.Trajectory // the token-exact record
+	Stats        rollout.Stats       // the agent loop's boundary counts
+	Verification reward.Verification // the canonical tests' verdict
+	Reward       reward.Breakdown    // the score and its parts
 }
 
 // ErrRolloutFailed is wrapped by CollectGroup's error when a rollout could not be

@@ -342,15 +342,15 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 
 // EvalSample is one line of samples.jsonl written by Evaluate.
 type EvalSample struct {
-	TaskID      string         `json:"task_id"`
-	Prompt      string         `json:"prompt"`
-	Response    string         `json:"response"`
-	Correctness float64        `json:"correctness"`
-	Reward      float64        `json:"reward"`
-	Turns       int            `json:"turns"`
-	Stop        string         `json:"stop,omitempty"`
-	Error       string         `json:"error,omitempty"`
-	Messages    []chat.Message `json:"messages,omitempty"`
+	TaskID      string         `json:"task_id"`            // the task
+	Prompt      string         `json:"prompt"`             // the task statement shown
+	Response    string         `json:"response"`           // the last assistant message
+	Correctness float64        `json:"correctness"`        // C of the verification
+	Reward      float64        `json:"reward"`             // the reward
+	Turns       int            `json:"turns"`              // policy calls used
+	Stop        string         `json:"stop,omitempty"`     // why the agent loop ended
+	Error       string         `json:"error,omitempty"`    // a failed rollout's error (then correctness 0)
+	Messages    []chat.Message `json:"messages,omitempty"` // the conversation
 }
 
 // Evaluate runs one greedy rollout (temperature 0) of each of the first EvalSize (10)

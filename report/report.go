@@ -38,15 +38,15 @@ type Group struct {
 
 // Term is one named number of a score's breakdown, or one fact about a rollout.
 type Term struct {
-	Name  string
-	Value string
+	Name  string // the column's name ("correctness")
+	Value string // as shown ("1.000")
 }
 
 // Hint is a hint and the token position it was given before (the generation prompt
 // of the turn it is for).
 type Hint struct {
-	Pos  int
-	Text string
+	Pos  int    // the token position the hint is shown before
+	Text string // the hint
 }
 
 // Sequence is one rollout: its tokens and what is known about each.
@@ -56,12 +56,14 @@ type Hint struct {
 type Sequence struct {
 	// Label names the sequence ("rollout 2").
 	Label string
-	// Score is the sequence's score; Breakdown its parts (correctness, …), in order.
-	Score     float64
+	// Score is the sequence's score.
+	Score float64
+	// Breakdown are the score's parts (correctness, …), in order.
 	Breakdown []Term
 	// Info are other facts shown in the rollout's row (turns, stop reason, …).
 	Info []Term
 
+	// Tokens are the sequence's token ids.
 	Tokens []int32
 	// Kinds is each token's kind; nil means KindPrompt before the first unmasked
 	// token, KindGenerated at unmasked tokens and KindTool at masked tokens after the

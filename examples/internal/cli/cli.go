@@ -61,7 +61,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 // FlagError is a flag value the program cannot use; its message names the flag.
 type FlagError struct {
 	Flag   string // without the dash
-	Value  any
+	Value  any    // the value given
 	Reason string // what the value must be ("at least 1")
 }
 

@@ -19,8 +19,8 @@ type Run func(ctx context.Context, args []string, stdout io.Writer) error
 
 // BadLine is a command line with a bad value of Flag.
 type BadLine struct {
-	Flag string // without the dash
-	Args []string
+	Flag string   // without the dash
+	Args []string // the command line
 }
 
 // Bad returns the BadLine args, whose error must name flag.
