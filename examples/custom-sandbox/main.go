@@ -26,6 +26,7 @@ import (
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
+	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -75,15 +76,12 @@ func (s *audited) Run(ctx context.Context, cmd rollout.Command) (rollout.Command
 	if len(cmd.Argv) > 0 {
 		line = strings.Join(cmd.Argv, " ")
 	}
-	norm := strings.Join(strings.Fields(line), " ")
-	for _, d := range s.a.Deny {
-		if d != "" && strings.Contains(norm, d) {
-			s.a.denied.Add(1)
-			s.a.Log.Warn("command denied", "sandbox", s.id, "command", short(line), "rule", d)
-			msg := fmt.Sprintf("denied: commands containing %q are not allowed in this environment; "+
-				"the Python standard library is available, so solve the task without installing packages.\n", d)
-			return rollout.CommandResult{ExitCode: DeniedExit, Stderr: []byte(msg)}, nil
-		}
+	if d, ok := s.a.deny(line); ok {
+		s.a.denied.Add(1)
+		s.a.Log.Warn("command denied", "sandbox", s.id, "command", short(line), "rule", d)
+		msg := fmt.Sprintf("denied: commands containing %q are not allowed in this environment; "+
+			"the Python standard library is available, so solve the task without installing packages.\n", d)
+		return rollout.CommandResult{ExitCode: DeniedExit, Stderr: []byte(msg)}, nil
 	}
 	start := time.Now()
 	res, err := s.Sandbox.Run(ctx, cmd)
@@ -91,6 +89,59 @@ func (s *audited) Run(ctx context.Context, cmd rollout.Command) (rollout.Command
 	s.a.Log.Info("command", "sandbox", s.id, "command", short(line), "exit", res.ExitCode,
 		"duration", time.Since(start).Round(time.Millisecond), "err", err)
 	return res, err
+}
+
+// Start is Run's streaming form, used by the env's verification: the same deny list
+// (a refused command is an error here: nothing was started), then the wrapped
+// sandbox's Start, logged.
+func (s *audited) Start(ctx context.Context, cmd rollout.Command) (rollout.Process, error) {
+	line := cmd.Shell
+	if len(cmd.Argv) > 0 {
+		line = strings.Join(cmd.Argv, " ")
+	}
+	if d, ok := s.a.deny(line); ok {
+		s.a.denied.Add(1)
+		s.a.Log.Warn("command denied", "sandbox", s.id, "command", short(line), "rule", d)
+		return nil, fmt.Errorf("denied: commands containing %q are not allowed in this environment", d)
+	}
+	st, ok := s.Sandbox.(rollout.Starter)
+	if !ok {
+		return nil, fmt.Errorf("%w (the wrapped sandbox is a %T)", reward.ErrNoStarter, s.Sandbox)
+	}
+	start := time.Now()
+	p, err := st.Start(ctx, cmd)
+	s.a.ran.Add(1)
+	if err != nil {
+		s.a.Log.Info("command", "sandbox", s.id, "command", short(line), "err", err)
+		return nil, err
+	}
+	return &auditedProcess{Process: p, s: s, line: line, start: start}, nil
+}
+
+// auditedProcess logs a started command with its duration when it is waited for.
+type auditedProcess struct {
+	rollout.Process
+	s     *audited
+	line  string
+	start time.Time
+}
+
+func (p *auditedProcess) Wait() (rollout.CommandResult, error) {
+	res, err := p.Process.Wait()
+	p.s.a.Log.Info("command", "sandbox", p.s.id, "command", short(p.line), "exit", res.ExitCode,
+		"duration", time.Since(p.start).Round(time.Millisecond), "err", err)
+	return res, err
+}
+
+// deny returns the Deny entry the command line contains, if any.
+func (a *Audit) deny(line string) (string, bool) {
+	norm := strings.Join(strings.Fields(line), " ")
+	for _, d := range a.Deny {
+		if d != "" && strings.Contains(norm, d) {
+			return d, true
+		}
+	}
+	return "", false
 }
 
 // Dir forwards the wrapped sandbox's workspace directory (the file tools accept

@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	// On a terminal, stderr shows groups done and rollouts in flight.
+	// On a terminal, stderr shows groups done and sandboxes open.
 	progress := cli.NewProgress(os.Stderr, sandboxes, *groups)
 	defer progress.Close()
 	cfg.SandboxFactory = progress

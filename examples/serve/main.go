@@ -9,8 +9,9 @@
 // Logs are structured (log/slog; JSON with -log-json) and go to stdout; the metrics
 // are logged every -metrics-every groups and, with -metrics-addr, served for
 // Prometheus at /metrics. On a terminal, stderr shows a progress bar: groups done and
-// rollouts in flight. It runs until interrupted, until -groups groups were sent, or
-// until the API's trainer has all its steps.
+// sandboxes open (a rollout holds one, and one more while its tests run). It runs
+// until interrupted, until -groups groups were sent, or until the API's trainer has
+// all its steps.
 //
 // With no -atropos-url it runs offline: the in-process vLLM simulator (vllmtest, a
 // scripted test and demo backend, not a language model) plays the policy, judge and
@@ -217,7 +218,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	if o.metricsAddr != "" {
 		stop, err := serveMetrics(o.metricsAddr, envCollector{metrics: env.Metrics, extra: func() map[string]float64 {
-			m := map[string]float64{"gauge/rollouts_in_flight": float64(progress.InFlight())}
+			m := map[string]float64{"gauge/sandboxes_open": float64(progress.InFlight())}
 			if n, err := client.Spooled(); err == nil {
 				m["gauge/spooled_groups"] = float64(n)
 			}

@@ -138,7 +138,7 @@ func TestServeMetricsEndpoint(t *testing.T) {
 		"# TYPE agenticopd_opd_hints_total counter",
 		"# TYPE agenticopd_requests_generate_total counter",
 		"# TYPE agenticopd_rollout_rollouts_total counter",
-		"# TYPE agenticopd_rollouts_in_flight gauge",
+		"# TYPE agenticopd_sandboxes_open gauge",
 		"# HELP agenticopd_opd_hints_total agenticopd metric opd/total_hints",
 		"# TYPE go_goroutines gauge",
 	} {
@@ -159,7 +159,7 @@ func TestPromName(t *testing.T) {
 		"opd/unparsable_votes/no-box":     "agenticopd_opd_unparsable_votes_no_box_total counter",
 		"env/dropped_groups/scores_equal": "agenticopd_env_dropped_groups_scores_equal_total counter",
 		"requests/teacher_score":          "agenticopd_requests_teacher_score_total counter",
-		"gauge/rollouts_in_flight":        "agenticopd_rollouts_in_flight gauge",
+		"gauge/sandboxes_open":            "agenticopd_sandboxes_open gauge",
 	} {
 		got, kind := promName(name)
 		k := map[bool]string{true: "counter", false: "gauge"}[kind == prometheus.CounterValue]

@@ -12,11 +12,13 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
 )
 
-// Progress shows groups done and rollouts in flight on a terminal. Its sandbox
-// factory counts the rollouts in flight (one sandbox per rollout). A Progress on a
+// Progress shows groups done and sandboxes open on a terminal. Its sandbox factory
+// counts the sandboxes open: one per rollout in flight, plus one for the tests of each
+// rollout being verified (the verifier's own sandbox). A Progress on a
 // writer that is not a terminal shows nothing; its counts still work.
 type Progress struct {
 	factory  rollout.SandboxFactory
@@ -76,7 +78,7 @@ func (p *Progress) draw() {
 	if p.bar == nil {
 		return
 	}
-	p.bar.Describe(fmt.Sprintf("groups (%d rollouts in flight)", p.inFlight.Load()))
+	p.bar.Describe(fmt.Sprintf("groups (%d sandboxes open)", p.inFlight.Load()))
 	_ = p.bar.Set64(p.groups.Load())
 }
 
@@ -86,7 +88,8 @@ func (p *Progress) GroupDone() {
 	p.draw()
 }
 
-// InFlight is the number of rollouts in flight: sandboxes open.
+// InFlight is the number of sandboxes open: the rollouts in flight and the
+// verifications running.
 func (p *Progress) InFlight() int { return int(p.inFlight.Load()) }
 
 // Groups is the number of groups done.
@@ -107,7 +110,7 @@ func (p *Progress) Close() {
 }
 
 // NewSandbox implements rollout.SandboxFactory: the wrapped factory's sandbox,
-// counted as a rollout in flight until it is closed.
+// counted as open until it is closed.
 func (p *Progress) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
 	sb, err := p.factory.NewSandbox(ctx)
 	if err != nil {
@@ -135,4 +138,14 @@ func (s *countedSandbox) Dir() string {
 		return d.Dir()
 	}
 	return ""
+}
+
+// Start forwards to the wrapped sandbox's Start (the verifier streams the tests'
+// calls through it; see rollout.Starter).
+func (s *countedSandbox) Start(ctx context.Context, cmd rollout.Command) (rollout.Process, error) {
+	st, ok := s.Sandbox.(rollout.Starter)
+	if !ok {
+		return nil, fmt.Errorf("%w (the wrapped sandbox is a %T)", reward.ErrNoStarter, s.Sandbox)
+	}
+	return st.Start(ctx, cmd)
 }
