@@ -53,6 +53,10 @@ func TestQuickstartWritesValidGroupsWithRows(t *testing.T) {
 	}))
 	assert.Equal(t, 2, groups)
 	assert.Positive(t, rows)
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err, "the inspector is written next to groups.jsonl")
+	assert.Equal(t, 2, strings.Count(string(page), `<section class="group"`))
+	assert.Contains(t, out.String(), "and the HTML inspector to "+filepath.Join(dir, "report.html"))
 	// Per group the task, scores, hints and scored turns; then the metrics.
 	text := out.String()
 	assert.Equal(t, 2, strings.Count(text, "\ngroup: task "))
