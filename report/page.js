@@ -3,7 +3,7 @@
 (function () {
   'use strict';
   var CHUNK = 2000, NONE = 65535;
-  var vocab = JSON.parse(document.getElementById('vocab').textContent);
+  var vocab = null; // parsed on first use: a long run's vocabulary is large
   var groups = {};
 
   function buf(s) {
@@ -30,7 +30,11 @@
     return (groups[g] = d);
   }
   function lp(q) { return q === NONE ? null : -q / 1000; }
-  function text(id) { var t = vocab[id]; return t === undefined ? '\u27e8' + id + '\u27e9' : t; }
+  function text(id) {
+    if (!vocab) vocab = JSON.parse(document.getElementById('vocab').textContent);
+    var t = vocab[id];
+    return t === undefined ? '\u27e8' + id + '\u27e9' : t;
+  }
   function fmt(v) { return v === null ? '\u2013' : v.toFixed(3); }
   function heat(d) {
     var a = Math.min(Math.abs(d), 4) / 4 * 0.7 + 0.08;
