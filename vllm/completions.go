@@ -28,7 +28,14 @@ type CompletionRequest struct {
 	MaxTokens   int
 	Temperature *float64
 	TopP        *float64
-	Seed        *int64
+	// TopK, MinP and the penalties are vLLM's sampling extensions; nil leaves them to
+	// the server ([CompletionRequest.SetSampling] sets them all).
+	TopK              *int
+	MinP              *float64
+	RepetitionPenalty *float64
+	PresencePenalty   *float64
+	FrequencyPenalty  *float64
+	Seed              *int64
 	// Stop strings. Prefer none: the server strips them from the text while the ids
 	// keep them.
 	Stop []string
@@ -54,6 +61,11 @@ type completionBody struct {
 	MaxTokens                  int      `json:"max_tokens,omitempty"`
 	Temperature                *float64 `json:"temperature,omitempty"`
 	TopP                       *float64 `json:"top_p,omitempty"`
+	TopK                       *int     `json:"top_k,omitempty"`
+	MinP                       *float64 `json:"min_p,omitempty"`
+	RepetitionPenalty          *float64 `json:"repetition_penalty,omitempty"`
+	PresencePenalty            *float64 `json:"presence_penalty,omitempty"`
+	FrequencyPenalty           *float64 `json:"frequency_penalty,omitempty"`
 	Seed                       *int64   `json:"seed,omitempty"`
 	Stop                       []string `json:"stop,omitempty"`
 	Logprobs                   *int     `json:"logprobs,omitempty"`
@@ -154,7 +166,8 @@ func (c *Client) completionBody(ctx context.Context, req CompletionRequest) ([]b
 	}
 	b := completionBody{
 		Model: m, N: req.N, MaxTokens: req.MaxTokens, Temperature: req.Temperature,
-		TopP: req.TopP, Seed: req.Seed, Stop: req.Stop, Logprobs: req.Logprobs,
+		TopP: req.TopP, TopK: req.TopK, MinP: req.MinP, RepetitionPenalty: req.RepetitionPenalty,
+		PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty, Seed: req.Seed, Stop: req.Stop, Logprobs: req.Logprobs,
 		PromptLogprobs: req.PromptLogprobs, ReturnTokenIDs: req.ReturnTokenIDs,
 		ReturnTokensAsTokenIDs: req.ReturnTokensAsTokenIDs, SkipSpecialTokens: req.SkipSpecialTokens,
 		SpacesBetweenSpecialTokens: req.SpacesBetweenSpecialTokens,

@@ -35,6 +35,18 @@
 // ([ChatCompletionResponse.PromptLogprobs], [ChatCompletionResponse.PromptTokenIDs]),
 // decoded the same way.
 //
+// # Sampling
+//
+// Every generation request states every sampling field: temperature, top_p, top_k
+// (-1 when off), min_p, repetition_penalty, presence_penalty, frequency_penalty, and
+// max_tokens. vLLM's default --generation-config auto fills each field a request leaves
+// out from the model's generation_config.json (Qwen3: temperature 0.6, top_k 20,
+// top_p 0.95) while it reports raw logprobs (--logprobs-mode raw_logprobs), so a field
+// left out would make the reported logprobs those of another distribution than the one
+// sampled. Generate sends the request's [sampling.Params] resolved; Chat sends the
+// judge's; Score sends [ScoreSampling]. Chat reads a message's reasoning from
+// "reasoning" (newest vLLM) or "reasoning_content" (older), never into the content.
+//
 // # Teacher scoring
 //
 // [Client.Score] sends the sequences of a [scorer.Request] in one /v1/completions

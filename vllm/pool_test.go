@@ -67,7 +67,7 @@ func newBackend(t *testing.T, name string) *backend {
 	return b
 }
 
-var judgeReq = judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "q"}}, N: 1}
+var judgeReq = judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "q"}}, N: 1, MaxTokens: 4}
 
 func newTestPool(t *testing.T, urls []string, opts ...vllm.Option) *vllm.Pool {
 	t.Helper()

@@ -112,13 +112,14 @@ func (c *Client) scoreBatch(ctx context.Context, seqs []scorer.Sequence, k int) 
 	for i, s := range seqs {
 		prompts[i] = s.Tokens
 	}
-	resp, err := c.Completions(ctx, CompletionRequest{
+	creq := CompletionRequest{
 		Prompts:        prompts,
 		N:              1,
 		MaxTokens:      1,
-		Temperature:    Ptr(1.0),
 		PromptLogprobs: Ptr(k),
-	})
+	}
+	creq.SetSampling(ScoreSampling)
+	resp, err := c.Completions(ctx, creq)
 	if err != nil {
 		return nil, err
 	}

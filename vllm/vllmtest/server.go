@@ -38,6 +38,8 @@ type config struct {
 	flatErrors  bool
 	agentScript func(ScriptInput) (string, bool)
 	chatScript  func(ChatScriptInput) []string
+	genConfig   map[string]any
+	reasoning   bool
 }
 
 // WithModel sets the served model name reported by /v1/models and checked against the
@@ -96,6 +98,7 @@ type Server struct {
 	URL string
 
 	cfg   config
+	gen   genDefaults
 	tok   *tokenizer
 	lm    *model
 	ln    net.Listener
@@ -145,6 +148,10 @@ func Start(opts ...Option) (*Server, error) {
 	if cfg.maxLogprobs < -1 {
 		return nil, fmt.Errorf("max logprobs %d is invalid (want -1 or ≥ 0)", cfg.maxLogprobs)
 	}
+	gen, err := parseGenerationConfig(cfg.genConfig)
+	if err != nil {
+		return nil, err
+	}
 	tok := defaultTokenizer()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -153,6 +160,7 @@ func Start(opts ...Option) (*Server, error) {
 	s := &Server{
 		URL:  "http://" + ln.Addr().String(),
 		cfg:  cfg,
+		gen:  gen,
 		tok:  tok,
 		lm:   sharedModel(tok, cfg.seed),
 		ln:   ln,
