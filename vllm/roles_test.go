@@ -338,9 +338,20 @@ func TestScoreErrors(t *testing.T) {
 	require.Contains(t, err.Error(), "--max-logprobs 50")
 }
 
+func TestScoreShortPromptLogprobsNamesTheKVConnector(t *testing.T) {
+	// A KV connector that loaded a cached prefix skips its rows.
+	r := newReplay(t, map[string]route{"POST /v1/completions": {body: `{"choices":[{"index":0,"prompt_logprobs":[null,{"3":{"logprob":-1,"rank":1}}]}]}`}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	_, err := c.Score(bg, scorer.Request{K: 1, Sequences: []scorer.Sequence{{Tokens: []int32{1, 2, 3}, Positions: []int{2}}}})
+	require.ErrorIs(t, err, vllm.ErrShortPromptLogprobs)
+	require.ErrorContains(t, err, "2 positions for a 3-token prompt")
+	require.ErrorContains(t, err, "KV connector")
+	require.ErrorContains(t, err, "--kv-transfer-config", "the error says how to fix it")
+}
+
 func TestScoreRejectsMisalignedReplies(t *testing.T) {
 	for _, tc := range []struct{ name, body, want string }{
-		{"wrong length", `{"choices":[{"index":0,"prompt_logprobs":[null]}]}`, "1 positions, the prompt 2 tokens"},
+		{"too long", `{"choices":[{"index":0,"prompt_logprobs":[null,{"2":{"logprob":-1,"rank":1}},null]}]}`, "3 positions, the prompt 2 tokens"},
 		{"actual token absent", `{"choices":[{"index":0,"prompt_logprobs":[null,{"9":{"logprob":-1,"rank":1}}]}]}`, "no entry for the prompt token 2"},
 		{"no prompt_logprobs", `{"choices":[{"index":0}]}`, "0 positions"},
 		{"no ranked entries", `{"choices":[{"index":0,"prompt_logprobs":[null,{"2":{"logprob":-1,"rank":40}}]}]}`, "no ranked entries"},

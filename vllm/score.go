@@ -137,7 +137,12 @@ func (c *Client) scoreBatch(ctx context.Context, seqs []scorer.Sequence, k int) 
 // sequenceResult reads the requested positions of one sequence from its
 // prompt_logprobs.
 func sequenceResult(pl *PromptLogprobs, s scorer.Sequence, k int) (scorer.SequenceResult, error) {
-	if pl.Len() != len(s.Tokens) {
+	switch {
+	case pl == nil:
+		return scorer.SequenceResult{}, fmt.Errorf("the answer has no prompt_logprobs (0 positions)")
+	case pl.Len() < len(s.Tokens):
+		return scorer.SequenceResult{}, fmt.Errorf("%w: prompt_logprobs has %d positions for a %d-token prompt", ErrShortPromptLogprobs, pl.Len(), len(s.Tokens))
+	case pl.Len() > len(s.Tokens):
 		return scorer.SequenceResult{}, fmt.Errorf("prompt_logprobs has %d positions, the prompt %d tokens", pl.Len(), len(s.Tokens))
 	}
 	r := scorer.SequenceResult{
