@@ -60,9 +60,12 @@
 // # Pool
 //
 // [Pool] sends each call to the healthy server with the fewest calls in flight, moves
-// on to another server when one fails (a connection error, a broken answer, an attempt
-// past [WithAttemptTimeout], or a 5xx), and takes a failed server back once GET /health
-// answers again. Close stops its health checker and closes its idle connections. [Pool.Score] spreads the parts of a
+// on to one other server when one fails (a connection error, a broken answer, an
+// attempt past its timeout, or a 5xx), and takes a failed server back once GET /health
+// answers again. The rule for retries across servers: a call reaches at most
+// [MaxServersPerCall] (2) servers, the first and one other; it is never replayed on
+// every server, so a request that crashes engines (an oversized scoring batch, say)
+// cannot take down the pool. Within one server, go-retryablehttp retries as below. Close stops its health checker and closes its idle connections. [Pool.Score] spreads the parts of a
 // split request over the servers.
 //
 // # Errors
