@@ -96,7 +96,11 @@ func (c *Client) ChatCompletions(ctx context.Context, req ChatCompletionRequest)
 	if err != nil {
 		return nil, fmt.Errorf("vllm: POST %s: %w", path, err)
 	}
-	raw, err := c.call(ctx, c.retry, http.MethodPost, path, body)
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = 32768 // the server fills the context
+	}
+	raw, err := c.call(withLimit(ctx, c.to.generate(maxTokens)), c.retry, http.MethodPost, path, body)
 	if err != nil {
 		return nil, err
 	}

@@ -133,7 +133,19 @@ func (c *Client) Completions(ctx context.Context, req CompletionRequest) (*Compl
 	if err != nil {
 		return nil, err
 	}
-	raw, err := c.call(ctx, c.retry, http.MethodPost, path, body)
+	mt := req.MaxTokens
+	if mt == 0 {
+		mt = 16 // the server's default
+	}
+	limit := c.to.generate(mt)
+	if req.PromptLogprobs != nil {
+		n := 0
+		for _, p := range req.Prompts {
+			n += len(p)
+		}
+		limit = c.to.score(n)
+	}
+	raw, err := c.call(withLimit(ctx, limit), c.retry, http.MethodPost, path, body)
 	if err != nil {
 		return nil, err
 	}

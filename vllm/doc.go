@@ -79,6 +79,18 @@
 // [ErrModelNotFound] when it is vLLM's NotFoundError or speaks of a model; FastAPI's
 // bare {"detail":"Not Found"} for an unknown route does not.
 //
+// # Timeouts and connections
+//
+// Each attempt is bounded per role ([Timeouts]): small requests 30 s; a generation
+// 60 s + 100 ms × max_tokens; a scoring request 60 s + 2 ms × prompt tokens. The
+// response headers must come within that limit (vLLM sends them only when a
+// non-streaming answer is done) and the whole attempt within twice it. An attempt past
+// its limit is an *[AttemptTimeoutError], is not retried on the same server, and makes
+// a [Pool] mark the server failed: a hung server is noticed within one limit. The
+// client's own transport keeps [DefaultIdleConnsPerServer] idle connections per server
+// ([WithIdleConns]), so 64 rollouts in flight reuse their connections instead of
+// opening new ones (Go's default keeps 2).
+//
 // # Retries
 //
 // Requests go through hashicorp/go-retryablehttp: connection errors, 429 and 5xx

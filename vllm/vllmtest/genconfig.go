@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 )
@@ -242,3 +244,14 @@ func LeftToServer(r Request) []string {
 	}
 	return out
 }
+
+func (s *Server) connState(_ net.Conn, st http.ConnState) {
+	if st == http.StateNew {
+		s.conns.Add(1)
+	}
+}
+
+// Connections returns how many TCP connections the server has accepted since it
+// started: a client that reuses its connections keeps it near its concurrency, one that
+// churns makes it grow with every request.
+func (s *Server) Connections() int { return int(s.conns.Load()) }

@@ -107,6 +107,7 @@ type Server struct {
 	close sync.Once
 
 	ids    atomic.Uint64
+	conns  atomic.Int64 // connections accepted
 	routes map[string]route
 
 	mu       sync.Mutex
@@ -167,7 +168,7 @@ func Start(opts ...Option) (*Server, error) {
 		done: make(chan struct{}),
 	}
 	s.buildRoutes()
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second, ConnState: s.connState}
 	go func() {
 		defer close(s.done)
 		_ = s.srv.Serve(ln)
