@@ -54,8 +54,11 @@ type Config struct {
 	// JudgeModel is the chat endpoint of the default judge. Nil means the Policy
 	// itself when it implements [judge.ChatModel] (the reference's choice).
 	JudgeModel judge.ChatModel
-	// SandboxFactory makes one sandbox per rollout. Nil means the bubblewrap sandbox
-	// with its defaults (rollout/sandbox), created and probed on first use.
+	// SandboxFactory makes one sandbox per rollout, and one more per verification
+	// for the tests. Its sandboxes must implement [rollout.Starter] (a wrapper must
+	// forward Start), or every verification fails with [reward.ErrNoStarter]. Nil
+	// means the bubblewrap sandbox with its defaults (rollout/sandbox), created and
+	// probed on first use.
 	SandboxFactory rollout.SandboxFactory
 	// Reward scores a verified rollout. Nil means [reward.Default] with Weights.
 	Reward reward.Reward
@@ -130,7 +133,7 @@ type Config struct {
 	// (for Qwen, <|endoftext|> 151643: generation_config's second eos id). They are
 	// accepted as closes and refused as literals inside tool output.
 	ExtraCloses []int32
-	// VerifyTimeout bounds the canonical test run (30 s when zero).
+	// VerifyTimeout bounds the verification of a rollout (30 s when zero).
 	VerifyTimeout time.Duration
 
 	// DisableOPD turns the distillation step off (the reference's opd_enabled is true
@@ -162,7 +165,8 @@ type Config struct {
 	// trajectory API when zero.
 	MaxTokenLen int
 
-	// MaxRollouts bounds the rollouts in flight across all groups (8 when zero).
+	// MaxRollouts bounds the rollouts in flight across all groups (8 when zero). A
+	// rollout holds one sandbox, and a second one for the tests while it is verified.
 	MaxRollouts int
 	// MaxGroups bounds the groups Serve and Process work on at once (2 when zero).
 	MaxGroups int

@@ -3,8 +3,10 @@
 //
 // An [Env] runs, for each task, GroupSize agents in parallel, each in its own sandbox,
 // talking to a vLLM server with exact token ids ([rollout.Agent]). When an agent stops,
-// the env writes the task's own tests into the workspace and runs them
-// ([reward.Verify]); the agent's own test files never decide the reward. Each rollout
+// the env runs the task's own tests, visible and hidden, in a fresh sandbox of the same
+// factory, talking to the agent's solution.py in the rollout's sandbox over a pipe
+// ([reward.Verify]): the agent's code never runs in the test process, never sees the
+// tests, and its own test files never decide the reward. Each rollout
 // is scored 0.7·correctness + 0.15·efficiency + 0.15·tool use ([reward.Default]). A
 // judge then looks at every assistant turn and the state that followed it and, where
 // that state shows how the turn could have been better, gives a short hint

@@ -361,7 +361,8 @@ func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.T
 	}
 	r := Rollout{Trajectory: traj, Stats: stats}
 	if traj.TurnsUsed > 0 && task.HasTests() {
-		r.Verification, err = reward.Verify(ctx, sb, task, reward.VerifyOptions{Timeout: e.cfg.VerifyTimeout})
+		// The tests run in a fresh sandbox of the same factory, apart from the solution.
+		r.Verification, err = reward.Verify(ctx, sb, factory, task, reward.VerifyOptions{Timeout: e.cfg.VerifyTimeout})
 		if err != nil {
 			if ctx.Err() != nil {
 				return Rollout{}, ctx.Err()
