@@ -2,6 +2,9 @@ package vllm_test
 
 import (
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -90,4 +93,23 @@ func TestGoDefaultIdleConnsWouldChurn(t *testing.T) {
 	}
 	require.NoError(t, errors.Join(errs...))
 	require.Greater(t, s.Connections(), 64+4)
+}
+
+func TestStallInTheMiddleOfTheBodyTimesOut(t *testing.T) {
+	// Headers and the start of the answer arrive, then nothing: the attempt's whole
+	// limit (twice the role's) ends it.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"id":"cmpl-1","choices":[{"index":0,`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	c := newTestClient(t, srv.URL, vllm.WithModel("m"), shortTimeouts)
+	_, err := c.Generate(bg, rollout.GenerateRequest{Prompt: []int32{1, 2}, MaxTokens: 8, Sampling: sampling.Neutral(1)})
+	var te *vllm.AttemptTimeoutError
+	require.ErrorAs(t, err, &te)
+	require.False(t, te.Headers, "the headers came; the body did not")
+	require.ErrorContains(t, err, "did not complete within 216ms")
 }
