@@ -45,6 +45,12 @@
 //     is not plain data. The test side decodes strictly (canonical forms only,
 //     rebuilding every value from builtin types), so nothing the solution process
 //     does to its own interpreter can change a comparison made on the test side.
+//   - A call that changes its arguments in place (a list it sorts, a dict or set it
+//     fills, as LeetCode's "modify nums in-place" tasks ask) sends them back as they
+//     are now, as plain data, and the test side makes its own objects equal to them,
+//     keeping their identity and, where the shape did not change, that of the lists,
+//     dicts and sets inside them. A change the tests' objects cannot take (another
+//     type, an argument never passed) is a fault.
 //   - Any other object comes back as an opaque handle. Attribute reads, method calls,
 //     and len, bool, str, repr, iter, next, indexing and "in" on it are forwarded; it
 //     compares equal only to itself and hashes by identity; ordering and arithmetic

@@ -331,3 +331,81 @@ func TestSameOutput(t *testing.T) {
 		require.Equal(t, tc.same, reward.SameOutput(tc.got, tc.want), "%q vs %q", tc.got, tc.want)
 	}
 }
+
+// inPlaceTask tests functions that change their arguments in place, as LeetCode's "do
+// not return anything, modify nums in-place" tasks do: the tests' own objects must
+// change as if the solution ran in their process.
+var inPlaceTask = tasks.Task{ID: "in_place", TestCode: `from solution import sort_colors, rotate, add_edge, tag, fail_after_clearing, Box
+
+nums = [2, 0, 2, 1, 1, 0]
+alias = nums
+assert sort_colors(nums) is None
+assert nums == [0, 0, 1, 1, 2, 2] and alias is nums
+m = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+row = m[0]
+rotate(m)
+assert m == [[7, 4, 1], [8, 5, 2], [9, 6, 3]]
+assert row is m[0], "rows keep their identity"
+g = {1: [2]}
+add_edge(g, 2, 3)
+add_edge(g, 1, 3)
+assert g == {1: [2, 3], 2: [3]}
+seen, pair = set(), (1, [2])
+tag(pair, seen=seen)
+assert seen == {"tagged"} and pair == (1, [2, "tagged"])
+data = [1, 2, 3]
+try:
+    fail_after_clearing(data)
+except ValueError:
+    pass
+assert data == []
+b = Box()
+items = [3, 1, 2]
+b.put_sorted(items)
+assert items == [1, 2, 3]
+print("All tests passed!")
+`, HiddenTests: `from solution import sort_colors
+for n in range(0, 30):
+    nums = [(i * 7) % 3 for i in range(n)]
+    sort_colors(nums)
+    assert nums == sorted((i * 7) % 3 for i in range(n))
+`}
+
+const goodInPlace = `def sort_colors(nums):
+    nums.sort()
+
+def rotate(m):
+    n = len(m)
+    for i in range(n):
+        for j in range(i + 1, n):
+            m[i][j], m[j][i] = m[j][i], m[i][j]
+    for r in m:
+        r.reverse()
+
+def add_edge(g, a, b):
+    g.setdefault(a, []).append(b)
+
+def tag(pair, seen):
+    pair[1].append("tagged")
+    seen.add("tagged")
+
+def fail_after_clearing(data):
+    data.clear()
+    raise ValueError("cleared")
+
+class Box:
+    def put_sorted(self, items):
+        items.sort()
+`
+
+func TestVerifyInPlaceArguments(t *testing.T) {
+	runKind(t, inPlaceTask, []kindCase{
+		{name: "correct", solution: goodInPlace, rule: reward.RulePassed},
+		{name: "a sorted copy instead of sorting in place", rule: reward.RuleAssertion,
+			solution: goodInPlace + "def sort_colors(nums):\n    return sorted(nums)\n"},
+		{name: "rotated the other way", rule: reward.RuleAssertion,
+			solution: goodInPlace + "def rotate(m):\n    m[:] = [list(r) for r in zip(*m)][::-1]\n"},
+		{name: "a dict argument left as it was", rule: reward.RuleAssertion,
+			solution: goodInPlace + "def add_edge(g, a, b):\n    g = dict(g)\n    g.setdefault(a, []).append(b)\n"},
+	})
+}

@@ -47,7 +47,7 @@ func parseRequest(line []byte) (request, error) {
 
 // checkReply checks a message from the solution process: a JSON object with exactly
 // the keys "id" (equal to id) and "ok" (a value) or "exc" (a builtin exception's name
-// and a tuple of arguments). Values follow the grammar of harness/codec.py: null,
+// and a tuple of arguments), and "out" when a call changed arguments in place. Values follow the grammar of harness/codec.py: null,
 // true, false or [tag, payload] in canonical form, containers at most MaxDepth deep,
 // set elements and dict keys of hashable kinds. The test process decodes the reply
 // again, as strictly; the two checks agree, so the relay and the tests see the same
@@ -62,8 +62,15 @@ func checkReply(line []byte, id int64) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("text after the JSON object")
 	}
-	if len(m) != 2 {
-		return fmt.Errorf("%d keys, want 2", len(m))
+	want := 2
+	if out, ok := m["out"]; ok {
+		if err := checkChanged(out); err != nil {
+			return err
+		}
+		want = 3
+	}
+	if len(m) != want {
+		return fmt.Errorf("%d keys, want %d", len(m), want)
 	}
 	got, ok := m["id"].(json.Number)
 	if !ok || got.String() != fmt.Sprint(id) {
@@ -86,6 +93,35 @@ func checkReply(line []byte, id int64) error {
 	}
 	_, err := checkValue(exc[1], 0)
 	return err
+}
+
+// checkChanged checks the "out" of a reply: the arguments a call changed in place, a
+// non-empty list of [position or keyword, value]. The test process checks that each
+// was passed and can take the value.
+func checkChanged(v any) error {
+	items, ok := v.([]any)
+	if !ok || len(items) == 0 {
+		return errors.New(`"out" is not a list of changed arguments`)
+	}
+	for _, it := range items {
+		kv, ok := it.([]any)
+		if !ok || len(kv) != 2 {
+			return errors.New("a changed argument is not a pair")
+		}
+		switch k := kv[0].(type) {
+		case json.Number:
+			if i, err := k.Int64(); err != nil || i < 0 {
+				return fmt.Errorf("changed argument %v", k)
+			}
+		case string:
+		default:
+			return fmt.Errorf("changed argument %v", kv[0])
+		}
+		if _, err := checkValue(kv[1], 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var (

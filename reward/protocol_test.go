@@ -32,6 +32,8 @@ func TestCheckReply(t *testing.T) {
 		`{"id":7,"ok":["h",0]}`,
 		`{"id":7,"exc":["ValueError",["t",[["s","bad"]]]]}`,
 		`{"id":7,"ok":` + nested(reward.MaxDepth) + `}`,
+		`{"id":7,"ok":null,"out":[[0,["l",[["i","0x1"]]]],["key",["d",[]]]]}`,
+		`{"id":7,"exc":["ValueError",["t",[]]],"out":[[2,["S",[]]]]}`,
 	}
 	for _, line := range good {
 		require.NoError(t, reward.CheckReply([]byte(line+"\n"), 7), line)
@@ -67,6 +69,14 @@ func TestCheckReply(t *testing.T) {
 		"an exception not named":   `{"id":7,"exc":["Value Error",["t",[]]]}`,
 		"exception args a list":    `{"id":7,"exc":["ValueError",["l",[]]]}`,
 		"exception without args":   `{"id":7,"exc":["ValueError"]}`,
+		"changes without a value":  `{"id":7,"out":[[0,null]]}`,
+		"changes and an extra key": `{"id":7,"ok":null,"out":[[0,null]],"done":true}`,
+		"no changes in out":        `{"id":7,"ok":null,"out":[]}`,
+		"changes not a list":       `{"id":7,"ok":null,"out":{"0":null}}`,
+		"a negative position":      `{"id":7,"ok":null,"out":[[-1,null]]}`,
+		"a float position":         `{"id":7,"ok":null,"out":[[0.5,null]]}`,
+		"a change not a pair":      `{"id":7,"ok":null,"out":[[0]]}`,
+		"a changed bare value":     `{"id":7,"ok":null,"out":[[0,[1]]]}`,
 	}
 	for name, line := range bad {
 		require.Error(t, reward.CheckReply([]byte(line+"\n"), 7), name)

@@ -296,6 +296,8 @@ def fizzbuzz(n):
 		{"a message over the size limit", `b'{"id":1,"ok":["s","' + b"x" * (17 << 20) + b'"]}\n'`},
 		{"an exception that is not a builtin", `'{"id":%d,"exc":["Bogus",["t",[]]]}\n' % (f.f_locals["req"]["id"])`},
 		{"a forged completion", `b'{"op":"done"}\n'`},
+		{"a change to an argument never passed", `'{"id":%d,"ok":["l",[]],"out":[[3,["l",[]]]]}\n' % (f.f_locals["req"]["id"])`},
+		{"an int argument changed into a list", `'{"id":%d,"ok":["l",[]],"out":[[0,["l",[]]]]}\n' % (f.f_locals["req"]["id"])`},
 	} {
 		hacks = append(hacks, hack{name: g.name, task: fizzbuzz, solution: forge(g.data), check: fault})
 	}
