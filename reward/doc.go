@@ -53,10 +53,18 @@
 //     type, an argument never passed) is a fault.
 //   - Any other object comes back as an opaque handle. Attribute reads, method calls,
 //     and len, bool, str, repr, iter, next, indexing and "in" on it are forwarded; it
-//     compares equal only to itself and hashes by identity; ordering and arithmetic
-//     are not forwarded (TypeError), and introspection (isinstance, inspect) sees the
-//     proxy. Callables cannot be passed to the solution (a TypeError names what can). This keeps LeetCode-style tests working:
-//     Solution().twoSum(…) == [0, 1], s = Stack(); s.push(1); assert s.pop() == 1.
+//     compares equal only to itself and hashes by identity; arithmetic is not
+//     forwarded (TypeError), and introspection (isinstance, inspect) sees the proxy.
+//     Callables cannot be passed to the solution (a TypeError names what can). This
+//     keeps LeetCode-style tests working: Solution().twoSum(…) == [0, 1],
+//     s = Stack(); s.push(1); assert s.pop() == 1.
+//   - A handle to an object of a subclass of a plain type (collections.Counter,
+//     defaultdict, OrderedDict, a namedtuple, an IntEnum member, a user's subclass of
+//     list) also has contents: the solution process converts it to that plain type
+//     (list(x), int(x), …) when the tests compare it, and the test side compares,
+//     orders and hashes those contents with builtin types, as a correct solution
+//     returning a Counter expects. What the subclass does to comparison never counts:
+//     a rigged __eq__ is not called, and the contents are data like any answer.
 //   - Exceptions cross as the nearest builtin exception type and their arguments, and
 //     are raised again on the test side as that type, so try/except ValueError works
 //     (a subclass of ValueError arrives as ValueError). StopIteration ends an

@@ -236,8 +236,11 @@ def same():
 func TestVerifyValuesCross(t *testing.T) {
 	runKind(t, valuesTask, []kindCase{
 		{name: "exact values", solution: goodValues, rule: reward.RulePassed},
-		{name: "an int subclass where an int belongs", rule: reward.RuleAssertion,
-			solution: goodValues + "class I(int):\n    pass\n_values = values\ndef values():\n    v = _values()\n    v['neg'] = I(-7)\n    return v\n"},
+		{name: "an int subclass where the test wants exactly an int", rule: reward.RuleAssertion,
+			solution: goodValues + "class I(int):\n    pass\n_values = values\ndef values():\n    v = _values()\n    v['int'] = I(2 ** 200)\n    return v\n"},
+		{name: "a wrong int subclass that equals anything", rule: reward.RuleAssertion,
+			solution: goodValues + "class I(int):\n    __eq__ = lambda s, o: True\n    __hash__ = lambda s: 0\n" +
+				"_values = values\ndef values():\n    v = _values()\n    v['neg'] = I(-8)\n    return v\n"},
 		{name: "True where 1 belongs", rule: reward.RuleAssertion,
 			solution: goodValues + "_echo = echo\ndef echo(*a, **k):\n    return True if a == (1,) else _echo(*a, **k)\n"},
 		{name: "a list where a tuple belongs", rule: reward.RuleAssertion,
@@ -407,5 +410,75 @@ func TestVerifyInPlaceArguments(t *testing.T) {
 			solution: goodInPlace + "def rotate(m):\n    m[:] = [list(r) for r in zip(*m)][::-1]\n"},
 		{name: "a dict argument left as it was", rule: reward.RuleAssertion,
 			solution: goodInPlace + "def add_edge(g, a, b):\n    g = dict(g)\n    g.setdefault(a, []).append(b)\n"},
+	})
+}
+
+// subclassTask tests results of the standard library's subclasses of plain types
+// (Counter, defaultdict, OrderedDict, namedtuple, IntEnum), which compare by their
+// contents in the tests' process too.
+var subclassTask = tasks.Task{ID: "subclasses", TestCode: `from solution import counts, graph, ordered, point, color, words
+
+assert counts("abca") == {"a": 2, "b": 1, "c": 1}
+c = counts("aab")
+assert c["a"] == 2 and c.most_common(1) == [("a", 2)]
+assert {"a": 2, "b": 1} == c and not (c != {"a": 2, "b": 1})
+assert graph([(1, 2), (1, 3)]) == {1: [2, 3]}
+assert ordered() == {"x": 1, "y": 2}
+p = point()
+assert p == (1, 2) and p.x == 1 and sorted([point(), (0, 5)]) == [(0, 5), (1, 2)]
+assert p in {(1, 2)} and (1, 2) in {p}
+assert color() == 2 and [color()] == [2]
+assert words() == ["a", "b"]
+print("All tests passed!")
+`, HiddenTests: `from solution import counts
+assert counts("") == {}
+assert counts("zz") == {"z": 2}
+`}
+
+const goodSubclasses = `import collections, enum
+
+def counts(s):
+    return collections.Counter(s)
+
+def graph(edges):
+    g = collections.defaultdict(list)
+    for a, b in edges:
+        g[a].append(b)
+    return g
+
+def ordered():
+    return collections.OrderedDict([("y", 2), ("x", 1)])
+
+Point = collections.namedtuple("Point", "x y")
+
+def point():
+    return Point(1, 2)
+
+class Color(enum.IntEnum):
+    RED = 1
+    GREEN = 2
+
+def color():
+    return Color.GREEN
+
+class Words(list):
+    pass
+
+def words():
+    return Words(["a", "b"])
+`
+
+func TestVerifyBuiltinSubclasses(t *testing.T) {
+	runKind(t, subclassTask, []kindCase{
+		{name: "correct", solution: goodSubclasses, rule: reward.RulePassed},
+		{name: "wrong counts with a rigged comparison", rule: reward.RuleAssertion,
+			solution: goodSubclasses + "class C(collections.Counter):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n" +
+				"def counts(s):\n    return C('zzz')\n"},
+		{name: "a rigged str subclass for a list element", rule: reward.RuleAssertion,
+			solution: goodSubclasses + "class S(str):\n    __eq__ = lambda s, o: True\n    __hash__ = lambda s: 0\n" +
+				"def words():\n    return Words([S('x'), S('y')])\n"},
+		{name: "an object that lies about its class", rule: reward.RuleAssertion,
+			solution: anything + goodSubclasses + "class Liar(Anything):\n    __class__ = property(lambda s: dict)\n" +
+				"def ordered():\n    return Liar()\n"},
 	})
 }

@@ -19,6 +19,7 @@ def _solution_main():
         while data:
             data = data[os.write(pout, data):]
 
+    PLAIN = (int, float, str, bytes, tuple, list, dict, set, frozenset)
     objs = {}
     ids = {}
 
@@ -39,10 +40,21 @@ def _solution_main():
     def dec(v):
         return decode(v, obj)
 
+    def value(x):
+        # The contents of an object of a subclass of a plain type (Counter, namedtuple,
+        # IntEnum, a user's list subclass), as that plain type, in a 1-tuple; () for
+        # any other object. The test side compares the contents itself, with builtin
+        # types, so what the subclass does to comparison never counts.
+        for c in type(x).__mro__:
+            if c in PLAIN:
+                v = c(x)
+                return (v,) if type(v) is c else ()
+        return ()
+
     ops = {
         "bool": bool, "len": len, "str": str, "repr": repr, "iter": iter, "next": next,
         "getitem": operator.getitem, "setitem": operator.setitem,
-        "delitem": operator.delitem, "contains": operator.contains,
+        "delitem": operator.delitem, "contains": operator.contains, "value": value,
     }
 
     def answer(req):
