@@ -60,7 +60,8 @@
 //     s = Stack(); s.push(1); assert s.pop() == 1.
 //   - A handle to an object of a subclass of a plain type (collections.Counter,
 //     defaultdict, OrderedDict, a namedtuple, an IntEnum member, a user's subclass of
-//     list) also has contents: the solution process converts it to that plain type
+//     list; also a bytearray, compared as bytes, and the keys() and items() of a dict,
+//     compared as sets) also has contents: the solution process converts it to that plain type
 //     (list(x), int(x), …) when the tests compare it, and the test side compares,
 //     orders and hashes those contents with builtin types, as a correct solution
 //     returning a Counter expects. What the subclass does to comparison never counts:

@@ -414,9 +414,9 @@ func TestVerifyInPlaceArguments(t *testing.T) {
 }
 
 // subclassTask tests results of the standard library's subclasses of plain types
-// (Counter, defaultdict, OrderedDict, namedtuple, IntEnum), which compare by their
-// contents in the tests' process too.
-var subclassTask = tasks.Task{ID: "subclasses", TestCode: `from solution import counts, graph, ordered, point, color, words
+// (Counter, defaultdict, OrderedDict, namedtuple, IntEnum), dict views and bytearray,
+// which compare by their contents in the tests' process too.
+var subclassTask = tasks.Task{ID: "subclasses", TestCode: `from solution import counts, graph, ordered, point, color, words, keys, items, raw
 
 assert counts("abca") == {"a": 2, "b": 1, "c": 1}
 c = counts("aab")
@@ -429,6 +429,7 @@ assert p == (1, 2) and p.x == 1 and sorted([point(), (0, 5)]) == [(0, 5), (1, 2)
 assert p in {(1, 2)} and (1, 2) in {p}
 assert color() == 2 and [color()] == [2]
 assert words() == ["a", "b"]
+assert keys() == {1, 2} and items() == {(1, "a"), (2, "b")} and raw() == b"ab"
 print("All tests passed!")
 `, HiddenTests: `from solution import counts
 assert counts("") == {}
@@ -466,6 +467,15 @@ class Words(list):
 
 def words():
     return Words(["a", "b"])
+
+def keys():
+    return {1: "a", 2: "b"}.keys()
+
+def items():
+    return {1: "a", 2: "b"}.items()
+
+def raw():
+    return bytearray(b"ab")
 `
 
 func TestVerifyBuiltinSubclasses(t *testing.T) {

@@ -20,6 +20,7 @@ def _solution_main():
             data = data[os.write(pout, data):]
 
     PLAIN = (int, float, str, bytes, tuple, list, dict, set, frozenset)
+    LIKE = {bytearray: bytes, type({}.keys()): set, type({}.items()): set}
     objs = {}
     ids = {}
 
@@ -45,11 +46,14 @@ def _solution_main():
         # IntEnum, a user's list subclass), as that plain type, in a 1-tuple; () for
         # any other object. The test side compares the contents itself, with builtin
         # types, so what the subclass does to comparison never counts.
-        for c in type(x).__mro__:
-            if c in PLAIN:
-                v = c(x)
-                return (v,) if type(v) is c else ()
-        return ()
+        # bytearray and the set-like views of a dict compare like bytes and sets.
+        c = LIKE.get(type(x))
+        if c is None:
+            c = next((c for c in type(x).__mro__ if c in PLAIN), None)
+        if c is None:
+            return ()
+        v = c(x)
+        return (v,) if type(v) is c else ()
 
     ops = {
         "bool": bool, "len": len, "str": str, "repr": repr, "iter": iter, "next": next,
