@@ -416,7 +416,7 @@ func TestVerifyInPlaceArguments(t *testing.T) {
 // subclassTask tests results of the standard library's subclasses of plain types
 // (Counter, defaultdict, OrderedDict, namedtuple, IntEnum), dict views and bytearray,
 // which compare by their contents in the tests' process too.
-var subclassTask = tasks.Task{ID: "subclasses", TestCode: `from solution import counts, graph, ordered, point, color, words, keys, items, raw
+var subclassTask = tasks.Task{ID: "subclasses", TestCode: `from solution import counts, graph, ordered, point, color, words, keys, items, raw, points, by_point
 
 assert counts("abca") == {"a": 2, "b": 1, "c": 1}
 c = counts("aab")
@@ -430,6 +430,7 @@ assert p in {(1, 2)} and (1, 2) in {p}
 assert color() == 2 and [color()] == [2]
 assert words() == ["a", "b"]
 assert keys() == {1, 2} and items() == {(1, "a"), (2, "b")} and raw() == b"ab"
+assert points() == {(1, 2), (3, 4)} and by_point() == {(1, 2): "p"}
 print("All tests passed!")
 `, HiddenTests: `from solution import counts
 assert counts("") == {}
@@ -476,6 +477,12 @@ def items():
 
 def raw():
     return bytearray(b"ab")
+
+def points():
+    return {Point(1, 2), Point(3, 4)}
+
+def by_point():
+    return {Point(1, 2): "p"}
 `
 
 func TestVerifyBuiltinSubclasses(t *testing.T) {
