@@ -129,8 +129,15 @@
 // A solution that really computes the answers for the inputs the tests use passes,
 // whether or not it solves the task in general; hidden tests with other inputs are
 // the defence, and only as good as their coverage. A solution may answer from a
-// table indexed by the order of calls. Test code is trusted: what it asserts is what
-// is checked, and a test that prints "passed" without asserting passes anything.
+// table indexed by the order of calls (or of the requests on a handle: bool, len,
+// contents). Test code is trusted: what it asserts is what is checked, and a test
+// that prints "passed" without asserting passes anything. Since arguments changed in
+// place come back as in one process, a test that computes its expected value from an
+// argument after the call (f(xs) == sorted(xs)) can be met by a solution that changes
+// the argument; a test that fixes the expected value first (want = sorted(xs)) cannot.
+// An argument the tests pass is a copy in the solution process: a test that checks
+// identity (f(xs) is xs) fails, and objects of the tests' own classes cannot be
+// passed at all.
 //
 // # The reward
 //
