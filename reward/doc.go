@@ -52,9 +52,10 @@
 //     dicts and sets inside them. A change the tests' objects cannot take (another
 //     type, an argument never passed) is a fault.
 //   - Any other object comes back as an opaque handle. Attribute reads, method calls,
-//     and len, bool, str, repr, iter, next, indexing and "in" on it are forwarded; it
-//     compares equal only to itself and hashes by identity; arithmetic is not
-//     forwarded (TypeError), and introspection (isinstance, inspect) sees the proxy.
+//     and len, bool, str, repr, iter, next, indexing, "in" and isinstance(x, cls) for
+//     a class cls of the solution are forwarded; it compares equal only to itself and
+//     hashes by identity; arithmetic is not forwarded (TypeError), and other
+//     introspection (type, isinstance(handle, list), inspect) sees the proxy.
 //     Callables cannot be passed to the solution (a TypeError names what can). This
 //     keeps LeetCode-style tests working: Solution().twoSum(…) == [0, 1],
 //     s = Stack(); s.push(1); assert s.pop() == 1.

@@ -52,6 +52,8 @@ assert s.is_empty()
 assert not s
 t = Stack()
 assert s == s and s != t and t is not s
+assert isinstance(s, Stack) and not isinstance(3, Stack) and not isinstance(object(), Stack)
+assert isinstance(s, (int, Stack)) and not isinstance(Solution(), Stack)
 assert s.push(3) is s, "push returns the stack"
 s.size = 10
 assert s.size == 10

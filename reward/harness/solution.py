@@ -59,6 +59,7 @@ def _solution_main():
         "bool": bool, "len": len, "str": str, "repr": repr, "iter": iter, "next": next,
         "getitem": operator.getitem, "setitem": operator.setitem,
         "delitem": operator.delitem, "contains": operator.contains, "value": value,
+        "isinstance": lambda cls, x: isinstance(x, cls),
     }
 
     def answer(req):

@@ -265,6 +265,16 @@ def _tests_main():
         def __contains__(self, x):
             return op("contains", self._h, x, want=bool)
 
+        def __instancecheck__(self, x):
+            # isinstance(x, cls) with cls a class of the solution. An object of the
+            # tests cannot be an instance of it.
+            if type(x) is not Remote:
+                try:
+                    enc(x)
+                except TypeError:
+                    return False
+            return op("isinstance", self._h, x, want=bool)
+
     class RemoteModule(types.ModuleType):
         def __getattr__(self, name):
             if name.startswith("__") and name != "__all__":
