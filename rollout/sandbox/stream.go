@@ -23,7 +23,7 @@ type stream struct {
 
 // Start starts c in the sandbox and returns at once: it implements [rollout.Starter]
 // for the bubblewrap and the unconfined sandbox. The command is built, limited and
-// killed exactly as by [Sandbox.RunDetailed] (the same flags, rlimits, timeout,
+// killed exactly as by [Sandbox.RunDetailed] (the same flags, cgroup, rlimits, timeout,
 // process-group and pid-namespace kill, disk quota and output caps), with its standard
 // input and output connected to the returned [rollout.Process]; the bytes read from
 // its Stdout count towards Config.KillOutputLimit together with its standard error.
@@ -40,11 +40,13 @@ func (s *Sandbox) Start(ctx context.Context, c rollout.Command) (rollout.Process
 	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
+		spec.discard()
 		s.active.Done()
 		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		spec.discard()
 		s.active.Done()
 		closeAll(inR, inW)
 		return nil, err
