@@ -60,3 +60,17 @@ func TestVerifyWithTheUnconfinedSandbox(t *testing.T) {
 	require.True(t, v.Unconfined, "the verification says the sandboxes isolated nothing")
 	requireFails(t, verifyWork(t, f, task, agentWork{"solution.py": stubFor(task)}))
 }
+
+// TestVerifyNamesTheOutputCapOfTheConversation: the bubblewrap sandbox counts the
+// conversation between the tests and the solution towards its hard output cap; tests
+// whose calls move more than that are killed, and the reason says why.
+func TestVerifyNamesTheOutputCapOfTheConversation(t *testing.T) {
+	f, err := sandbox.New(context.Background(), sandbox.Config{OutputLimit: 256 << 10, KillOutputLimit: 1 << 20})
+	require.NoError(t, err)
+	task := tasks.Task{ID: "chatty", TestCode: "from solution import f\nxs = 'x' * (64 << 10)\n" +
+		"for i in range(40):\n    assert f(xs) == 1\nprint('All tests passed!')\n"}
+	v := verifyWork(t, f, task, agentWork{"solution.py": "def f(xs):\n    return 1\n"})
+	require.Equal(t, reward.RuleFailed, v.Rule, v.Reason)
+	require.True(t, v.OutputTruncated)
+	require.Contains(t, v.Reason, "the sandbox killed the test process for output past its hard cap, which counts the conversation")
+}
