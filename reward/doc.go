@@ -68,8 +68,13 @@
 //     returning a Counter expects. What the subclass does to comparison never counts:
 //     a rigged __eq__ is not called, and the contents are data like any answer.
 //   - Exceptions cross as the nearest builtin exception type and their arguments, and
-//     are raised again on the test side as that type, so try/except ValueError works
-//     (a subclass of ValueError arrives as ValueError). StopIteration ends an
+//     are raised again on the test side as that type, so try/except ValueError works.
+//     An exception class the solution defines (class InsufficientFunds(ValueError))
+//     reaches the tests, by import or with an exception, as a class of the test
+//     side's own, made by the harness with the same name and the same parents (the
+//     solution's classes down to the nearest builtin exception) and no code of the
+//     solution's, so "except InsufficientFunds" works and catches exactly the
+//     solution's exceptions of that class. StopIteration ends an
 //     iteration only when next() raised it; from any other call it arrives as
 //     RuntimeError, so it cannot cut short a map() or filter() the tests iterate over.
 //     SystemExit, KeyboardInterrupt and other non-Exception exceptions end the

@@ -501,3 +501,55 @@ func TestVerifyBuiltinSubclasses(t *testing.T) {
 				"def ordered():\n    return Liar()\n"},
 	})
 }
+
+// accountTask tests exception classes of the solution: the tests catch them by name.
+var accountTask = tasks.Task{ID: "account", TestCode: `import solution
+from solution import Account, InsufficientFunds, AccountError
+
+a = Account(10)
+try:
+    a.withdraw(50)
+except InsufficientFunds as e:
+    assert e.args == (40,) and isinstance(e, AccountError) and isinstance(e, ValueError)
+    assert type(e) is InsufficientFunds and type(e).__name__ == "InsufficientFunds"
+else:
+    raise AssertionError("no InsufficientFunds")
+try:
+    a.withdraw(-1)
+except InsufficientFunds:
+    raise AssertionError("the wrong error")
+except AccountError:
+    pass
+assert a.withdraw(4) == 6
+assert solution.InsufficientFunds is InsufficientFunds and issubclass(InsufficientFunds, AccountError)
+print("All tests passed!")
+`}
+
+const goodAccount = `class AccountError(ValueError):
+    pass
+
+class InsufficientFunds(AccountError):
+    pass
+
+class Account:
+    def __init__(self, balance):
+        self.balance = balance
+    def withdraw(self, n):
+        if n < 0:
+            raise AccountError("negative")
+        if n > self.balance:
+            raise InsufficientFunds(n - self.balance)
+        self.balance -= n
+        return self.balance
+`
+
+func TestVerifyExceptionClassesOfTheSolution(t *testing.T) {
+	runKind(t, accountTask, []kindCase{
+		{name: "correct", solution: goodAccount, rule: reward.RulePassed},
+		{name: "raises the base class", rule: reward.RuleAssertion,
+			solution: goodAccount + "InsufficientFunds = AccountError\n"},
+		{name: "an exception class that claims to be another", rule: reward.RuleFailed,
+			solution: goodAccount + "class Fake(ValueError):\n    __name__ = 'InsufficientFunds'\n" +
+				"def _w(self, n):\n    raise Fake(40)\nAccount.withdraw = _w\n"},
+	})
+}

@@ -32,6 +32,8 @@ def _solution_main():
         return h
 
     def obj(h):
+        if type(h) is tuple:  # an exception class, passed back by the tests
+            h = h[0]
         if h == 0:
             if failed is not None:
                 raise failed
@@ -129,6 +131,9 @@ def _solution_main():
             except Exception:
                 args = ["t", [["s", str(e)]]]
             out = {"id": req["id"], "exc": [builtin_type(e), args]}
+            cls = encode(type(e), handle)
+            if cls[0] == "x" and cls[1][1] != cls[1][2]:
+                out["exc"].append(cls)  # not a builtin class: the tests may catch it by name
         if changed:
             out["out"] = changed[:]
         send(out)

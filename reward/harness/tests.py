@@ -36,15 +36,46 @@ def _tests_main():
     # for its contents (the reply before was read in full, so a request may nest).
     lock = _thread.RLock()
 
+    classes = {}  # handle → the tests' class for an exception class of the solution
+    class_handles = {}
+
     def remote(h):
+        if type(h) is tuple:
+            return exception_class(*h)
         r = remotes.get(h)
         if r is None:
             r = remotes[h] = Remote(h)
         return r
 
+    def exception_class(h, base, name):
+        # A class of the tests' own, named like the solution's and deriving from the
+        # same builtin exception, made once per class: no code of the solution's.
+        c = classes.get(h)
+        if c is None:
+            if type(base) is str:
+                b = getattr(builtins, base, None)
+                if not (isinstance(b, type) and issubclass(b, Exception) and b.__name__ == base):
+                    raise BadValue("not a builtin exception: %r" % base)
+            elif base in class_handles and type(base) is type:
+                b = base
+            else:
+                raise BadValue("not an exception class")
+            if name == base:
+                c = b
+            elif name.isascii() and name.isidentifier():
+                c = type(name, (b,), {"__module__": "solution", "__qualname__": name})
+            else:
+                raise BadValue("not a class name: %r" % name)
+            classes[h] = c
+            class_handles.setdefault(c, h)
+        return c
+
     def local(x):
         if type(x) is Remote:
             return object.__getattribute__(x, "_h")
+        h = class_handles.get(x) if type(x) is type else None
+        if h is not None:
+            return h
         raise TypeError("cannot pass a %s to the solution: only plain data (None, bool, int, float, "
                         "str, bytes, tuple, list, dict, set, frozenset) and objects the solution "
                         "returned cross" % type(x).__name__)
@@ -136,11 +167,19 @@ def _tests_main():
         stop("the verifier sent " + why)
 
     def exception(v):
-        if type(v) is not list or len(v) != 2 or type(v[0]) is not str:
+        if type(v) is not list or len(v) not in (2, 3) or type(v[0]) is not str:
             raise BadValue("not an exception")
         cls = getattr(builtins, v[0], None)
         if not (isinstance(cls, type) and issubclass(cls, Exception)):
             raise BadValue("not a builtin exception: %r" % v[0])
+        if len(v) == 3:
+            # An exception class of the solution, which the tests may catch by name.
+            if type(v[2]) is not list or v[2][:1] != ["x"]:
+                raise BadValue("not an exception class")
+            own = decode(v[2], remote)
+            if not issubclass(own, cls):
+                raise BadValue("an exception class that does not derive from %s" % v[0])
+            cls = own
         args = decode(v[1], remote)
         if type(args) is not tuple:
             raise BadValue("exception arguments are not a tuple")
