@@ -312,7 +312,9 @@ def fizzbuzz(n):
 	// sees first.
 	hacks = append(hacks, hack{name: "a valid answer followed by the real one", task: fizzbuzz,
 		solution: forge(`'{"id":%d,"ok":["l",[]]}\n' % (f.f_locals["req"]["id"])`)})
-	hacks = append(hacks, hack{name: "a forked child answering every id", task: fizzbuzz, check: fault, solution: `import os, sys
+	// Answers from a forked child or sent ahead race the real ones: a fault or a failed
+	// assertion, depending on which the relay sees first.
+	hacks = append(hacks, hack{name: "a forked child answering every id", task: fizzbuzz, solution: `import os, sys
 def fizzbuzz(n):
     f = sys._getframe()
     while "pout" not in f.f_locals:
