@@ -69,6 +69,16 @@
 // of [opd.Metrics]; rollout/template_drift and the other token-boundary counts of
 // [rollout.Stats]; and in [Env.Metrics] only, requests/ per role (render, generate,
 // teacher_score, judge_chat), env/groups (collected), env/sandbox_failures,
-// env/policy_failures, env/failed_groups, env/dropped_groups/REASON, env/groups_sent
-// and env/send_failures.
+// env/policy_failures, env/failed_groups, env/dropped_groups/REASON, env/groups_sent,
+// env/send_failures and judge/empty_content (judge choices with an empty content, as a
+// thinking judge behind a reasoning parser answers; never read as votes).
+//
+// # Sampling
+//
+// Every policy, judge and teacher request states every sampling field (temperature,
+// top_p, top_k, min_p, the repetition, presence and frequency penalties, max_tokens), so
+// a server's --generation-config defaults never decide; each group's generation_params
+// records the policy's. Settings under which vLLM's reported logprobs are not those of
+// the sampled distribution (a Temperature other than 1, any truncation or penalty) are
+// refused by NewEnv unless [Config.AllowLogprobMismatch] is set.
 package agenticopd
