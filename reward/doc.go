@@ -141,12 +141,10 @@
 // place come back as in one process, a test that computes its expected value from an
 // argument after the call (f(xs) == sorted(xs)) can be met by a solution that changes
 // the argument; a test that fixes the expected value first (want = sorted(xs)) cannot.
-// The sandbox of package rollout/sandbox counts what the relay reads from each
-// process, the conversation, towards its hard output cap (Config.KillOutputLimit,
-// 16 MiB) with the process's own output, so tests whose calls move more than that
-// in all (600 calls with a list of 2,000 ints, say) are killed and scored like a
-// crash, correct solution or not; [Verification.Reason] then says so, and such tasks
-// need a higher cap. An argument the tests pass is a copy in the solution process: a test that checks
+// The conversation itself is not output: the sandbox of package rollout/sandbox
+// caps what a process writes to standard error, not what the relay reads from its
+// pipe, so tests may make any number of calls; each message is bounded by
+// [MaxMessage]. An argument the tests pass is a copy in the solution process: a test that checks
 // identity (f(xs) is xs) fails, and objects of the tests' own classes cannot be
 // passed at all.
 //

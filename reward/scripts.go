@@ -154,15 +154,11 @@ func verdict(c conversation, testRes, solRes rollout.CommandResult, opts VerifyO
 		}
 	}
 	if testRes.OutputKilled || solRes.OutputKilled {
-		// The sandbox counts what the relay reads from a process's stdout, the
-		// conversation, towards its hard output cap, with the process's own output:
-		// say so, since a correct solution is scored like a crash then.
 		side := "test"
 		if !testRes.OutputKilled {
 			side = "solution"
 		}
-		v.Reason += fmt.Sprintf("; the sandbox killed the %s process for output past its hard cap, "+
-			"which counts the conversation between the tests and the solution (%d calls) as well", side, c.calls)
+		v.Reason += fmt.Sprintf("; the sandbox killed the %s process for output past its hard cap", side)
 	}
 	return v
 }
