@@ -17,21 +17,31 @@ type ChatCompletionRequest struct {
 	Model string `json:"model"`
 	// Messages may carry assistant tool calls and tool results.
 	Messages []chat.Message `json:"messages"`
-	Tools    []chat.Tool    `json:"tools,omitempty"`
+	// Tools are the function tools offered to the model; nil offers none.
+	Tools []chat.Tool `json:"tools,omitempty"`
 	// N is the number of choices; 0 means 1. A server may return fewer.
-	N           int      `json:"n,omitempty"`
-	MaxTokens   int      `json:"max_tokens,omitempty"`
+	N int `json:"n,omitempty"`
+	// MaxTokens bounds each choice's generated tokens; 0 leaves the server's default.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// Temperature is the sampling temperature; nil leaves the server's default.
 	Temperature *float64 `json:"temperature,omitempty"`
-	TopP        *float64 `json:"top_p,omitempty"`
+	// TopP is the nucleus-sampling mass; nil leaves the server's default.
+	TopP *float64 `json:"top_p,omitempty"`
 	// TopK, MinP and the penalties are vLLM's sampling extensions; nil leaves them to
 	// the server ([ChatCompletionRequest.SetSampling] sets them all).
-	TopK              *int     `json:"top_k,omitempty"`
-	MinP              *float64 `json:"min_p,omitempty"`
+	TopK *int `json:"top_k,omitempty"`
+	// MinP is vLLM's min-p cutoff; nil leaves the server's default.
+	MinP *float64 `json:"min_p,omitempty"`
+	// RepetitionPenalty is vLLM's repetition penalty; nil leaves the server's default.
 	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
-	PresencePenalty   *float64 `json:"presence_penalty,omitempty"`
-	FrequencyPenalty  *float64 `json:"frequency_penalty,omitempty"`
-	Seed              *int64   `json:"seed,omitempty"`
-	Stop              []string `json:"stop,omitempty"`
+	// PresencePenalty is the OpenAI presence penalty; nil leaves the server's default.
+	PresencePenalty *float64 `json:"presence_penalty,omitempty"`
+	// FrequencyPenalty is the OpenAI frequency penalty; nil leaves the server's default.
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	// Seed fixes the server's sampling seed; nil sends none.
+	Seed *int64 `json:"seed,omitempty"`
+	// Stop strings end a choice; the server strips them from the text. nil sends none.
+	Stop []string `json:"stop,omitempty"`
 	// ChatTemplateKwargs is passed to the template, for example {"enable_thinking": false}.
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitzero"`
 	// PromptLogprobs is the top-k at each position of the rendered prompt (vLLM's
@@ -47,10 +57,14 @@ type ChatCompletionRequest struct {
 
 // ChatCompletionResponse is the answer of POST /v1/chat/completions.
 type ChatCompletionResponse struct {
-	ID      string
-	Model   string
+	// ID is the server's response id.
+	ID string
+	// Model is the model name the server answered with.
+	Model string
+	// Choices are the returned messages, in the server's order.
 	Choices []ChatChoice
-	Usage   Usage
+	// Usage counts the request's tokens.
+	Usage Usage
 	// PromptLogprobs is the top-level prompt_logprobs of the rendered prompt, laid out
 	// as for completions (position 0 has no entries); nil when not asked for.
 	PromptLogprobs *PromptLogprobs
@@ -61,6 +75,7 @@ type ChatCompletionResponse struct {
 
 // ChatChoice is one returned message.
 type ChatChoice struct {
+	// Index is the choice's position among the request's N choices.
 	Index int `json:"index"`
 	// Message holds the text and any parsed tool calls. A null content arrives as "".
 	// Its ReasoningContent is what a reasoning parser split off: the message's

@@ -19,9 +19,9 @@ import (
 
 // Default retry settings used when no option overrides them.
 const (
-	DefaultRetryMax     = 4
-	DefaultRetryWaitMin = 200 * time.Millisecond
-	DefaultRetryWaitMax = 5 * time.Second
+	DefaultRetryMax     = 4                      // retries after a failed attempt ([WithRetryMax])
+	DefaultRetryWaitMin = 200 * time.Millisecond // shortest backoff between attempts ([WithRetryWait])
+	DefaultRetryWaitMax = 5 * time.Second        // longest backoff between attempts ([WithRetryWait])
 )
 
 // maxErrorBody bounds how much of an error response is read.
@@ -284,11 +284,11 @@ func decodeInto(method, path string, raw []byte, v any) error {
 
 // Model describes one entry of GET /v1/models.
 type Model struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-	Root    string `json:"root"`
+	ID      string `json:"id"`       // model name to send in requests
+	Object  string `json:"object"`   // always "model"
+	Created int64  `json:"created"`  // Unix time in seconds the server reports
+	OwnedBy string `json:"owned_by"` // owner the server reports, "vllm" for vLLM
+	Root    string `json:"root"`     // path or name the model was loaded from
 	// Parent is the base model of a LoRA adapter, "" otherwise.
 	Parent string `json:"parent"`
 	// MaxModelLen is the context length; 0 when the server does not say.

@@ -25,17 +25,24 @@ type CompletionRequest struct {
 	// N is the number of samples per prompt; 0 means 1.
 	N int
 	// MaxTokens bounds each sample; 0 leaves the server's default (16).
-	MaxTokens   int
+	MaxTokens int
+	// Temperature is the sampling temperature; nil leaves the server's default.
 	Temperature *float64
-	TopP        *float64
+	// TopP is the nucleus-sampling mass; nil leaves the server's default.
+	TopP *float64
 	// TopK, MinP and the penalties are vLLM's sampling extensions; nil leaves them to
 	// the server ([CompletionRequest.SetSampling] sets them all).
-	TopK              *int
-	MinP              *float64
+	TopK *int
+	// MinP is vLLM's min-p cutoff; nil leaves the server's default.
+	MinP *float64
+	// RepetitionPenalty is vLLM's repetition penalty; nil leaves the server's default.
 	RepetitionPenalty *float64
-	PresencePenalty   *float64
-	FrequencyPenalty  *float64
-	Seed              *int64
+	// PresencePenalty is the OpenAI presence penalty; nil leaves the server's default.
+	PresencePenalty *float64
+	// FrequencyPenalty is the OpenAI frequency penalty; nil leaves the server's default.
+	FrequencyPenalty *float64
+	// Seed fixes the server's sampling seed; nil sends none.
+	Seed *int64
 	// Stop strings. Prefer none: the server strips them from the text while the ids
 	// keep them.
 	Stop []string
@@ -46,8 +53,12 @@ type CompletionRequest struct {
 	// ReturnTokenIDs asks for token_ids and prompt_token_ids (vLLM 0.10.2+).
 	ReturnTokenIDs bool
 	// ReturnTokensAsTokenIDs makes the logprobs block name tokens "token_id:N".
-	ReturnTokensAsTokenIDs     bool
-	SkipSpecialTokens          *bool
+	ReturnTokensAsTokenIDs bool
+	// SkipSpecialTokens is vLLM's skip_special_tokens for the decoded text; nil leaves
+	// the server's default. It does not change the token ids.
+	SkipSpecialTokens *bool
+	// SpacesBetweenSpecialTokens is vLLM's spaces_between_special_tokens for the
+	// decoded text; nil leaves the server's default.
 	SpacesBetweenSpecialTokens *bool
 	// Extra members are merged into the JSON body; a key that a field above already
 	// sends is an error.
@@ -78,17 +89,21 @@ type completionBody struct {
 
 // CompletionResponse is the answer of POST /v1/completions.
 type CompletionResponse struct {
-	ID      string
-	Model   string
+	// ID is the server's response id.
+	ID string
+	// Model is the model name the server answered with.
+	Model string
+	// Choices are the samples of all prompts, at index p*N+j.
 	Choices []CompletionChoice
-	Usage   Usage
+	// Usage counts the request's tokens.
+	Usage Usage
 }
 
 // Usage counts tokens over all prompts and choices of a request.
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens     int `json:"prompt_tokens"`     // tokens of the prompt(s) as the server saw them
+	CompletionTokens int `json:"completion_tokens"` // generated tokens of all choices
+	TotalTokens      int `json:"total_tokens"`      // PromptTokens + CompletionTokens
 }
 
 // CompletionChoice is one sample.
@@ -123,7 +138,9 @@ type CompletionLogprobs struct {
 	TokenLogprobs []*float32 `json:"token_logprobs"`
 	// TopLogprobs maps token strings to logprobs: the chosen token plus the top-k.
 	TopLogprobs []map[string]float32 `json:"top_logprobs"`
-	TextOffset  []int                `json:"text_offset"`
+	// TextOffset is each token's character offset in the choice's text, parallel to
+	// Tokens; for display only.
+	TextOffset []int `json:"text_offset"`
 }
 
 // Completions calls POST /v1/completions.

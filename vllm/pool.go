@@ -16,8 +16,8 @@ import (
 
 // Defaults of the pool's health checks; see [WithHealthCheck].
 const (
-	DefaultHealthInterval = 2 * time.Second
-	DefaultHealthTimeout  = 2 * time.Second
+	DefaultHealthInterval = 2 * time.Second // time between probes of a failed server
+	DefaultHealthTimeout  = 2 * time.Second // time one GET /health probe may take
 )
 
 // ErrNoHealthyServer is returned by [Pool] calls when every server has failed and none

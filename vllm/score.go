@@ -11,9 +11,9 @@ import (
 
 // Default limits of one scoring request; see [WithScoreBatch].
 const (
-	DefaultScoreMaxSequences   = 16
-	DefaultScoreMaxTokens      = 16384
-	DefaultScoreMaxConcurrency = 4
+	DefaultScoreMaxSequences   = 16    // sequences per scoring request
+	DefaultScoreMaxTokens      = 16384 // prompt tokens per scoring request, all sequences together
+	DefaultScoreMaxConcurrency = 4     // scoring requests in flight for one Score call
 )
 
 type scoreLimits struct {

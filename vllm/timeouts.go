@@ -82,9 +82,11 @@ type AttemptTimeoutError struct {
 	// Headers is true when no response headers came within Limit; false when the
 	// whole attempt exceeded twice Limit.
 	Headers bool
-	Limit   time.Duration
+	// Limit is the role's per-attempt limit that was exceeded ([Timeouts]).
+	Limit time.Duration
 }
 
+// Error says which limit was exceeded and points to [Timeouts].
 func (e *AttemptTimeoutError) Error() string {
 	if e.Headers {
 		return fmt.Sprintf("no response within %v (the server may be hung or overloaded; see vllm.Timeouts)", e.Limit)

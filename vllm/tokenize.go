@@ -24,8 +24,10 @@ type TokenizeRequest struct {
 	// Messages is the conversation to render with the chat template (chat form).
 	Messages []chat.Message `json:"messages,omitempty"`
 	// Tools are rendered by the template (chat form).
-	Tools               []chat.Tool `json:"tools,omitempty"`
-	AddGenerationPrompt *bool       `json:"add_generation_prompt,omitempty"`
+	Tools []chat.Tool `json:"tools,omitempty"`
+	// AddGenerationPrompt appends the assistant turn's opening (chat form); nil leaves
+	// the server's default (true).
+	AddGenerationPrompt *bool `json:"add_generation_prompt,omitempty"`
 	// ContinueFinalMessage leaves the last message open; never together with
 	// AddGenerationPrompt.
 	ContinueFinalMessage *bool `json:"continue_final_message,omitempty"`
@@ -33,15 +35,18 @@ type TokenizeRequest struct {
 	// nil sends nothing; an empty map sends {}.
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitzero"`
 
+	// AddSpecialTokens adds the tokenizer's special tokens such as BOS; nil leaves the
+	// server's default (true for a prompt, false for messages).
 	AddSpecialTokens *bool `json:"add_special_tokens,omitempty"`
-	ReturnTokenStrs  bool  `json:"return_token_strs,omitempty"`
+	// ReturnTokenStrs asks for TokenStrs in the response.
+	ReturnTokenStrs bool `json:"return_token_strs,omitempty"`
 }
 
 // TokenizeResponse is the answer of POST /tokenize.
 type TokenizeResponse struct {
-	Count       int     `json:"count"`
-	MaxModelLen int     `json:"max_model_len"`
-	Tokens      []int32 `json:"tokens"`
+	Count       int     `json:"count"`         // number of tokens, len(Tokens)
+	MaxModelLen int     `json:"max_model_len"` // the model's context length in tokens
+	Tokens      []int32 `json:"tokens"`        // the token ids
 	// TokenStrs is filled only when asked for; never use it to identify tokens.
 	TokenStrs []string `json:"token_strs"`
 }

@@ -14,15 +14,15 @@ import (
 // Every-th match (0 or 1: each one), at most Times times (0: no limit). What a triggered
 // fault does (Delay, Drop, Malformed, Status and Body) is up to the fake.
 type Fault struct {
-	Path  string
-	Every int
-	Times int
+	Path  string // path the fault applies to; "" matches every request
+	Every int    // trigger on every Every-th matching request; 0 or 1 means each one
+	Times int    // most times the fault triggers; 0 means no limit
 
-	Delay     time.Duration
-	Drop      bool
-	Malformed bool
-	Status    int
-	Body      string
+	Delay     time.Duration // latency the fake adds before answering
+	Drop      bool          // the fake closes the connection without answering
+	Malformed bool          // the fake answers 200 with a truncated JSON body
+	Status    int           // status code the fake answers with; 0 means none
+	Body      string        // body sent with Status; "" leaves it to the fake
 }
 
 // Faults is a registry of installed faults. The zero value holds none and is ready to use.

@@ -10,8 +10,8 @@ import (
 
 // Request is one request the server received.
 type Request struct {
-	Method string
-	Path   string
+	Method string // HTTP method, such as "POST"
+	Path   string // URL path without the query, such as "/v1/completions"
 	// Body is the raw request body.
 	Body []byte
 	// JSON is Body decoded as a JSON object; nil when it is not one.
@@ -61,9 +61,9 @@ func (s *Server) setStatus(e *fakehttp.Entry[Request], status int, fault bool) {
 // up if the client goes away), then does the first of: Drop, Malformed, Status. A fault
 // with only a Delay lets the request proceed normally afterwards.
 type Fault struct {
-	Path  string
-	Every int
-	Times int
+	Path  string // path the fault applies to; "" matches every request
+	Every int    // trigger on every Every-th matching request; 0 or 1 means each one
+	Times int    // most times the fault triggers; 0 means no limit
 
 	// Delay is latency added before answering; it honours the request's context.
 	Delay time.Duration
@@ -74,7 +74,8 @@ type Fault struct {
 	// Status answers with this status code and Body. An empty Body becomes a vLLM
 	// error body in the server's error shape.
 	Status int
-	Body   string
+	// Body is the response body sent with Status; "" sends a vLLM-shaped error body.
+	Body string
 }
 
 // AddFault installs f; the returned function removes it.

@@ -37,7 +37,8 @@ type ChatScriptInput struct {
 	// N is the number of choices asked for.
 	N int
 	// Prompt is the rendered prompt text; PromptTokens its ids.
-	Prompt       string
+	Prompt string
+	// PromptTokens are the ids of Prompt.
 	PromptTokens []int32
 }
 

@@ -20,9 +20,9 @@ const DefaultModel = "vllmtest-sim"
 
 // Defaults of the simulated server flags.
 const (
-	DefaultMaxModelLen = 32768
-	DefaultMaxLogprobs = 20
-	DefaultVersion     = "0.11.0"
+	DefaultMaxModelLen = 32768    // context length in tokens ([WithMaxModelLen])
+	DefaultMaxLogprobs = 20       // cap on logprobs and prompt_logprobs ([WithMaxLogprobs])
+	DefaultVersion     = "0.11.0" // vLLM version reported by /version ([WithVersion])
 )
 
 // Option configures a [Server].
