@@ -19,18 +19,18 @@ import (
 
 // Defaults of [Config]. The reference's names are in parentheses.
 const (
-	DefaultGroupSize             = 4    // group_size
-	DefaultMaxTurns              = 15   // max_agent_turns
-	DefaultMaxTokens             = 2048 // max_token_length, per turn
-	DefaultTemperature           = 1.0  // agent_temperature
-	DefaultDistillTopK           = opd.DefaultTopK
-	DefaultPRMVotes              = judge.DefaultPRMVotes
-	DefaultHintMaxNextStateChars = opd.DefaultHintMaxNextStateChars
-	DefaultMaxRollouts           = 8
-	DefaultMaxGroups             = 2
-	DefaultMaxTeacherRequests    = 2
-	DefaultPollInterval          = 100 * time.Millisecond
-	DefaultStatusTimeout         = 2 * time.Minute
+	DefaultGroupSize             = 4                                // group_size
+	DefaultMaxTurns              = 15                               // max_agent_turns
+	DefaultMaxTokens             = 2048                             // max_token_length, per turn
+	DefaultTemperature           = 1.0                              // agent_temperature
+	DefaultDistillTopK           = opd.DefaultTopK                  // teacher top-k per position
+	DefaultPRMVotes              = judge.DefaultPRMVotes            // judge votes per turn pair
+	DefaultHintMaxNextStateChars = opd.DefaultHintMaxNextStateChars // next-state chars shown to the judge
+	DefaultMaxRollouts           = 8                                // Config.MaxRollouts
+	DefaultMaxGroups             = 2                                // Config.MaxGroups
+	DefaultMaxTeacherRequests    = 2                                // Config.MaxTeacherRequests
+	DefaultPollInterval          = 100 * time.Millisecond           // Config.PollInterval
+	DefaultStatusTimeout         = 2 * time.Minute                  // Config.StatusTimeout
 )
 
 // Config configures an [Env]. Policy is required; the zero value of every other field
@@ -78,8 +78,8 @@ type Config struct {
 	EvalTasks []tasks.Task
 	// EvalSize and EvalSplitRatio size the eval split (eval_size 10,
 	// eval_split_ratio 0.15 when zero).
-	EvalSize       int
-	EvalSplitRatio float64
+	EvalSize       int     // smallest number of eval tasks ([tasks.SplitConfig])
+	EvalSplitRatio float64 // share of the tasks held out for eval, in [0, 1)
 	// Seed seeds the train/eval split and the task order. The policy's sampling is
 	// not seeded: one seed for every rollout would make a group's rollouts, which share
 	// their prompt, identical on a server that honours it.
@@ -102,12 +102,12 @@ type Config struct {
 	// penalty; see package sampling for ranges). Every policy request states each of
 	// them, so a server's --generation-config defaults never apply, and the group's
 	// generation_params record them.
-	TopP              float64
-	TopK              int
-	MinP              float64
-	RepetitionPenalty float64
-	PresencePenalty   float64
-	FrequencyPenalty  float64
+	TopP              float64 // nucleus-sampling mass
+	TopK              int     // top-k cutoff
+	MinP              float64 // min-p cutoff
+	RepetitionPenalty float64 // vLLM's repetition penalty
+	PresencePenalty   float64 // OpenAI presence penalty
+	FrequencyPenalty  float64 // OpenAI frequency penalty
 	// AllowLogprobMismatch accepts sampling settings under which the logprobs the
 	// server reports are not those of the distribution the tokens were drawn from: a
 	// Temperature other than 1, any truncation, any penalty. vLLM reports raw logprobs

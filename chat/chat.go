@@ -10,10 +10,10 @@ import "encoding/json"
 
 // Roles used in [Message.Role].
 const (
-	RoleSystem    = "system"
-	RoleUser      = "user"
-	RoleAssistant = "assistant"
-	RoleTool      = "tool"
+	RoleSystem    = "system"    // the system prompt
+	RoleUser      = "user"      // the user's message
+	RoleAssistant = "assistant" // the model's message, possibly with tool calls
+	RoleTool      = "tool"      // a tool's result, answering one tool call
 )
 
 // Message is one message of an OpenAI-format conversation.

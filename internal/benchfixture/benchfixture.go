@@ -39,11 +39,11 @@ import (
 
 // The fixture's shape.
 const (
-	Seed     = 13
-	Turns    = 15
-	Pairs    = Turns - 1
-	PRMVotes = 3
-	TopK     = 50
+	Seed     = 13        // seed every scripted text derives from
+	Turns    = 15        // policy turns of the rollout
+	Pairs    = Turns - 1 // turn pairs judged and distilled
+	PRMVotes = 3         // judge votes per turn pair
+	TopK     = 50        // teacher top-k per position
 	// MaxTokens bounds each generated turn; the longest scripted turn is shorter.
 	MaxTokens = 1024
 )

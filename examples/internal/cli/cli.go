@@ -81,8 +81,8 @@ func AtLeast(name string, v, lo int) error {
 // Python and BwrapPath are the interpreter and the bubblewrap binary [Sandbox] looks
 // for (the sandbox package's defaults); tests point them at missing files.
 var (
-	Python    = sandbox.DefaultPython
-	BwrapPath = sandbox.DefaultBwrapPath
+	Python    = sandbox.DefaultPython    // the Python interpreter inside the sandbox
+	BwrapPath = sandbox.DefaultBwrapPath // the bubblewrap binary
 )
 
 // sudo is the prefix of an install command: none for root.
