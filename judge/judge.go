@@ -15,6 +15,7 @@ import (
 // a Hint with no text (and the reason in its votes), not an error: errors are for
 // failures that should stop the caller (ctx ended, misconfiguration).
 type Judge interface {
+	// Judge returns the hint for one turn pair.
 	Judge(ctx context.Context, turn Turn) (Hint, error)
 }
 
@@ -61,14 +62,15 @@ func (f Func) Judge(ctx context.Context, turn Turn) (Hint, error) { return f(ctx
 // [github.com/agentic-opd/agenticopd/vllm.Client] implements it over
 // /v1/chat/completions. Implementations must be safe for concurrent use.
 type ChatModel interface {
+	// Chat sends req and returns its N choices.
 	Chat(ctx context.Context, req ChatRequest) (ChatResponse, error)
 }
 
 // ChatRequest is one chat completion request. An implementation sends every field:
 // each sampling parameter and the output bound, so that no server default decides.
 type ChatRequest struct {
-	Messages []chat.Message
-	N        int
+	Messages []chat.Message // the conversation to complete
+	N        int            // number of choices asked for
 	// Sampling is used as given (Temperature 0 is greedy; the other zero values are
 	// off, see package sampling).
 	Sampling sampling.Params

@@ -15,10 +15,10 @@ import (
 
 // Defaults of [LLMConfig].
 const (
-	DefaultPRMVotes         = 3
-	DefaultTemperature      = 0.7
-	DefaultMaxTokens        = 500
-	DefaultMaxToolCallChars = 4000
+	DefaultPRMVotes         = 3    // judge samples per turn pair
+	DefaultTemperature      = 0.7  // the judge's sampling temperature
+	DefaultMaxTokens        = 500  // bound on each judge sample's tokens
+	DefaultMaxToolCallChars = 4000 // characters of each tool call's arguments shown to the judge
 )
 
 // TruncatedSuffix is appended to a message cut by [Truncate].

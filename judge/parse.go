@@ -28,8 +28,8 @@ const (
 
 // Markers of the LLM judge's output contract.
 const (
-	HintStart = "[HINT_START]"
-	HintEnd   = "[HINT_END]"
+	HintStart = "[HINT_START]" // opens the hint text in the judge's output
+	HintEnd   = "[HINT_END]"   // closes the hint text in the judge's output
 )
 
 // ParseVote reads one judge output the way the reference does:

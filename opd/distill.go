@@ -16,8 +16,8 @@ import (
 
 // Defaults of [Config].
 const (
-	DefaultTopK        = 50
-	DefaultConcurrency = 8
+	DefaultTopK        = 50 // teacher entries per scored position
+	DefaultConcurrency = 8  // Judge, Templater and Renderer calls in flight
 )
 
 // ErrInvalidConfig is wrapped by the errors of [New] for a configuration it cannot use.
@@ -108,7 +108,8 @@ func New(cfg Config) (*Distiller, error) {
 type Result struct {
 	// Sequences has one entry per input trajectory, in order.
 	Sequences []Sequence
-	Metrics   Metrics
+	// Metrics counts what happened to the group's turn pairs.
+	Metrics Metrics
 }
 
 // Sequence is the outcome for one trajectory.
@@ -137,7 +138,8 @@ type TurnResult struct {
 	// [rollout.Trajectory.Turns], or -1.
 	Message, Turn int
 	// Hint is the judge's verdict (empty when the pair was not judged).
-	Hint   judge.Hint
+	Hint judge.Hint
+	// Status says whether the pair was scored, and if not why.
 	Status TurnStatus
 	// Detail says what went wrong for StatusJudgeFailed, StatusTemplateDrift,
 	// StatusMismatch and StatusTooLong.

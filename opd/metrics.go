@@ -24,7 +24,8 @@ type Metrics struct {
 	// Votes counts judge votes; UnparsedVotes those with Score 0, by reason in
 	// UnparsedByReason.
 	Votes, UnparsedVotes int
-	UnparsedByReason     map[string]int
+	// UnparsedByReason counts the UnparsedVotes by reason.
+	UnparsedByReason map[string]int
 	// AlignmentMismatches counts hinted turns left unscored because a scored position
 	// failed the check by token id or fell outside the sampled tokens, or (Inline) the
 	// turn's generation prompt is not a recorded generation-prompt segment.

@@ -48,6 +48,7 @@ func (p Placement) String() string {
 // that turn unscored and is counted; any other error fails the call to Distill.
 // Implementations must be safe for concurrent use.
 type Templater interface {
+	// Delta returns the template tokens that append msgs.
 	Delta(ctx context.Context, msgs []chat.Message, addGenerationPrompt bool) ([]int32, error)
 }
 
@@ -55,6 +56,7 @@ type Templater interface {
 // tools the student saw). [rollout.Template] implements it. Implementations must be
 // safe for concurrent use.
 type Renderer interface {
+	// Render renders msgs as one conversation.
 	Render(ctx context.Context, msgs []chat.Message, addGenerationPrompt bool) (rollout.Rendered, error)
 }
 

@@ -12,9 +12,12 @@ import "fmt"
 // The zero Rows describes an empty sequence.
 type Rows struct {
 	// Offsets has one entry per token position plus one.
-	Offsets       []int32
-	IDs           []int32
-	Logprobs      []float32
+	Offsets []int32
+	// IDs are the teacher's ranked token ids of all positions, back to back.
+	IDs []int32
+	// Logprobs are the teacher's logprobs, parallel to IDs.
+	Logprobs []float32
+	// TokenLogprobs has one entry per position: the teacher's logprob of the student's token.
 	TokenLogprobs []float32
 }
 

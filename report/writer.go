@@ -30,6 +30,7 @@ const DefaultConcurrency = 8
 // Detokenizer turns token ids into text; *vllm.Client implements it (vLLM's
 // /detokenize). Implementations must be safe for concurrent use.
 type Detokenizer interface {
+	// Detokenize returns the text of ids.
 	Detokenize(ctx context.Context, ids []int32) (string, error)
 }
 
