@@ -38,6 +38,7 @@ type Breakdown struct {
 // Reward scores finished rollouts. Implementations must be safe for concurrent use and
 // must return finite values.
 type Reward interface {
+	// Score returns the reward of one finished rollout and its parts.
 	Score(ctx context.Context, in Input) (Breakdown, error)
 }
 
@@ -128,9 +129,9 @@ func Efficiency(turns, maxTurns int) float64 {
 
 // Tool names that [ToolUsage] looks for.
 const (
-	ToolTerminal  = "terminal"
-	ToolWriteFile = "write_file"
-	ToolPatch     = "patch"
+	ToolTerminal  = "terminal"   // runs a shell command
+	ToolWriteFile = "write_file" // writes a file
+	ToolPatch     = "patch"      // replaces text in a file
 )
 
 // ToolUsage is U, from the set of function names called by the assistant messages of

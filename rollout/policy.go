@@ -23,24 +23,24 @@ type Policy interface {
 
 // RenderRequest is a chat-form /tokenize request.
 type RenderRequest struct {
-	Messages            []chat.Message
-	Tools               []chat.Tool
-	AddGenerationPrompt bool
+	Messages            []chat.Message // the conversation to render
+	Tools               []chat.Tool    // the tools the template renders; nil for none
+	AddGenerationPrompt bool           // append the opening of an assistant turn
 	// ChatTemplateKwargs is passed to the template (for example enable_thinking).
 	ChatTemplateKwargs map[string]any
 }
 
 // Rendered is the template's output.
 type Rendered struct {
-	Tokens []int32
+	Tokens []int32 // the rendered token ids
 	// MaxModelLen is the server's context length, 0 when it did not say.
 	MaxModelLen int
 }
 
 // GenerateRequest asks for one sampled continuation of Prompt.
 type GenerateRequest struct {
-	Prompt    []int32
-	MaxTokens int
+	Prompt    []int32 // the token-id prompt to continue
+	MaxTokens int     // bound on the generated tokens
 	// Sampling is every parameter that shapes the draw of a token; a Policy must send
 	// each of them, so that no server default decides (see package sampling). Its
 	// Temperature is used as given: 0 means greedy.
@@ -65,6 +65,6 @@ type Generation struct {
 
 // Finish reasons reported in [Generation.FinishReason].
 const (
-	FinishStop   = "stop"
-	FinishLength = "length"
+	FinishStop   = "stop"   // ended by a stop token
+	FinishLength = "length" // cut at MaxTokens or the context length
 )

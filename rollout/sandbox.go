@@ -30,6 +30,7 @@ type Sandbox interface {
 // SandboxFactory makes one Sandbox per rollout. Implementations must be safe for
 // concurrent use.
 type SandboxFactory interface {
+	// NewSandbox makes a fresh sandbox; the caller closes it.
 	NewSandbox(ctx context.Context) (Sandbox, error)
 }
 
@@ -58,8 +59,8 @@ type CommandResult struct {
 	// ExitCode is the command's exit status; 124 on timeout as with coreutils timeout,
 	// 128+signal when killed by a signal.
 	ExitCode int
-	Stdout   []byte
-	Stderr   []byte
+	Stdout   []byte // standard output, cut at the per-stream cap
+	Stderr   []byte // standard error, cut at the per-stream cap
 	// TimedOut reports that the timeout fired and the process group was killed.
 	TimedOut bool
 	// OutputTruncated reports that Stdout or Stderr was cut at the per-stream cap.
@@ -68,5 +69,6 @@ type CommandResult struct {
 	OutputKilled bool
 	// Unconfined reports that the command ran without isolation (an explicit opt-in).
 	Unconfined bool
-	Duration   time.Duration
+	// Duration is the command's wall time as the sandbox measured it.
+	Duration time.Duration
 }

@@ -48,6 +48,7 @@ type ParsedCall struct {
 	Arguments json.RawMessage
 	// Raw is the text between the call's tags, as generated.
 	Raw string
+	// Err says why the call is invalid; nil for a valid call.
 	Err error
 }
 

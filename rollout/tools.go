@@ -30,8 +30,8 @@ type Tool interface {
 
 // FuncTool adapts a definition and a function to a [Tool].
 type FuncTool struct {
-	Def chat.Tool
-	Fn  func(ctx context.Context, sb Sandbox, args json.RawMessage) string
+	Def chat.Tool                                                          // the definition offered to the model
+	Fn  func(ctx context.Context, sb Sandbox, args json.RawMessage) string // runs a call; returns its result text
 }
 
 // Definition returns t.Def.

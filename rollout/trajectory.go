@@ -29,8 +29,8 @@ const (
 
 // Segment is a run [Start, End) of Trajectory.Tokens of one kind.
 type Segment struct {
-	Kind       SegmentKind
-	Start, End int
+	Kind       SegmentKind // what the tokens are
+	Start, End int         // token indexes, End exclusive
 	// Message is the index in Trajectory.Messages of the message the segment belongs
 	// to, or -1 (the prompt spans several messages; a generation prompt belongs to the
 	// assistant message it opens).
@@ -58,8 +58,8 @@ type Trajectory struct {
 	// Logprobs is parallel to Tokens: the sampling logprob at SegSampled positions, 0
 	// elsewhere.
 	Logprobs []float32
-	Segments []Segment
-	Turns    []Turn
+	Segments []Segment // runs of Tokens by kind, in order
+	Turns    []Turn    // the assistant turns, in order
 	// Messages is the OpenAI-format conversation, for the judge, the reward and
 	// Atropos's "messages"; never used to derive ids.
 	Messages []chat.Message
