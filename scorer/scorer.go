@@ -35,11 +35,13 @@ import (
 // be safe for concurrent use, must honour ctx, and must either score every requested
 // position or return an error: a partial result is never returned without an error.
 type LogprobScorer interface {
+	// Score returns the teacher's top-K at every requested position.
 	Score(ctx context.Context, req Request) (Result, error)
 }
 
 // Request asks for the teacher's top-K at chosen positions of one or more sequences.
 type Request struct {
+	// Sequences are the sequences to score.
 	Sequences []Sequence
 	// K is the number of top entries wanted per position; it must be ≥ 1.
 	K int
@@ -47,6 +49,7 @@ type Request struct {
 
 // Sequence is one token sequence and the positions in it to score.
 type Sequence struct {
+	// Tokens are the sequence's token ids.
 	Tokens []int32
 	// Positions to score, strictly ascending, each in [1, len(Tokens)).
 	Positions []int
@@ -54,6 +57,7 @@ type Sequence struct {
 
 // Result holds one SequenceResult per requested sequence, in request order.
 type Result struct {
+	// Sequences has one entry per requested sequence, in request order.
 	Sequences []SequenceResult
 }
 
@@ -64,7 +68,8 @@ type SequenceResult struct {
 	// Offsets has len(Positions)+1 entries; see the package doc.
 	Offsets []int32
 	// TopIDs and TopLogprobs are parallel and sorted by rank within each position.
-	TopIDs      []int32
+	TopIDs []int32
+	// TopLogprobs are the logprobs of TopIDs.
 	TopLogprobs []float32
 	// TokenLogprobs[i] is the teacher's logprob of Tokens[Positions[i]].
 	TokenLogprobs []float32

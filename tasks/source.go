@@ -14,6 +14,7 @@ var ErrNoTasks = errors.New("tasks: no tasks")
 // use. Next returns ctx.Err() once ctx has ended; a Source that runs out returns an
 // error (a cycling Source never does).
 type Source interface {
+	// Next returns the next task.
 	Next(ctx context.Context) (Task, error)
 }
 

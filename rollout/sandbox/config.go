@@ -8,23 +8,23 @@ import (
 
 // Defaults used when a [Config] field is left at its zero value.
 const (
-	DefaultBwrapPath       = "/usr/bin/bwrap"
-	DefaultPython          = "/usr/bin/python3"
-	DefaultTimeout         = 30 * time.Second
-	DefaultMaxTimeout      = 10 * time.Minute
-	DefaultOutputLimit     = 64 << 10
-	DefaultKillOutputLimit = 16 << 20
-	DefaultDiskQuota       = 1 << 30
-	DefaultUID             = 65534
-	DefaultGID             = 65534
+	DefaultBwrapPath       = "/usr/bin/bwrap"   // Config.BwrapPath
+	DefaultPython          = "/usr/bin/python3" // Config.Python
+	DefaultTimeout         = 30 * time.Second   // Config.Timeout
+	DefaultMaxTimeout      = 10 * time.Minute   // Config.MaxTimeout
+	DefaultOutputLimit     = 64 << 10           // Config.OutputLimit, bytes per stream
+	DefaultKillOutputLimit = 16 << 20           // Config.KillOutputLimit, bytes
+	DefaultDiskQuota       = 1 << 30            // Config.DiskQuota, bytes
+	DefaultUID             = 65534              // Config.UID (nobody)
+	DefaultGID             = 65534              // Config.GID (nogroup)
 
-	DefaultMemory       = 1 << 30
-	DefaultAddressSpace = 1 << 30
-	DefaultProcesses    = 128
-	DefaultFileSize     = 64 << 20
-	DefaultOpenFiles    = 256
-	DefaultTmpSize      = 256 << 20
-	DefaultShmSize      = 64 << 20
+	DefaultMemory       = 1 << 30   // Limits.Memory, bytes
+	DefaultAddressSpace = 1 << 30   // Limits.AddressSpace, bytes
+	DefaultProcesses    = 128       // Limits.Processes
+	DefaultFileSize     = 64 << 20  // Limits.FileSize, bytes
+	DefaultOpenFiles    = 256       // Limits.OpenFiles
+	DefaultTmpSize      = 256 << 20 // Limits.TmpSize, bytes
+	DefaultShmSize      = 64 << 20  // Limits.ShmSize, bytes
 )
 
 // MinMemory is the smallest Limits.Memory [New] accepts: below it not even the probe
