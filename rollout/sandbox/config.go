@@ -16,7 +16,7 @@ const (
 	DefaultKillOutputLimit = 16 << 20           // Config.KillOutputLimit, bytes
 	DefaultDiskQuota       = 1 << 30            // Config.DiskQuota, bytes
 	DefaultUID             = 65534              // Config.UID (nobody)
-	DefaultGID             = 65534              // Config.GID (nogroup)
+	DefaultGID             = 65534              // Config.GID (nobody's group)
 
 	DefaultMemory       = 1 << 30   // Limits.Memory, bytes
 	DefaultAddressSpace = 1 << 30   // Limits.AddressSpace, bytes
