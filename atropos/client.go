@@ -118,8 +118,8 @@ type Client struct {
 	lastStep int      // the highest current_step seen under reg
 	resets   int
 	resent   int
-	clock    uint64  // event clock ordering posts and polls
-	retained []*sent // groups accepted under reg, kept until known to be served
+	clock    uint64          // event clock ordering posts and polls
+	retained []*sent         // groups accepted under reg, kept until known to be served
 	inflight map[string]bool // spool files being sent
 	seq      uint64
 	dlMu     sync.Mutex // serialises appends to the dead-letter file
