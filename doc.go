@@ -67,6 +67,9 @@
 // of [opd.Metrics]; rollout/template_drift and the other token-boundary counts of
 // [rollout.Stats]; and in [Env.Metrics] only, requests/ per role (render, generate,
 // teacher_score, judge_chat), env/groups (collected), env/sandbox_failures,
-// env/policy_failures, env/failed_groups, env/dropped_groups/REASON, env/groups_sent
-// and env/send_failures.
+// env/policy_failures, env/failed_groups, env/dropped_groups/REASON, env/groups_sent,
+// env/send_failures, env/cancelled_groups (cut short by the caller's ctx; not failures),
+// env/api_resets (times the trajectory API lost the env's registration and Serve
+// registered again) and env/groups_resent_on_reset (groups the lost API had accepted,
+// not known to be served, sent again).
 package agenticopd
