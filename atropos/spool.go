@@ -207,6 +207,19 @@ func (c *Client) post(ctx context.Context, groups []*ScoredDataGroup) ([][]byte,
 	}
 	lines := make([][]byte, len(groups))
 	err := c.retry(ctx, "POST "+path, true, func(ctx context.Context, reg Registration, epoch uint64) error {
+		// The registration was current at the last request; the API may have been
+		// restarted or reset since without any request failing. One /status-env
+		// first shows most such resets (an unknown id, a step gone back), so that the
+		// group neither wedges a fresh API nor lands under an id re-issued to another
+		// env.
+		var st EnvStatus
+		tick := c.tick()
+		if err := c.api.statusEnv(ctx, reg.EnvID, &st); err != nil {
+			return err
+		}
+		if !c.observe(epoch, st, tick) {
+			return errStaleRegistration
+		}
 		for i, g := range groups {
 			b, err := c.encode(g, reg.EnvID)
 			if err != nil {
