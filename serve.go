@@ -120,6 +120,13 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 			}
 			e.cfg.Logger.Warn("status poll failed", "err", err)
 		case dec.Stop:
+			// The groups in flight finish and are sent; then whatever the spool still
+			// holds (groups sent again after a reset, Sends that gave up) is sent too.
+			l.wg.Wait()
+			l.syncResets()
+			if err := client.Flush(ctx); err != nil {
+				e.cfg.Logger.Warn("spool flush at the end failed; the next Register sends what is left", "err", err)
+			}
 			return nil
 		default:
 			failingSince = time.Time{}

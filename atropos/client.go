@@ -116,13 +116,16 @@ type Client struct {
 	state    regState // what is known of reg
 	epoch    uint64   // counts registrations; a post or poll made under another epoch is stale
 	lastStep int      // the highest current_step seen under reg
-	resets   int
-	resent   int
-	clock    uint64          // event clock ordering posts and polls
-	retained []*sent         // groups accepted under reg, kept until known to be served
-	inflight map[string]bool // spool files being sent
-	seq      uint64
-	dlMu     sync.Mutex // serialises appends to the dead-letter file
+	// lastStepTick is the clock when lastStep was seen.
+	lastStepTick uint64
+	resets       int
+	resent       int
+	waiting      bool            // registering, and the API answers: it waits for a trainer
+	clock        uint64          // event clock ordering posts and polls
+	retained     []*sent         // groups accepted under reg, kept until known to be served
+	inflight     map[string]bool // spool files being sent
+	seq          uint64
+	dlMu         sync.Mutex // serialises appends to the dead-letter file
 
 	// recovering is held (a buffered channel, so that waiting honours ctx) by the one
 	// goroutine verifying or renewing the registration.
@@ -225,7 +228,7 @@ func (c *Client) Register(ctx context.Context) error {
 	c.reg = reg
 	c.epoch++
 	c.state = regCurrent
-	c.lastStep = reg.StartingStep
+	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
 	c.retained = nil
 	c.mu.Unlock()
 	c.api.logger.Info("atropos: registered", "env_id", reg.EnvID, "wandb_name", reg.WandbName, "batch_size", reg.BatchSize)

@@ -96,6 +96,12 @@ func (c *Client) ensure(ctx context.Context) (Registration, uint64, error) {
 		select {
 		case c.recovering <- struct{}{}:
 		case <-ctx.Done():
+			c.mu.Lock()
+			waiting := c.waiting
+			c.mu.Unlock()
+			if waiting {
+				return Registration{}, 0, fmt.Errorf("%w: %w", ErrWaitingForTrainer, ctx.Err())
+			}
 			return Registration{}, 0, ctx.Err()
 		}
 		err := c.recover(ctx)
@@ -136,7 +142,7 @@ func (c *Client) recover(ctx context.Context) error {
 	c.reg = reg
 	c.epoch++
 	c.state = regCurrent
-	c.lastStep = reg.StartingStep
+	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
 	c.resets++
 	c.mu.Unlock()
 	c.api.logger.Info("atropos: registered again", "env_id", reg.EnvID, "wandb_name", reg.WandbName)
@@ -148,8 +154,9 @@ func (c *Client) recover(ctx context.Context) error {
 //   - /info shows batch_size -1: the trainer's registration is gone, and with it every
 //     env's (lost);
 //   - a connection was refused: the API process was not running (lost);
-//   - /status-env answers with a current_step below the highest this registration saw:
-//     the step counter never goes back within one API life (lost);
+//   - /status-env answers with a current_step below the highest this registration saw,
+//     to a poll begun after that step was seen: the step counter never goes back within
+//     one API life (lost);
 //   - /status-env fails with a 5xx for this env's id in statusMisses rounds in a row
 //     while /info shows a trainer: the env list no longer reaches the id (lost);
 //   - /info shows a trainer and /status-env answers with a step not below the last one
@@ -222,11 +229,16 @@ func (c *Client) observe(epoch uint64, st EnvStatus, tick uint64) bool {
 	if c.reg == nil || c.epoch != epoch || c.state == regLost {
 		return false
 	}
-	if st.CurrentStep < c.lastStep {
+	switch {
+	case st.CurrentStep < c.lastStep && tick > c.lastStepTick:
 		c.lose(fmt.Sprintf("current_step went back from %d to %d", c.lastStep, st.CurrentStep))
 		return false
+	case st.CurrentStep > c.lastStep:
+		// Only a poll begun after this reply arrived can show the step going back:
+		// replies of polls that overlapped may arrive in any order.
+		c.clock++
+		c.lastStep, c.lastStepTick = st.CurrentStep, c.clock
 	}
-	c.lastStep = st.CurrentStep
 	c.state = regCurrent
 	c.settle(st, tick)
 	return true
@@ -245,24 +257,44 @@ func (c *Client) once(ctx context.Context, op func(context.Context) error) error
 // registerEnv runs the start-up order: it polls GET /info until a trainer registered,
 // then POST /register-env until "success".
 func (c *Client) registerEnv(ctx context.Context) (*Registration, error) {
+	defer func() {
+		c.mu.Lock()
+		c.waiting = false
+		c.mu.Unlock()
+	}()
+	reg, answered, err := c.registerEnvOnce(ctx)
+	if err != nil && answered && ctx.Err() != nil && !errors.Is(err, ErrWaitingForTrainer) {
+		// The API answered, so it is reachable: it is waiting for the trainer.
+		err = fmt.Errorf("%w: %w", ErrWaitingForTrainer, err)
+	}
+	return reg, err
+}
+
+func (c *Client) registerEnvOnce(ctx context.Context) (_ *Registration, answered bool, _ error) {
 	var info Info
 	for {
 		err := c.retry(ctx, "GET /info", false, func(ctx context.Context, _ Registration, _ uint64) error {
 			return c.api.do(ctx, http.MethodGet, "/info", nil, &info)
 		})
 		if err != nil {
-			return nil, err
+			return nil, answered, err
+		}
+		if !answered {
+			answered = true
+			c.mu.Lock()
+			c.waiting = true
+			c.mu.Unlock()
 		}
 		if info.BatchSize > 0 {
 			break
 		}
 		c.api.logger.Debug("atropos: waiting for a trainer to register")
 		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrWaitingForTrainer, err)
+			return nil, true, fmt.Errorf("%w: %w", ErrWaitingForTrainer, err)
 		}
 	}
 	if c.cfg.GroupSize > info.BatchSize {
-		return nil, fmt.Errorf("atropos: group size %d is larger than the trainer's batch size %d", c.cfg.GroupSize, info.BatchSize)
+		return nil, true, fmt.Errorf("atropos: group size %d is larger than the trainer's batch size %d", c.cfg.GroupSize, info.BatchSize)
 	}
 	body := registerEnvRequest{
 		MaxTokenLength:     c.cfg.MaxTokenLength,
@@ -278,21 +310,21 @@ func (c *Client) registerEnv(ctx context.Context) (*Registration, error) {
 			return c.api.postJSON(ctx, "/register-env", body, &reply)
 		})
 		if err != nil {
-			return nil, err
+			return nil, true, err
 		}
 		if reply.Status == "success" && reply.EnvID != nil {
 			break
 		}
 		c.api.logger.Debug("atropos: register-env", "status", reply.Status)
 		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrWaitingForTrainer, err)
+			return nil, true, fmt.Errorf("%w: %w", ErrWaitingForTrainer, err)
 		}
 	}
 	return &Registration{
 		EnvID: *reply.EnvID, WandbName: reply.WandbName, CheckpointDir: reply.CheckpointDir,
 		StartingStep: reply.StartingStep, CheckpointInterval: reply.CheckpointInterval,
 		NumSteps: reply.NumSteps, BatchSize: info.BatchSize, MaxTokenLen: info.MaxTokenLen,
-	}, nil
+	}, true, nil
 }
 
 // Resets returns how many times the client found that the API had lost its
