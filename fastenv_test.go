@@ -55,7 +55,7 @@ func (s *memSandbox) WriteFile(name string, data []byte) error {
 	return nil
 }
 
-func (s *memSandbox) FS() fs.FS   { return s.files }
+func (s *memSandbox) FS() fs.FS    { return s.files }
 func (s *memSandbox) Close() error { return nil }
 
 var memSandboxes = rollout.SandboxFactoryFunc(func(context.Context) (rollout.Sandbox, error) {
