@@ -40,6 +40,13 @@ const spoolExt = ".jsonl"
 // there) and Send returns an error matching [ErrRejected]. Send returns
 // [ErrNotRegistered] before [Client.Register] succeeded: data posted before the trainer
 // registered wedges the upstream server.
+//
+// Every attempt first checks the registration with one GET /status-env and, after a
+// failed request, verifies it (see the package doc); when the API lost it, Send waits
+// for the trainer, registers again and stamps the groups with the new env id. While the
+// API has no trainer, Send waits until ctx ends (the error then matches both
+// [ErrSpooled] and [ErrWaitingForTrainer]). 408 and 429 replies are retried, waiting at
+// least their Retry-After.
 func (c *Client) Send(ctx context.Context, groups ...*ScoredDataGroup) error {
 	if len(groups) == 0 {
 		return nil
