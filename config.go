@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/agentic-opd/agenticopd/judge"
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
@@ -52,8 +54,11 @@ type Config struct {
 	// JudgeModel is the chat endpoint of the default judge. Nil means the Policy
 	// itself when it implements [judge.ChatModel] (the reference's choice).
 	JudgeModel judge.ChatModel
-	// SandboxFactory makes one sandbox per rollout. Nil means the bubblewrap sandbox
-	// with its defaults (rollout/sandbox), created and probed on first use.
+	// SandboxFactory makes one sandbox per rollout, and one more per verification
+	// for the tests. Its sandboxes must implement [rollout.Starter] (a wrapper must
+	// forward Start), or every verification fails with [reward.ErrNoStarter]. Nil
+	// means the bubblewrap sandbox with its defaults (rollout/sandbox), created and
+	// probed on first use.
 	SandboxFactory rollout.SandboxFactory
 	// Reward scores a verified rollout. Nil means [reward.Default] with Weights.
 	Reward reward.Reward
@@ -88,9 +93,38 @@ type Config struct {
 	MaxTurns int
 	// MaxTokens bounds each turn's generation (2048 when zero).
 	MaxTokens int
-	// Temperature is the agents' sampling temperature (1.0 when zero). Evaluate always
-	// decodes greedily.
+	// Temperature is the agents' sampling temperature (1.0 when zero, the reference's
+	// agent_temperature). Evaluate always decodes greedily.
 	Temperature float64
+	// TopP, TopK, MinP, RepetitionPenalty, PresencePenalty and FrequencyPenalty are the
+	// agents' other sampling parameters; their zero values are off (no truncation, no
+	// penalty; see package sampling for ranges). Every policy request states each of
+	// them, so a server's --generation-config defaults never apply, and the group's
+	// generation_params record them.
+	TopP              float64
+	TopK              int
+	MinP              float64
+	RepetitionPenalty float64
+	PresencePenalty   float64
+	FrequencyPenalty  float64
+	// AllowLogprobMismatch accepts sampling settings under which the logprobs the
+	// server reports are not those of the distribution the tokens were drawn from: a
+	// Temperature other than 1, any truncation, any penalty. vLLM reports raw logprobs
+	// by default (--logprobs-mode raw_logprobs), so such a run hands the trainer
+	// inference_logprobs of another distribution than the one sampled, which skews
+	// importance ratios. NewEnv refuses those settings unless this is set.
+	AllowLogprobMismatch bool
+	// JudgeSampling is the default judge's sampling ([judge.LLMConfig.Sampling]: a zero
+	// Temperature means 0.7, the reference's; other zero values are off). The judge's
+	// output is not trained on, so no setting is refused.
+	JudgeSampling sampling.Params
+	// JudgeMaxTokens bounds each judge vote's output (500 when zero, the reference's).
+	JudgeMaxTokens int
+	// JudgeChatTemplateKwargs are sent with every judge request. Nil means
+	// {"enable_thinking": false}: thinking off where the template supports it, since a
+	// thinking judge behind a reasoning parser answers with no content (counted as
+	// judge/empty_content). An empty non-nil map sends {}.
+	JudgeChatTemplateKwargs map[string]any
 	// Tools are the agents' tools; nil means [rollout.DefaultTools].
 	Tools []rollout.Tool
 	// ChatTemplateKwargs are sent with every render (for example enable_thinking).
@@ -99,7 +133,7 @@ type Config struct {
 	// (for Qwen, <|endoftext|> 151643: generation_config's second eos id). They are
 	// accepted as closes and refused as literals inside tool output.
 	ExtraCloses []int32
-	// VerifyTimeout bounds the canonical test run (30 s when zero).
+	// VerifyTimeout bounds the verification of a rollout (30 s when zero).
 	VerifyTimeout time.Duration
 
 	// DisableOPD turns the distillation step off (the reference's opd_enabled is true
@@ -131,7 +165,8 @@ type Config struct {
 	// trajectory API when zero.
 	MaxTokenLen int
 
-	// MaxRollouts bounds the rollouts in flight across all groups (8 when zero).
+	// MaxRollouts bounds the rollouts in flight across all groups (8 when zero). A
+	// rollout holds one sandbox, and a second one for the tests while it is verified.
 	MaxRollouts int
 	// MaxGroups bounds the groups Serve and Process work on at once (2 when zero).
 	MaxGroups int
@@ -148,6 +183,9 @@ type Config struct {
 	// OnGroup, when set, is called with every group Process and Serve finish, one call
 	// at a time.
 	OnGroup func(*Group)
+	// ReportPath, when set, is a file Process writes an HTML page of its groups to
+	// (package report; by convention report.html next to groups.jsonl).
+	ReportPath string
 	// Logger receives progress and failures; nil means no logging.
 	Logger *slog.Logger
 }
@@ -179,7 +217,31 @@ func (c Config) validate() error {
 	if c.EvalSplitRatio >= 1 {
 		return fmt.Errorf("%w: EvalSplitRatio is %v; want [0, 1)", ErrInvalidConfig, c.EvalSplitRatio)
 	}
+	if c.JudgeMaxTokens < 0 {
+		return fmt.Errorf("%w: JudgeMaxTokens is %d; zero means the default", ErrInvalidConfig, c.JudgeMaxTokens)
+	}
+	p := c.withDefaults().policySampling()
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	js := c.JudgeSampling
+	js.Temperature = max(js.Temperature, 0) // negative asks for greedy
+	if err := js.Validate(); err != nil {
+		return fmt.Errorf("%w: JudgeSampling: %w", ErrInvalidConfig, err)
+	}
+	if mm := p.Mismatches(); len(mm) > 0 && !c.AllowLogprobMismatch {
+		return fmt.Errorf("%w: sampling with %s makes the policy's reported logprobs (raw in vLLM by default) differ from the distribution the tokens are drawn from, so the trainer's inference_logprobs would be wrong; use Temperature 1 with no truncation and no penalty, or set AllowLogprobMismatch to accept it",
+			ErrInvalidConfig, strings.Join(mm, ", "))
+	}
 	return nil
+}
+
+// policySampling is the agents' sampling, from the Config's fields.
+func (c Config) policySampling() sampling.Params {
+	return sampling.Params{
+		Temperature: c.Temperature, TopP: c.TopP, TopK: c.TopK, MinP: c.MinP,
+		RepetitionPenalty: c.RepetitionPenalty, PresencePenalty: c.PresencePenalty, FrequencyPenalty: c.FrequencyPenalty,
+	}
 }
 
 func (c Config) withDefaults() Config {

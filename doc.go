@@ -3,8 +3,10 @@
 //
 // An [Env] runs, for each task, GroupSize agents in parallel, each in its own sandbox,
 // talking to a vLLM server with exact token ids ([rollout.Agent]). When an agent stops,
-// the env writes the task's own tests into the workspace and runs them
-// ([reward.Verify]); the agent's own test files never decide the reward. Each rollout
+// the env runs the task's own tests, visible and hidden, in a fresh sandbox of the same
+// factory, talking to the agent's solution.py in the rollout's sandbox over a pipe
+// ([reward.Verify]): the agent's code never runs in the test process, never sees the
+// tests, and its own test files never decide the reward. Each rollout
 // is scored 0.7·correctness + 0.15·efficiency + 0.15·tool use ([reward.Default]). A
 // judge then looks at every assistant turn and the state that followed it and, where
 // that state shows how the turn could have been better, gives a short hint
@@ -70,6 +72,16 @@
 // env/policy_failures, env/failed_groups, env/dropped_groups/REASON, env/groups_sent,
 // env/send_failures, env/cancelled_groups (cut short by the caller's ctx; not failures),
 // env/api_resets (times the trajectory API lost the env's registration and Serve
-// registered again) and env/groups_resent_on_reset (groups the lost API had accepted,
-// not known to be served, sent again).
+// registered again), env/groups_resent_on_reset (groups the lost API had accepted, not
+// known to be served, sent again) and judge/empty_content (judge choices with an empty
+// content, as a thinking judge behind a reasoning parser answers; never read as votes).
+//
+// # Sampling
+//
+// Every policy, judge and teacher request states every sampling field (temperature,
+// top_p, top_k, min_p, the repetition, presence and frequency penalties, max_tokens), so
+// a server's --generation-config defaults never decide; each group's generation_params
+// records the policy's. Settings under which vLLM's reported logprobs are not those of
+// the sampled distribution (a Temperature other than 1, any truncation or penalty) are
+// refused by NewEnv unless [Config.AllowLogprobMismatch] is set.
 package agenticopd

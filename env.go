@@ -42,7 +42,9 @@ type Env struct {
 
 // Group is one task's group: its rollouts, what became of them, and the Atropos group.
 type Group struct {
-	Task     tasks.Task
+	// Task is the task the group worked on.
+	Task tasks.Task
+	// Rollouts are its GroupSize rollouts, in the order of Data's sequences.
 	Rollouts []Rollout
 	// Data is the scored group, ready to send or write. It has distill rows unless OPD
 	// is disabled or the group was dropped before OPD.
@@ -65,10 +67,10 @@ const (
 
 // Rollout is one agent's attempt at a task.
 type Rollout struct {
-	Trajectory   *rollout.Trajectory
-	Stats        rollout.Stats
-	Verification reward.Verification
-	Reward       reward.Breakdown
+	Trajectory   *rollout.Trajectory // the token-exact record
+	Stats        rollout.Stats       // the agent loop's boundary counts
+	Verification reward.Verification // the canonical tests' verdict
+	Reward       reward.Breakdown    // the score and its parts
 }
 
 // ErrRolloutFailed is wrapped by CollectGroup's error when a rollout could not be
@@ -96,7 +98,7 @@ func NewEnv(cfg Config) (*Env, error) {
 	agentCfg := rollout.Config{
 		MaxTurns:           cfg.MaxTurns,
 		MaxTokens:          cfg.MaxTokens,
-		Temperature:        cfg.Temperature,
+		Sampling:           cfg.policySampling(),
 		Tools:              cfg.Tools,
 		ChatTemplateKwargs: cfg.ChatTemplateKwargs,
 		ExtraCloses:        cfg.ExtraCloses,
@@ -174,7 +176,10 @@ func (e *Env) setupOPD() error {
 			}
 			model = m
 		}
-		llm, err := judge.NewLLM(countChat(model, e.counts), judge.LLMConfig{PRMVotes: cfg.PRMVotes, Logger: cfg.Logger})
+		llm, err := judge.NewLLM(countChat(model, e.counts, e.metrics), judge.LLMConfig{
+			PRMVotes: cfg.PRMVotes, Sampling: cfg.JudgeSampling, MaxTokens: cfg.JudgeMaxTokens,
+			ChatTemplateKwargs: cfg.JudgeChatTemplateKwargs, Logger: cfg.Logger,
+		})
 		if err != nil {
 			return fmt.Errorf("agenticopd: %w", err)
 		}
@@ -282,7 +287,7 @@ func (e *Env) collect(ctx context.Context, task tasks.Task, opts collectOptions)
 	}
 	e.metrics.addTrain(g.Rollouts)
 
-	data := &atropos.ScoredDataGroup{}
+	data := &atropos.ScoredDataGroup{GenerationParams: e.generationParams()}
 	for _, r := range g.Rollouts {
 		t := r.Trajectory
 		if err := data.Add(atropos.Sequence{
@@ -362,7 +367,8 @@ func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.T
 	}
 	r := Rollout{Trajectory: traj, Stats: stats}
 	if traj.TurnsUsed > 0 && task.HasTests() {
-		r.Verification, err = reward.Verify(ctx, sb, task, reward.VerifyOptions{Timeout: e.cfg.VerifyTimeout})
+		// The tests run in a fresh sandbox of the same factory, apart from the solution.
+		r.Verification, err = reward.Verify(ctx, sb, factory, task, reward.VerifyOptions{Timeout: e.cfg.VerifyTimeout})
 		if err != nil {
 			if ctx.Err() != nil {
 				return Rollout{}, ctx.Err()
@@ -424,6 +430,15 @@ func (e *Env) attachRows(data *atropos.ScoredDataGroup, res opd.Result) error {
 		}
 	}
 	return nil
+}
+
+// generationParams is what every policy request of a training group stated: the
+// sampling fields under vLLM's names and max_tokens (per turn). Atropos's trainer
+// reads its temperature.
+func (e *Env) generationParams() map[string]any {
+	m := e.cfg.policySampling().Map()
+	m["max_tokens"] = e.cfg.MaxTokens
+	return m
 }
 
 func longest(g *atropos.ScoredDataGroup) int {

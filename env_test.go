@@ -22,6 +22,7 @@ import (
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/opd"
+	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 	"github.com/agentic-opd/agenticopd/tasks"
@@ -614,7 +615,8 @@ func TestCollectGroupDropsTooLongBeforeOPD(t *testing.T) {
 	assert.Equal(t, float64(1), f.env.Metrics()["env/dropped_groups/too_long"])
 }
 
-// countingSandboxes counts the sandboxes open at once: one per rollout in flight.
+// countingSandboxes counts the sandboxes open at once: one per rollout in flight, and
+// one more for the tests while it is verified.
 type countingSandboxes struct {
 	inner         rollout.SandboxFactory
 	mu            sync.Mutex
@@ -639,6 +641,11 @@ func (f *countingSandboxes) NewSandbox(ctx context.Context) (rollout.Sandbox, er
 	return &countedSandbox{Sandbox: sb, f: f}, nil
 }
 
+// Start forwards to the wrapped sandbox, which the verifier needs.
+func (s *countedSandbox) Start(ctx context.Context, c rollout.Command) (rollout.Process, error) {
+	return s.Sandbox.(rollout.Starter).Start(ctx, c)
+}
+
 func (s *countedSandbox) Close() error {
 	s.once.Do(func() { s.f.mu.Lock(); s.f.open--; s.f.mu.Unlock() })
 	return s.Sandbox.Close()
@@ -657,7 +664,9 @@ func TestMaxRolloutsBoundsRolloutsAcrossGroups(t *testing.T) {
 			})
 			var out strings.Builder
 			require.NoError(t, f.env.Process(context.Background(), 2, &out))
-			assert.LessOrEqual(t, sbs.maxOpen, limit)
+			// A rollout holds its own sandbox, and during verification a second one
+			// for the tests.
+			assert.LessOrEqual(t, sbs.maxOpen, 2*limit)
 			assert.Positive(t, sbs.maxOpen)
 			assert.Zero(t, sbs.open, "every sandbox closed")
 		})
@@ -756,4 +765,26 @@ func TestProcessStopsWhenTheTeacherRefusesTopK(t *testing.T) {
 	assert.Contains(t, err.Error(), "DistillTopK")
 	assert.Zero(t, out.Len(), "nothing written")
 	assert.Equal(t, float64(1), f.env.Metrics()["env/failed_groups"])
+}
+
+func TestCollectGroupVerifiesEveryBuiltinTask(t *testing.T) {
+	// The scripted coder ends every rollout with the task's reference solution, which
+	// the full pipeline must score 1.0 against the visible and the hidden tests.
+	f := newFixture(t, func(c *agenticopd.Config) { c.DisableOPD = true })
+	for _, task := range tasks.Builtin() {
+		t.Run(task.ID, func(t *testing.T) {
+			g, err := f.env.CollectGroup(context.Background(), task)
+			require.NoError(t, err)
+			require.Len(t, g.Rollouts, 2)
+			for _, r := range g.Rollouts {
+				v := r.Verification
+				require.Equal(t, reward.RulePassed, v.Rule, "%s\n%s\n%s", v.Reason, v.Output, v.SolutionOutput)
+				require.Equal(t, 1.0, v.Correctness)
+				require.True(t, v.Completed)
+				require.Greater(t, v.Calls, strings.Count(task.TestCode, "assert "), "the hidden tests ran too")
+				require.False(t, v.Unconfined)
+				require.Equal(t, 1.0, r.Reward.Correctness)
+			}
+		})
+	}
 }

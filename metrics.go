@@ -3,6 +3,7 @@ package agenticopd
 import (
 	"context"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -51,15 +52,31 @@ func countScorer(s scorer.LogprobScorer, c *requestCounts) scorer.LogprobScorer 
 }
 
 type countedChat struct {
-	m judge.ChatModel
-	c *requestCounts
+	m   judge.ChatModel
+	c   *requestCounts
+	acc *accumulator
 }
 
-func countChat(m judge.ChatModel, c *requestCounts) judge.ChatModel { return countedChat{m, c} }
+func countChat(m judge.ChatModel, c *requestCounts, acc *accumulator) judge.ChatModel {
+	return countedChat{m, c, acc}
+}
 
+// Chat counts the request, and as judge/empty_content every choice whose content is
+// empty (a reasoning model that spent its budget thinking, behind a reasoning parser):
+// the judge reads no vote from it.
 func (m countedChat) Chat(ctx context.Context, req judge.ChatRequest) (judge.ChatResponse, error) {
 	m.c.chat.Add(1)
-	return m.m.Chat(ctx, req)
+	resp, err := m.m.Chat(ctx, req)
+	empty := 0
+	for _, c := range resp.Choices {
+		if strings.TrimSpace(c) == "" {
+			empty++
+		}
+	}
+	if empty > 0 {
+		m.acc.count("judge/empty_content", float64(empty))
+	}
+	return resp, err
 }
 
 // accumulator sums metrics over the Env's life.

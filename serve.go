@@ -312,6 +312,11 @@ func (l *serveLoop) maybeFlush(ctx context.Context) {
 // logprobs ([vllm.ErrMaxLogprobs]) stops Process at once: every group with a hint
 // would fail. At most MaxGroups groups are collected at once; lines are written in the
 // order groups finish. n == 0 writes nothing; a negative n or a nil w is an error.
+//
+// With Config.ReportPath set, Process also writes an HTML page of the groups it wrote
+// there (package report), in the same order, token text from the policy's
+// detokenizer. A failure of the page (the file, a detokenize request) does not stop
+// the groups: Process writes them all, then returns an error that says so.
 func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 	switch {
 	case n < 0:
@@ -320,6 +325,10 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 		return errors.New("agenticopd: process: nil writer")
 	case n == 0:
 		return nil
+	}
+	rep, err := e.openReport(e.cfg.ReportPath)
+	if err != nil {
+		return err
 	}
 	enc := atropos.NewEncoder(w)
 	var (
@@ -366,6 +375,7 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 				err = enc.Encode(g.Data)
 				if err == nil {
 					written++
+					rep.add(gctx, g, e.cfg.Logger)
 					if e.cfg.OnGroup != nil {
 						e.cfg.OnGroup(g)
 					}
@@ -378,26 +388,30 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 			return nil
 		})
 	}
-	if err := eg.Wait(); err != nil {
+	err = eg.Wait()
+	repErr := rep.close()
+	switch {
+	case err != nil:
 		return err
-	}
-	if written < n {
+	case written < n:
 		return fmt.Errorf("agenticopd: process: %d of %d groups written; last failure: %w", written, n, lastErr)
+	case repErr != nil:
+		return fmt.Errorf("%w (all %d groups were written to w)", repErr, n)
 	}
 	return nil
 }
 
 // EvalSample is one line of samples.jsonl written by Evaluate.
 type EvalSample struct {
-	TaskID      string         `json:"task_id"`
-	Prompt      string         `json:"prompt"`
-	Response    string         `json:"response"`
-	Correctness float64        `json:"correctness"`
-	Reward      float64        `json:"reward"`
-	Turns       int            `json:"turns"`
-	Stop        string         `json:"stop,omitempty"`
-	Error       string         `json:"error,omitempty"`
-	Messages    []chat.Message `json:"messages,omitempty"`
+	TaskID      string         `json:"task_id"`            // the task
+	Prompt      string         `json:"prompt"`             // the task statement shown
+	Response    string         `json:"response"`           // the last assistant message
+	Correctness float64        `json:"correctness"`        // C of the verification
+	Reward      float64        `json:"reward"`             // the reward
+	Turns       int            `json:"turns"`              // policy calls used
+	Stop        string         `json:"stop,omitempty"`     // why the agent loop ended
+	Error       string         `json:"error,omitempty"`    // a failed rollout's error (then correctness 0)
+	Messages    []chat.Message `json:"messages,omitempty"` // the conversation
 }
 
 // Evaluate runs one greedy rollout (temperature 0) of each of the first EvalSize (10)

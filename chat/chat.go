@@ -21,41 +21,41 @@ const (
 // Content is a plain string; multimodal parts are out of scope. For an assistant
 // message that only calls tools, Content is "" and ToolCalls is non-empty.
 type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
+	Role       string     `json:"role"`                   // RoleSystem, RoleUser, RoleAssistant or RoleTool
+	Content    string     `json:"content"`                // the text
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`   // an assistant's tool calls
+	ToolCallID string     `json:"tool_call_id,omitempty"` // a tool message's call
+	Name       string     `json:"name,omitempty"`         // a tool message's function name
 	// ReasoningContent is the model's reasoning when a server separates it.
 	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 // ToolCall is one function call made by an assistant message.
 type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"` // always "function"
-	Function FunctionCall `json:"function"`
+	ID       string       `json:"id"`       // "call_0", …, answered by a tool message's ToolCallID
+	Type     string       `json:"type"`     // always "function"
+	Function FunctionCall `json:"function"` // what is called
 }
 
 // FunctionCall names the function and carries its arguments as a JSON string, exactly as
 // the OpenAI format does.
 type FunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
+	Name      string `json:"name"`      // the function
+	Arguments string `json:"arguments"` // a JSON object, as text
 }
 
 // Tool is a tool definition as sent in a request's "tools" list.
 type Tool struct {
-	Type     string       `json:"type"` // always "function"
-	Function ToolFunction `json:"function"`
+	Type     string       `json:"type"`     // always "function"
+	Function ToolFunction `json:"function"` // the callable function
 }
 
 // ToolFunction describes a callable function: its name, what it does, and the JSON
 // schema of its arguments.
 type ToolFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Name        string          `json:"name"`                  // the name the model calls
+	Description string          `json:"description,omitempty"` // what it does, for the model
+	Parameters  json.RawMessage `json:"parameters,omitempty"`  // JSON schema of the arguments
 }
 
 // Clone returns a deep copy of msgs, so that callers may modify the copy freely.

@@ -14,7 +14,13 @@
 //
 // The PRMVotes votes (3 by default) are asked for in one chat request with n set; when
 // a server returns fewer choices, the missing votes are asked for in separate
-// single-choice requests. Defaults: temperature 0.7, 500 output tokens.
+// single-choice requests. Defaults: temperature 0.7, no truncation, no penalty, 500
+// output tokens; every request states each of them (see package sampling), so a
+// server's --generation-config defaults never decide. Requests carry
+// chat_template_kwargs, {"enable_thinking": false} by default: a Qwen3-class judge
+// thinks otherwise, and behind a reasoning parser a judge that spent its budget
+// thinking answers with a null content. Such a choice is the vote
+// [UnparsedEmptyContent]; its reasoning is never read for a decision.
 //
 // # Parsing
 //

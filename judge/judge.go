@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/sampling"
 )
 
 // Judge decides whether the state after an assistant turn shows, in hindsight, how the
@@ -63,16 +64,28 @@ type ChatModel interface {
 	Chat(ctx context.Context, req ChatRequest) (ChatResponse, error)
 }
 
-// ChatRequest is one chat completion request.
+// ChatRequest is one chat completion request. An implementation sends every field:
+// each sampling parameter and the output bound, so that no server default decides.
 type ChatRequest struct {
-	Messages    []chat.Message
-	N           int
-	Temperature float64
-	MaxTokens   int
+	Messages []chat.Message
+	N        int
+	// Sampling is used as given (Temperature 0 is greedy; the other zero values are
+	// off, see package sampling).
+	Sampling sampling.Params
+	// MaxTokens bounds each choice's output; it is ≥ 1.
+	MaxTokens int
+	// ChatTemplateKwargs are passed to the server's chat template, for example
+	// {"enable_thinking": false}.
+	ChatTemplateKwargs map[string]any
 }
 
 // ChatResponse holds the text of each returned choice, in order. A server may return
 // fewer choices than N asked for.
 type ChatResponse struct {
+	// Choices are the contents; a null content is "".
 	Choices []string
+	// Reasoning, when not nil, is parallel to Choices: the text a server's reasoning
+	// parser split off the content ("reasoning", or "reasoning_content" on older
+	// vLLM), "" where there was none. A judge never reads a decision from it.
+	Reasoning []string
 }

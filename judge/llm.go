@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/sampling"
 )
 
 // Defaults of [LLMConfig].
@@ -33,9 +34,12 @@ type LLMConfig struct {
 	// PRMVotes is the number of judge samples per turn; 0 means 3. All votes are asked
 	// for in one chat request with n = PRMVotes.
 	PRMVotes int
-	// Temperature is the sampling temperature; 0 means 0.7. A negative value asks for
-	// greedy decoding (temperature 0), which makes every vote the same.
-	Temperature float64
+	// Sampling is sent with every request. Its Temperature 0 means 0.7 (the
+	// reference's); a negative Temperature asks for greedy decoding (temperature 0),
+	// which makes every vote the same. Its other zero values are off: no truncation, no
+	// penalty (see package sampling). The judge's output is not trained on, so any
+	// valid setting is accepted.
+	Sampling sampling.Params
 	// MaxTokens caps each vote's output; 0 means 500. A reasoning model may need more to
 	// reach its \boxed{…} decision.
 	MaxTokens int
@@ -44,6 +48,12 @@ type LLMConfig struct {
 	// MaxToolCallChars cuts the arguments of each tool call shown to the judge, as the
 	// next state is cut (see [Truncate]); 0 means 4000, negative means no cut.
 	MaxToolCallChars int
+	// ChatTemplateKwargs are sent with every request. Nil means
+	// {"enable_thinking": false}, which turns thinking off in Qwen3-style templates (a
+	// template that does not know the key ignores it): a thinking judge spends
+	// MaxTokens on reasoning and, behind a reasoning parser, answers with no content.
+	// An empty non-nil map sends {}.
+	ChatTemplateKwargs map[string]any
 	// SystemPrompt replaces the built-in system message ([SystemPrompt]) when set. It
 	// must keep the output contract that [ParseVote] reads.
 	SystemPrompt string
@@ -74,10 +84,16 @@ func NewLLM(model ChatModel, cfg LLMConfig) (*LLM, error) {
 		cfg.PRMVotes = DefaultPRMVotes
 	}
 	switch {
-	case cfg.Temperature == 0:
-		cfg.Temperature = DefaultTemperature
-	case cfg.Temperature < 0:
-		cfg.Temperature = 0
+	case cfg.Sampling.Temperature == 0:
+		cfg.Sampling.Temperature = DefaultTemperature
+	case cfg.Sampling.Temperature < 0:
+		cfg.Sampling.Temperature = 0
+	}
+	if err := cfg.Sampling.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if cfg.ChatTemplateKwargs == nil {
+		cfg.ChatTemplateKwargs = map[string]any{"enable_thinking": false}
 	}
 	if cfg.MaxTokens == 0 {
 		cfg.MaxTokens = DefaultMaxTokens
@@ -124,8 +140,8 @@ func (l *LLM) vote(ctx context.Context, msgs []chat.Message) ([]Vote, error) {
 		}
 		return votes, nil
 	}
-	for _, c := range resp.Choices[:min(n, len(resp.Choices))] {
-		votes = append(votes, ParseVote(c))
+	for i := range resp.Choices[:min(n, len(resp.Choices))] {
+		votes = append(votes, voteOf(resp, i))
 	}
 	rest := make([]Vote, n-len(votes))
 	var g errgroup.Group
@@ -141,7 +157,7 @@ func (l *LLM) vote(ctx context.Context, msgs []chat.Message) ([]Vote, error) {
 			case len(resp.Choices) == 0:
 				rest[i] = Vote{Unparsed: UnparsedMissingChoice}
 			default:
-				rest[i] = ParseVote(resp.Choices[0])
+				rest[i] = voteOf(resp, 0)
 			}
 			return nil
 		})
@@ -153,7 +169,16 @@ func (l *LLM) vote(ctx context.Context, msgs []chat.Message) ([]Vote, error) {
 }
 
 func (l *LLM) request(msgs []chat.Message, n int) ChatRequest {
-	return ChatRequest{Messages: msgs, N: n, Temperature: l.cfg.Temperature, MaxTokens: l.cfg.MaxTokens}
+	return ChatRequest{Messages: msgs, N: n, Sampling: l.cfg.Sampling.Resolved(), MaxTokens: l.cfg.MaxTokens, ChatTemplateKwargs: l.cfg.ChatTemplateKwargs}
+}
+
+// voteOf reads choice i of resp. An empty content is [UnparsedEmptyContent], whatever
+// reasoning came with it: a decision found in reasoning is a thought, not an answer.
+func voteOf(resp ChatResponse, i int) Vote {
+	if strings.TrimSpace(resp.Choices[i]) == "" {
+		return Vote{Raw: resp.Choices[i], Unparsed: UnparsedEmptyContent}
+	}
+	return ParseVote(resp.Choices[i])
 }
 
 func (l *LLM) warn(ctx context.Context, err error, votes int) {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/judge"
 	"github.com/agentic-opd/agenticopd/judge/judgetest"
+	"github.com/agentic-opd/agenticopd/sampling"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -83,7 +84,11 @@ func TestLLMOneRequestForAllVotes(t *testing.T) {
 
 	reqs := m.requests()
 	require.Len(t, reqs, 1)
-	want := judge.ChatRequest{Messages: j.Prompt(turn), N: 3, Temperature: 0.7, MaxTokens: 500}
+	want := judge.ChatRequest{
+		Messages: j.Prompt(turn), N: 3, MaxTokens: 500,
+		Sampling:           sampling.Params{Temperature: 0.7, TopP: 1, TopK: -1, RepetitionPenalty: 1},
+		ChatTemplateKwargs: map[string]any{"enable_thinking": false},
+	}
 	if diff := cmp.Diff(want, reqs[0]); diff != "" {
 		t.Errorf("request (-want +got):\n%s", diff)
 	}
@@ -224,8 +229,18 @@ func TestLLMConfig(t *testing.T) {
 		cfg  judge.LLMConfig
 		want judge.ChatRequest
 	}{
-		{"greedy", judge.LLMConfig{Temperature: -1, PRMVotes: 1, MaxTokens: 4096}, judge.ChatRequest{N: 1, Temperature: 0, MaxTokens: 4096}},
-		{"explicit", judge.LLMConfig{Temperature: 0.6, PRMVotes: 2}, judge.ChatRequest{N: 2, Temperature: 0.6, MaxTokens: 500}},
+		{
+			"greedy", judge.LLMConfig{Sampling: sampling.Params{Temperature: -1}, PRMVotes: 1, MaxTokens: 4096},
+			judge.ChatRequest{N: 1, Sampling: sampling.Neutral(0), MaxTokens: 4096, ChatTemplateKwargs: noThinking},
+		},
+		{
+			"explicit", judge.LLMConfig{Sampling: sampling.Params{Temperature: 0.6, TopK: 20, TopP: 0.95}, PRMVotes: 2},
+			judge.ChatRequest{N: 2, Sampling: sampling.Params{Temperature: 0.6, TopP: 0.95, TopK: 20, RepetitionPenalty: 1}, MaxTokens: 500, ChatTemplateKwargs: noThinking},
+		},
+		{
+			"thinking left to the template", judge.LLMConfig{ChatTemplateKwargs: map[string]any{}},
+			judge.ChatRequest{N: 3, Sampling: sampling.Neutral(0.7), MaxTokens: 500, ChatTemplateKwargs: map[string]any{}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,6 +254,34 @@ func TestLLMConfig(t *testing.T) {
 	}
 }
 
+var noThinking = map[string]any{"enable_thinking": false}
+
+// reasoningModel answers like vLLM with a reasoning parser when the model thought
+// through its whole budget: content null, the decision only in the reasoning.
+type reasoningModel struct{ content []string }
+
+func (m reasoningModel) Chat(_ context.Context, req judge.ChatRequest) (judge.ChatResponse, error) {
+	var resp judge.ChatResponse
+	for i := range req.N {
+		resp.Choices = append(resp.Choices, m.content[i%len(m.content)])
+		resp.Reasoning = append(resp.Reasoning, `The turn looks wrong, so \boxed{1} [HINT_START]Think harder about it.[HINT_END]`)
+	}
+	return resp, nil
+}
+
+func TestLLMEmptyContentIsNeverAVote(t *testing.T) {
+	j := newLLM(t, reasoningModel{content: []string{"", neg, " \n"}}, judge.LLMConfig{PRMVotes: 3, Selection: judge.LongestPositive})
+	h, err := j.Judge(context.Background(), turn)
+	require.NoError(t, err)
+	require.Empty(t, h.Text, "the reasoning's \\boxed{1} and hint are not read")
+	got := make([]string, len(h.Votes))
+	for i, v := range h.Votes {
+		got[i] = v.Unparsed
+	}
+	require.Equal(t, []string{judge.UnparsedEmptyContent, "", judge.UnparsedEmptyContent}, got)
+	require.Equal(t, -1, h.Votes[1].Score, "a choice with content is parsed as usual")
+}
+
 func TestNewLLMErrors(t *testing.T) {
 	m := &fakeModel{outputs: []string{neg}}
 	tests := []struct {
@@ -249,6 +292,8 @@ func TestNewLLMErrors(t *testing.T) {
 		{"nil model", nil, judge.LLMConfig{}},
 		{"negative votes", m, judge.LLMConfig{PRMVotes: -1}},
 		{"negative max tokens", m, judge.LLMConfig{MaxTokens: -5}},
+		{"top_p above 1", m, judge.LLMConfig{Sampling: sampling.Params{TopP: 1.5}}},
+		{"negative repetition penalty", m, judge.LLMConfig{Sampling: sampling.Params{RepetitionPenalty: -1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

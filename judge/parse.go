@@ -19,6 +19,11 @@ const (
 	// UnparsedMissingChoice: the server answered with fewer choices than asked for, even
 	// after separate requests.
 	UnparsedMissingChoice = "missing_choice"
+	// UnparsedEmptyContent: the choice's content was null or empty. A reasoning model
+	// whose server runs a reasoning parser answers so when it spent max_tokens on
+	// thinking (or thought without a closing tag); its reasoning is never read as a
+	// vote. Turn thinking off with LLMConfig.ChatTemplateKwargs or raise MaxTokens.
+	UnparsedEmptyContent = "empty_content"
 )
 
 // Markers of the LLM judge's output contract.

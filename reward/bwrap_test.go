@@ -2,7 +2,6 @@ package reward_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,68 +12,51 @@ import (
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
-// bwrapSandboxes returns a factory of bubblewrap sandboxes, the library's default.
-func bwrapSandboxes(t *testing.T) func(t *testing.T) rollout.Sandbox {
-	f, err := sandbox.New(context.Background(), sandbox.Config{})
-	require.NoError(t, err, "bubblewrap and /usr/bin/python3 are required (.ci/run installs them)")
-	return func(t *testing.T) rollout.Sandbox {
-		sb, err := f.NewSandbox(context.Background())
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, sb.Close()) })
-		return sb
-	}
-}
-
-func TestVerifyBuiltinTasksInBubblewrap(t *testing.T) {
-	runBuiltinVerification(t, bwrapSandboxes(t))
-}
-
-func TestVerifyEarlyExitDoesNotPassInBubblewrap(t *testing.T) {
-	runEarlyExitChecks(t, bwrapSandboxes(t))
-}
-
 func TestVerifyInBubblewrapWithAReadOnlyWorkspace(t *testing.T) {
-	// The agent may leave its workspace directory read-only for the sandboxed code.
-	// The runner must still be able to report that the tests ran to their end.
-	sb := bwrapSandboxes(t)(t)
+	// The agent may leave its workspace directory read-only for the sandboxed code;
+	// the solution process only reads it.
+	f := bwrapSandboxes(t)
+	sb, err := f.NewSandbox(context.Background())
+	require.NoError(t, err)
+	defer sb.Close()
 	task := tasks.Builtin()[0]
 	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
 	res, err := sb.Run(context.Background(), rollout.Command{Shell: "chmod 555 . && ! touch probe 2>/dev/null"})
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode, "the workspace is read-only inside: %s", res.Stderr)
-	v, err := reward.Verify(context.Background(), sb, task, reward.VerifyOptions{})
-	if os.Geteuid() != 0 {
-		// A non-root host cannot write the tests into a directory without write
-		// permission either: that is a sandbox error, not a score.
-		require.Error(t, err)
-		require.Equal(t, reward.RuleSandboxError, v.Rule)
-		return
-	}
+	v, err := reward.Verify(context.Background(), sb, f, task, reward.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, v.Completed, v.Output)
 	require.Equal(t, reward.RulePassed, v.Rule, v.Output)
 }
 
 func TestVerifyInBubblewrapIsConfined(t *testing.T) {
-	newSandbox := bwrapSandboxes(t)
-	task := tasks.Task{ID: "net", TestCode: "import socket\n" +
+	probe := "import socket\n" +
 		"s = socket.socket()\n" +
 		"s.settimeout(1)\n" +
 		"try:\n    s.connect(('1.1.1.1', 53))\n    print('network reachable')\n" +
-		"except OSError as e:\n    print('no network:', e)\n" +
-		"print('All tests passed!')\n"}
-	v, err := reward.Verify(context.Background(), newSandbox(t), task, reward.VerifyOptions{})
-	require.NoError(t, err)
+		"except OSError as e:\n    print('no network:', e)\n"
+	task := tasks.Task{ID: "net", TestCode: probe + "from solution import f\nassert f() == 1\nprint('All tests passed!')\n"}
+	v := verifyWork(t, bwrapSandboxes(t), task, agentWork{"solution.py": probe + "def f():\n    return 1\n"})
 	require.False(t, v.Unconfined)
 	require.Equal(t, reward.RulePassed, v.Rule, v.Output)
-	require.Contains(t, v.Output, "no network:")
+	require.Contains(t, v.Output, "no network:", "the test side")
+	require.Contains(t, v.SolutionOutput, "no network:", "the solution side")
 }
 
 func TestVerifyInBubblewrapReportsSandboxTruncation(t *testing.T) {
-	newSandbox := bwrapSandboxes(t)
 	task := tasks.Task{ID: "loud", TestCode: "import sys\nsys.stdout.write('x' * (1 << 20))\nprint('All tests passed!')\n"}
-	v, err := reward.Verify(context.Background(), newSandbox(t), task, reward.VerifyOptions{})
-	require.NoError(t, err)
+	v := verifyWork(t, bwrapSandboxes(t), task, nil)
 	require.True(t, v.OutputTruncated)
 	require.Equal(t, 0, v.ExitCode)
+}
+
+func TestVerifyWithTheUnconfinedSandbox(t *testing.T) {
+	f, err := sandbox.New(context.Background(), sandbox.Config{Unconfined: true})
+	require.NoError(t, err)
+	task := tasks.Builtin()[5]
+	v := verifyWork(t, f, task, agentWork{"solution.py": task.ReferenceSolution})
+	require.Equal(t, reward.RulePassed, v.Rule, "%s\n%s", v.Reason, v.Output)
+	require.True(t, v.Unconfined, "the verification says the sandboxes isolated nothing")
+	requireFails(t, verifyWork(t, f, task, agentWork{"solution.py": stubFor(task)}))
 }

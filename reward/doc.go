@@ -1,23 +1,123 @@
 // Package reward scores a finished rollout.
 //
-// Scoring has two steps. [Verify] runs the task's canonical tests in the rollout's
-// sandbox after the agent has stopped and maps the run to a correctness value with the
-// table of the Hermes agentic OPD environment:
+// Scoring has two steps. [Verify] checks the solution the agent left in its sandbox
+// against the task's tests, after the agent has stopped, and maps the outcome to a
+// correctness value with the table of the Hermes agentic OPD environment:
 //
-//	exit code 0 and "passed" in the output            1.0
-//	exit code 0                                        0.8
-//	"assert" and "error" in the output                 0.2
-//	anything else (crash, syntax error, timeout, …)    0.1
-//	the sandbox itself failed                          0.0
+//	the tests ran to their end, exit code 0 and "passed" in their output   1.0
+//	the tests ran to their end, exit code 0                                  0.8
+//	"assert" and "error" in the output (a failed assertion)                   0.2
+//	anything else (crash, syntax error, timeout, …)                           0.1
+//	a sandbox itself failed                                                   0.0
 //
-// (the output is matched in lower case). Unlike the original, which ran the
-// test_solution.py the agent wrote, the verifier writes the task's own test code to a
-// fresh, randomly named file and runs that: what the agent wrote as tests never decides
-// the reward. An exit code 0 counts only when the test script ran to its end, which the
-// test process proves with a random token it writes last; code the tests imported that
-// ends the process early with status 0 (solution.py calling os._exit(0) or sys.exit(0)
-// after printing "passed") gets 0.1 ([RuleIncomplete]). See [Verify] for what this does
-// and does not stop.
+// (the output is matched in lower case; [Correctness] is the bare table). The
+// [Verification] records which row applied ([Rule]) and why ([Verification.Reason]).
+// Rows added to the original's table keep its values: [RuleIncomplete] (exit 0 before
+// the tests ran to their end) and [RuleSolutionFault] (the solution broke the
+// conversation) give 0.1 like any crash, [RuleWrongOutput] (an input/output case
+// failed) gives 0.2 like a failed assertion.
+//
+// # Why the tests and the solution never share a process
+//
+// The reward is what the student learns from, and a policy under RL pressure finds
+// every way to earn it without solving the task. Run in one interpreter, the agent's
+// code can return values that compare equal to anything, walk frames or the garbage
+// collector to whatever decides completion, forge the file names of code objects,
+// and read the expected values from the test file or the caller's constants. Patching
+// each trick does not end this; [Verify] removes the shared process instead:
+//
+//   - The test code (Task.TestCode, then Task.HiddenTests) runs in a fresh sandbox
+//     made by the factory passed to Verify, the same one the rollout came from. That
+//     sandbox holds only the test scripts; it never holds the agent's files, and the
+//     rollout's sandbox never holds the tests: they are not in its workspace, argv or
+//     environment, and with the bubblewrap sandbox it cannot see the test process in
+//     /proc either (separate pid and mount namespaces; one sandbox per process is
+//     needed for that, since the same uid in the same pid namespace could read the
+//     other's memory).
+//   - In the test process, "import solution" gives a proxy module. Every attribute
+//     read, call and operation on it, or on an object it returned, is a request that
+//     the verifier relays, one at a time, to a second process started in the
+//     rollout's sandbox, which imports solution.py and answers.
+//   - Arguments and results cross as plain data only: None, bool, int, float, str,
+//     bytes, and tuple, list, dict, set and frozenset of those, nested at most
+//     [MaxDepth] deep. The encoder checks exact types (type(x) is int, not
+//     isinstance), so a subclass of int, str or list with rigged comparison or hashing
+//     is not plain data. The test side decodes strictly (canonical forms only,
+//     rebuilding every value from builtin types), so nothing the solution process
+//     does to its own interpreter can change a comparison made on the test side.
+//   - Any other object comes back as an opaque handle. Attribute reads, method calls,
+//     and len, bool, str, repr, iter, next, indexing and "in" on it are forwarded; it
+//     compares equal only to itself and hashes by identity; ordering and arithmetic
+//     are not forwarded (TypeError), and introspection (isinstance, inspect) sees the
+//     proxy. Callables cannot be passed to the solution (a TypeError names what can). This keeps LeetCode-style tests working:
+//     Solution().twoSum(…) == [0, 1], s = Stack(); s.push(1); assert s.pop() == 1.
+//   - Exceptions cross as the nearest builtin exception type and their arguments, and
+//     are raised again on the test side as that type, so try/except ValueError works
+//     (a subclass of ValueError arrives as ValueError). StopIteration ends an
+//     iteration only when next() raised it; from any other call it arrives as
+//     RuntimeError, so it cannot cut short a map() or filter() the tests iterate over.
+//     SystemExit, KeyboardInterrupt and other non-Exception exceptions end the
+//     solution process: a fault.
+//   - The verdict comes from the test process's own channel: it says "done" when
+//     every script ran to its end, on the stdout it had before the tests started
+//     (their prints go to stderr), and only its exit code and output are matched
+//     against the table. The solution's prints are kept apart
+//     ([Verification.SolutionOutput]) and never count.
+//   - The relay in Go checks every reply of the solution process before passing it on:
+//     one JSON line of at most [MaxMessage] bytes, exactly the keys "id" (the request's)
+//     and "ok" (a value) or "exc" (an exception), values in canonical form. A message
+//     that fails a check, one nobody asked for, or the end of the solution process
+//     while the tests wait for it is a fault ([RuleSolutionFault], 0.1, whatever the
+//     tests print): the test process is told and stops at once. A solution that never
+//     answers runs into the timeout (0.1).
+//
+// The cost is a second sandbox and a second interpreter per verification, started in
+// parallel, and one round trip per call. BenchmarkVerify (unconfined test sandbox) and
+// BenchmarkVerifyBubblewrap measure a built-in task, visible and hidden tests. On 2
+// shared cores under load (load average about 4), run alternately with the code that
+// ran the tests inside the solution's process, the medians of five runs of 40
+// verifications were 44 ms against 42 ms (unconfined) and 49 ms against 53 ms
+// (bubblewrap) of wall time, and 45 ms against 35 ms of child CPU time (unconfined;
+// the CPU time of sandboxed processes is not visible to the benchmark); at load
+// average 11, 72 ms against 55 ms, 125 ms against 104 ms, and 40 ms against 33 ms. A call from
+// the tests to the solution is a round trip through four pipes: BenchmarkVerifyCalls
+// measured about 0.44 ms per call in bubblewrap at load average 11 (0.17 ms
+// unconfined at load average 8), so tests that make tens of thousands of calls
+// need seconds for them, within the default timeout of 30 s. The harness
+// uses the json module's C scanner directly, since importing the json package costs
+// about 10 ms of start-up per interpreter.
+//
+// # Sandboxes
+//
+// Both sandboxes must implement [rollout.Starter], which the bubblewrap and the
+// unconfined sandbox of package rollout/sandbox do. [Verify] never falls back to
+// running the tests in the solution's process: a sandbox without Start gives an error
+// wrapping [ErrNoStarter] and correctness 0 ([RuleSandboxError]), and the Env counts
+// the rollout as failed instead of training on it. A wrapper around a sandbox must
+// forward Start. Each side's harness says hello on its channel before any code of the
+// tests or the solution runs; a side that never did (a missing or broken interpreter)
+// is an error too, never a score. With an unconfined sandbox the two processes are separate but not
+// isolated from each other (same host, same uid); [Verification.Unconfined] says so.
+//
+// # Hidden tests and input/output cases
+//
+// Task.HiddenTests runs after Task.TestCode in the same test process; correctness is
+// computed over both, so a solution that hard-codes the answers shown in the prompt
+// fails. Task.Cases are input/output cases: solution.py is run as a program in the
+// rollout's sandbox once per case with the input on its stdin, and its stdout is
+// compared in Go with the expected output ([SameOutput]: white space at line ends,
+// "\r" and trailing empty lines ignored); the expected outputs never enter a sandbox.
+// The cases stop at the first failure. A task with both runs the tests first.
+//
+// # What this does not stop
+//
+// A solution that really computes the answers for the inputs the tests use passes,
+// whether or not it solves the task in general; hidden tests with other inputs are
+// the defence, and only as good as their coverage. A solution may answer from a
+// table indexed by the order of calls. Test code is trusted: what it asserts is what
+// is checked, and a test that prints "passed" without asserting passes anything.
+//
+// # The reward
 //
 // A [Reward] then combines the verification with the trajectory. [Default] is the
 // original's 0.7·C + 0.15·E + 0.15·U, clamped to [0, 1], where E ([Efficiency]) rewards

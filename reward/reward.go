@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/agentic-opd/agenticopd/chat"
 )
@@ -133,7 +134,9 @@ const (
 )
 
 // ToolUsage is U, from the set of function names called by the assistant messages of
-// msgs (unknown names included, as in the original):
+// msgs (unknown names included, as in the original). A tool call counts only when it
+// names a tool, as in the original: an unparsable <tool_call> block, recorded with an
+// empty (or blank) name, is not a tool use.
 //
 //	terminal and (write_file or patch)   1.0
 //	terminal                             0.6
@@ -146,6 +149,9 @@ func ToolUsage(msgs []chat.Message) float64 {
 			continue
 		}
 		for _, tc := range m.ToolCalls {
+			if strings.TrimSpace(tc.Function.Name) == "" {
+				continue
+			}
 			called = true
 			switch tc.Function.Name {
 			case ToolTerminal:

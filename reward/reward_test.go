@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/rollout"
 )
 
 func TestEfficiency(t *testing.T) {
@@ -54,6 +55,15 @@ func calls(names ...string) chat.Message {
 	return m
 }
 
+// parsedCalls is the assistant message the Hermes parser makes of a generated text.
+func parsedCalls(text string) chat.Message {
+	m := chat.Message{Role: chat.RoleAssistant}
+	for _, c := range (rollout.Hermes{}).Parse(text).Calls {
+		m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: "c", Type: "function", Function: chat.FunctionCall{Name: c.Name, Arguments: "{}"}})
+	}
+	return m
+}
+
 func TestToolUsage(t *testing.T) {
 	tests := []struct {
 		name string
@@ -68,6 +78,10 @@ func TestToolUsage(t *testing.T) {
 		{name: "unknown tool", msgs: []chat.Message{calls("browser")}, want: 0.3},
 		{name: "no tool calls", msgs: []chat.Message{{Role: chat.RoleAssistant, Content: "done"}}, want: 0},
 		{name: "empty", want: 0},
+		{name: "an unparsable tool call names no tool", msgs: []chat.Message{calls("")}, want: 0},
+		{name: "a blank name is no tool either", msgs: []chat.Message{calls(" \t")}, want: 0},
+		{name: "an unparsable call beside a real one", msgs: []chat.Message{calls("", "terminal")}, want: 0.6},
+		{name: "the parser's output for a broken block", msgs: []chat.Message{parsedCalls("<tool_call>\n{not json\n</tool_call>")}, want: 0},
 		{name: "tool calls outside assistant messages are ignored", msgs: []chat.Message{
 			{Role: chat.RoleUser, ToolCalls: calls("terminal").ToolCalls},
 		}, want: 0},

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,3 +113,103 @@ func (s *dirSandbox) WriteFile(name string, data []byte) error {
 func (s *dirSandbox) FS() fs.FS { return os.DirFS(s.dir) }
 
 func (s *dirSandbox) Close() error { return nil }
+
+// dirFactory makes dirSandboxes.
+type dirFactory struct{ t testing.TB }
+
+func (f dirFactory) NewSandbox(context.Context) (rollout.Sandbox, error) {
+	return &dirSandbox{dir: f.t.TempDir()}, nil
+}
+
+var _ rollout.Starter = (*dirSandbox)(nil)
+
+// Start implements rollout.Starter: the command runs in its own process group, which
+// is killed on timeout, on Kill and when ctx ends.
+func (s *dirSandbox) Start(ctx context.Context, c rollout.Command) (rollout.Process, error) {
+	if s.failRun != nil {
+		return nil, s.failRun
+	}
+	if c.Stdin != nil {
+		return nil, errors.New("Stdin is streamed")
+	}
+	argv := c.Argv
+	if argv[0] == "python3" {
+		argv = append([]string{"/usr/bin/python3"}, argv[1:]...)
+	}
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = filepath.Join(s.dir, c.Dir)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = w
+	p := &dirProcess{ctx: ctx, cmd: cmd, stdin: stdin, stdout: r, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	p.start = time.Now()
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	go func() {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			p.timedOut.Store(true)
+			p.Kill()
+		case <-ctx.Done():
+			p.Kill()
+		case <-p.done:
+		}
+	}()
+	return p, nil
+}
+
+type dirProcess struct {
+	ctx      context.Context
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	stdout   *os.File
+	stderr   *bytes.Buffer
+	start    time.Time
+	done     chan struct{}
+	timedOut atomic.Bool
+}
+
+func (p *dirProcess) Stdin() io.WriteCloser { return p.stdin }
+func (p *dirProcess) Stdout() io.Reader     { return p.stdout }
+func (p *dirProcess) Kill()                 { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
+
+func (p *dirProcess) Wait() (rollout.CommandResult, error) {
+	err := p.cmd.Wait()
+	close(p.done)
+	p.stdout.Close()
+	res := rollout.CommandResult{Stderr: p.stderr.Bytes(), Duration: time.Since(p.start), Unconfined: true}
+	var ee *exec.ExitError
+	switch {
+	case p.ctx.Err() != nil:
+		return res, p.ctx.Err()
+	case p.timedOut.Load():
+		res.ExitCode, res.TimedOut = 124, true
+	case errors.As(err, &ee):
+		res.ExitCode = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.ExitCode = 128 + int(ws.Signal())
+		}
+	case err != nil:
+		return res, err
+	}
+	return res, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -22,228 +23,196 @@ const fakePassingTest = "print('All tests passed!')\n"
 // agentWork is what an agent left in the workspace: file name → content.
 type agentWork map[string]string
 
-// verifyWork writes the agent's files into a fresh sandbox and verifies the task there.
-func verifyWork(t *testing.T, newSandbox func(t *testing.T) rollout.Sandbox, task tasks.Task, work agentWork) reward.Verification {
+// verifyWork writes the agent's files into a fresh sandbox of f and verifies the task
+// there, the tests in another sandbox of f.
+func verifyWork(t *testing.T, f rollout.SandboxFactory, task tasks.Task, work agentWork) reward.Verification {
 	t.Helper()
-	sb := newSandbox(t)
+	return verifyWorkWith(t, f, task, work, reward.VerifyOptions{})
+}
+
+func verifyWorkWith(t *testing.T, f rollout.SandboxFactory, task tasks.Task, work agentWork, opts reward.VerifyOptions) reward.Verification {
+	t.Helper()
+	sb, err := f.NewSandbox(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Close() })
 	for name, content := range work {
 		require.NoError(t, sb.WriteFile(name, []byte(content)))
 	}
-	v, err := reward.Verify(context.Background(), sb, task, reward.VerifyOptions{})
+	v, err := reward.Verify(context.Background(), sb, f, task, opts)
 	require.NoError(t, err)
+	require.Equal(t, v.Correctness >= 0.8, v.Passed())
 	return v
 }
 
-func dirSandboxFactory(t *testing.T) rollout.Sandbox { return newDirSandbox(t) }
+// requireFails checks that a wrong solution scores at most 0.2.
+func requireFails(t *testing.T, v reward.Verification) {
+	t.Helper()
+	require.LessOrEqual(t, v.Correctness, 0.2, "rule %s (%s)\ntests:\n%s\nsolution:\n%s", v.Rule, v.Reason, v.Output, v.SolutionOutput)
+	require.False(t, v.Passed())
+}
+
+// functionName is the function a built-in task's tests import.
+func functionName(task tasks.Task) string {
+	return strings.TrimPrefix(strings.SplitN(task.TestCode, "\n", 2)[0], "from solution import ")
+}
 
 // stubFor returns a wrong solution: the task's function, returning a value no test
 // expects.
 func stubFor(task tasks.Task) string {
-	name := strings.TrimPrefix(strings.SplitN(task.TestCode, "\n", 2)[0], "from solution import ")
-	return "def " + name + "(*args, **kwargs):\n    return [[]]\n"
+	return "def " + functionName(task) + "(*args, **kwargs):\n    return [[]]\n"
 }
 
-// runBuiltinVerification is the "done when" check of every built-in task, run against
-// the given sandbox.
-func runBuiltinVerification(t *testing.T, newSandbox func(t *testing.T) rollout.Sandbox) {
-	for _, task := range tasks.Builtin() {
-		t.Run(task.ID, func(t *testing.T) {
-			t.Parallel()
-			t.Run("reference solution passes", func(t *testing.T) {
-				v := verifyWork(t, newSandbox, task, agentWork{"solution.py": task.ReferenceSolution})
-				require.Equal(t, reward.RulePassed, v.Rule, v.Output)
-				require.Equal(t, 1.0, v.Correctness)
-				require.Equal(t, 0, v.ExitCode)
-				require.Contains(t, v.Output, "All tests passed!")
-				require.True(t, v.Completed)
-				require.True(t, v.Passed())
-			})
-			t.Run("wrong solution fails", func(t *testing.T) {
-				v := verifyWork(t, newSandbox, task, agentWork{"solution.py": stubFor(task)})
-				require.Equal(t, reward.RuleAssertion, v.Rule, v.Output)
-				require.Equal(t, 0.2, v.Correctness)
-				require.False(t, v.Passed())
-			})
-			t.Run("fake passing test file fails", func(t *testing.T) {
-				v := verifyWork(t, newSandbox, task, agentWork{
-					"test_solution.py":        fakePassingTest,
-					"test_" + task.ID + ".py": fakePassingTest,
-				})
-				require.Equal(t, reward.RuleFailed, v.Rule, v.Output)
-				require.Equal(t, 0.1, v.Correctness)
-				require.Contains(t, v.Output, "No module named 'solution'")
-			})
-			t.Run("fake passing test file with a wrong solution fails", func(t *testing.T) {
-				v := verifyWork(t, newSandbox, task, agentWork{
-					"test_solution.py": fakePassingTest,
-					"solution.py":      stubFor(task),
-				})
-				require.Equal(t, reward.RuleAssertion, v.Rule, v.Output)
-				require.False(t, v.Passed())
-			})
-		})
-	}
+// hardCoded returns a solution that answers the calls of the visible tests with the
+// reference solution's answers, looked up by their arguments, and None otherwise: what
+// a policy that copies the expected values from the prompt writes.
+func hardCoded(t *testing.T, task tasks.Task) string {
+	t.Helper()
+	name := functionName(task)
+	gen := fmt.Sprintf(`import ast, copy
+ns = {}
+exec(%q, ns)
+f = ns[%q]
+table = {}
+for node in ast.walk(ast.parse(%q)):
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == %q:
+        args = tuple(ast.literal_eval(a) for a in node.args)
+        table[repr(args)] = f(*copy.deepcopy(args))
+print("_T = %%r\ndef %s(*a):\n    return _T.get(repr(a))" %% (table,))
+`, task.ReferenceSolution, name, task.TestCode, name, name)
+	out, err := exec.Command("/usr/bin/python3", "-c", gen).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return string(out)
 }
 
 func TestVerifyBuiltinTasks(t *testing.T) {
-	runBuiltinVerification(t, dirSandboxFactory)
+	forEachFactory(t, func(t *testing.T, f rollout.SandboxFactory) {
+		for _, task := range tasks.Builtin() {
+			t.Run(task.ID, func(t *testing.T) {
+				t.Parallel()
+				t.Run("reference solution passes", func(t *testing.T) {
+					v := verifyWork(t, f, task, agentWork{"solution.py": task.ReferenceSolution})
+					require.Equal(t, reward.RulePassed, v.Rule, "%s\n%s", v.Reason, v.Output)
+					require.Equal(t, 1.0, v.Correctness)
+					require.Equal(t, 0, v.ExitCode)
+					require.Contains(t, v.Output, "All tests passed!")
+					require.True(t, v.Completed)
+					require.Greater(t, v.Calls, 5, "the visible and the hidden tests called the solution")
+				})
+				t.Run("wrong solution fails", func(t *testing.T) {
+					v := verifyWork(t, f, task, agentWork{"solution.py": stubFor(task)})
+					require.Equal(t, reward.RuleAssertion, v.Rule, v.Output)
+					require.Equal(t, 0.2, v.Correctness)
+				})
+				t.Run("answers hard-coded from the prompt fail the hidden tests", func(t *testing.T) {
+					fake := hardCoded(t, task)
+					visible := task
+					visible.HiddenTests = ""
+					v := verifyWork(t, f, visible, agentWork{"solution.py": fake})
+					require.Equal(t, reward.RulePassed, v.Rule, "the fake passes the visible tests alone: %s\n%s", fake, v.Output)
+					requireFails(t, verifyWork(t, f, task, agentWork{"solution.py": fake}))
+				})
+				t.Run("fake passing test file fails", func(t *testing.T) {
+					v := verifyWork(t, f, task, agentWork{
+						"test_solution.py":        fakePassingTest,
+						"test_" + task.ID + ".py": fakePassingTest,
+					})
+					require.Equal(t, reward.RuleFailed, v.Rule, v.Output)
+					require.Equal(t, 0.1, v.Correctness)
+					require.Contains(t, v.Output, "ModuleNotFoundError: No module named 'solution'")
+				})
+				t.Run("fake passing test file with a wrong solution fails", func(t *testing.T) {
+					requireFails(t, verifyWork(t, f, task, agentWork{
+						"test_solution.py": fakePassingTest,
+						"solution.py":      stubFor(task),
+					}))
+				})
+			})
+		}
+	})
 }
 
-// runEarlyExitChecks checks that code imported by the tests cannot end the test process
-// with status 0 before the tests ran, while test scripts that exit on their own still
-// count.
-func runEarlyExitChecks(t *testing.T, newSandbox func(t *testing.T) rollout.Sandbox) {
-	fizzbuzz := tasks.Builtin()[0]
-	hacks := []struct {
-		name     string
-		solution string
-	}{
-		{name: "print passed and os._exit(0) on import", solution: "print('All tests passed!', flush=True)\nimport os\nos._exit(0)\n"},
-		{name: "print passed and sys.exit(0) on import", solution: "print('All tests passed!')\nimport sys\nsys.exit(0)\n"},
-		{name: "sys.exit(0) on import", solution: "import sys\nsys.exit(0)\n"},
-		{name: "exit() builtin on import", solution: "print('All tests passed!')\nexit(0)\n"},
-		{name: "SystemExit from the function under test", solution: "def fizzbuzz(n):\n    print('All tests passed!')\n    raise SystemExit\n"},
-		{name: "unittest.main from the solution", solution: "import unittest\ndef fizzbuzz(n):\n    print('All tests passed!')\n    unittest.main(argv=['x'])\n"},
-		{name: "wrong solution forcing status 0 at exit", solution: "import atexit, os\natexit.register(lambda: os._exit(0))\n" + stubFor(fizzbuzz)},
-	}
-	for _, h := range hacks {
-		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
-			v := verifyWork(t, newSandbox, fizzbuzz, agentWork{"solution.py": h.solution})
-			require.Equal(t, 0, v.ExitCode, v.Output)
-			require.False(t, v.Completed)
-			require.Equal(t, reward.RuleIncomplete, v.Rule, v.Output)
-			require.Equal(t, 0.1, v.Correctness)
-			require.False(t, v.Passed())
-		})
-	}
+func TestVerifyTestsNeverEnterTheWorkspace(t *testing.T) {
+	f := bwrapSandboxes(t)
+	task := tasks.Builtin()[2]
+	sb, err := f.NewSandbox(context.Background())
+	require.NoError(t, err)
+	defer sb.Close()
+	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
+	v, err := reward.Verify(context.Background(), sb, f, task, reward.VerifyOptions{})
+	require.NoError(t, err)
+	require.Equal(t, reward.RulePassed, v.Rule, v.Output)
+	var files []string
+	require.NoError(t, fs.WalkDir(sb.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	}))
+	require.Equal(t, []string{"solution.py"}, files, "the verifier left nothing in the rollout's workspace")
+}
 
-	legit := []struct {
-		name  string
-		tests string
-		exit  int
-		rule  reward.Rule
+func TestVerifyScripts(t *testing.T) {
+	solution := agentWork{"solution.py": "def f():\n    return 1\n"}
+	tests := []struct {
+		name     string
+		tests    string
+		hidden   string
+		work     agentWork
+		opts     reward.VerifyOptions
+		rule     reward.Rule
+		exit     int
+		timedOut bool
 	}{
+		{name: "exit 0 without passed", tests: "from solution import f\nassert f() == 1\nprint('ok')\n", rule: reward.RuleExitZero},
+		{name: "passed in upper case", tests: "print('ALL TESTS PASSED')\n", rule: reward.RulePassed},
+		{name: "passed but non-zero exit", tests: "print('passed')\nraise SystemExit(3)\n", rule: reward.RuleFailed, exit: 3},
+		{name: "syntax error in the solution", tests: "from solution import f\n", work: agentWork{"solution.py": "def f(:\n"},
+			rule: reward.RuleFailed, exit: 1},
+		{name: "name error", tests: "from solution import f\nf()\nprint('passed')\n", work: agentWork{"solution.py": "def f():\n    return g()\n"},
+			rule: reward.RuleFailed, exit: 1},
+		{name: "missing function", tests: "from solution import g\nprint('passed')\n", rule: reward.RuleFailed, exit: 1},
+		{name: "assertion error", tests: "assert 1 == 2\n", rule: reward.RuleAssertion, exit: 1},
 		{name: "script ends with sys.exit(0)", tests: "import sys\nfrom solution import f\nassert f() == 1\nprint('All tests passed!')\nsys.exit(0)\n", rule: reward.RulePassed},
 		{name: "script ends with exit()", tests: "from solution import f\nassert f() == 1\nprint('All tests passed!')\nexit()\n", rule: reward.RulePassed},
 		{name: "sys.exit(0) from a function of the script", tests: "import sys\nfrom solution import f\ndef main():\n    assert f() == 1\n    sys.exit(0)\nmain()\n", rule: reward.RuleExitZero},
 		{name: "unittest.main passing", tests: "import unittest\nfrom solution import f\nclass T(unittest.TestCase):\n    def test_f(self):\n        self.assertEqual(f(), 1)\nunittest.main()\n", rule: reward.RuleExitZero},
 		{name: "unittest.main failing", tests: "import unittest\nfrom solution import f\nclass T(unittest.TestCase):\n    def test_f(self):\n        self.assertEqual(f(), 2)\nunittest.main()\n", exit: 1, rule: reward.RuleAssertion},
+		{name: "import solution, then attributes", tests: "import solution\nassert solution.f() == 1\nprint('passed')\n", rule: reward.RulePassed},
+		{name: "from solution import star", tests: "from solution import *\nassert f() == 1\nprint('passed')\n", rule: reward.RulePassed},
+		{name: "the test process's own os._exit(0)", tests: "import os\nprint('passed', flush=True)\nos._exit(0)\n", rule: reward.RuleIncomplete},
 		{name: "script changes directory", tests: "import os\nfrom solution import f\nos.chdir('/')\nassert f() == 1\nprint('All tests passed!')\n", rule: reward.RulePassed},
-		{name: "the token is not on the tests' stdin", tests: "import sys\nassert sys.stdin.read() == ''\nprint('All tests passed!')\n", rule: reward.RulePassed},
-	}
-	for _, tc := range legit {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			v := verifyWork(t, newSandbox, tasks.Task{ID: "t", TestCode: tc.tests}, agentWork{"solution.py": "def f():\n    return 1\n"})
-			require.Equal(t, tc.exit, v.ExitCode, v.Output)
-			require.Equal(t, tc.exit == 0, v.Completed, v.Output)
-			require.Equal(t, tc.rule, v.Rule, v.Output)
-		})
-	}
-}
-
-func TestVerifyEarlyExitDoesNotPass(t *testing.T) {
-	runEarlyExitChecks(t, dirSandboxFactory)
-}
-
-func TestVerifyIgnoresAPlantedCompletionFile(t *testing.T) {
-	// Whatever the agent wrote under names like the verifier's, the token is fresh.
-	task := tasks.Builtin()[0]
-	work := agentWork{"solution.py": "import sys\nsys.exit(0)\n"}
-	for i := range 4 {
-		work[fmt.Sprintf("_verify_%024x.ok", i)] = strings.Repeat("0", 32)
-	}
-	v := verifyWork(t, dirSandboxFactory, task, work)
-	require.Equal(t, reward.RuleIncomplete, v.Rule)
-}
-
-func TestVerifyTestFileNameIsFresh(t *testing.T) {
-	task := tasks.Builtin()[0]
-	sb := newDirSandbox(t)
-	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
-	seen := map[string]bool{}
-	for range 3 {
-		v, err := reward.Verify(context.Background(), sb, task, reward.VerifyOptions{})
-		require.NoError(t, err)
-		require.Regexp(t, `^_verify_[0-9a-f]{24}\.py$`, v.TestFile)
-		require.False(t, seen[v.TestFile], "name %s reused", v.TestFile)
-		seen[v.TestFile] = true
-		data, err := sb.ReadFile(v.TestFile)
-		require.NoError(t, err)
-		require.Equal(t, task.TestCode, string(data), "the canonical tests are written verbatim")
-	}
-}
-
-func TestVerifyWorkspaceCannotShadowTheStandardLibrary(t *testing.T) {
-	// Without isolated mode, python3 puts the working directory first on the module
-	// path, and a planted json.py would decide the result of tests that import json.
-	task := tasks.Task{ID: "j", TestCode: "import json\nfrom solution import f\nassert f() == 1\nprint('All tests passed!')\n"}
-	hijack := "import sys\nprint('All tests passed!')\nsys.exit(0)\n"
-	v := verifyWork(t, dirSandboxFactory, task, agentWork{
-		"json.py":          hijack,
-		"sitecustomize.py": hijack,
-		"solution.py":      "def f():\n    return 2\n",
-	})
-	require.Equal(t, reward.RuleAssertion, v.Rule, v.Output)
-
-	// A planted unittest.py must not replace the real one for unittest-based tests.
-	task = tasks.Task{ID: "u", TestCode: "import unittest\nfrom solution import f\n" +
-		"class T(unittest.TestCase):\n    def test_f(self):\n        self.assertEqual(f(), 1)\n" +
-		"unittest.main()\n"}
-	fake := "import sys\nclass TestCase: pass\ndef main():\n    print('All tests passed!')\n    sys.exit(0)\n"
-	v = verifyWork(t, dirSandboxFactory, task, agentWork{
-		"unittest.py": fake,
-		"solution.py": "def f():\n    return 2\n",
-	})
-	require.Equal(t, 1, v.ExitCode, v.Output)
-	require.Equal(t, reward.RuleAssertion, v.Rule, v.Output)
-}
-
-func TestVerifyCorrectnessFromTheRun(t *testing.T) {
-	tests := []struct {
-		name     string
-		tests    string
-		solution string
-		opts     reward.VerifyOptions
-		rule     reward.Rule
-		c        float64
-		timedOut bool
-	}{
-		{name: "exit 0 without passed", tests: "from solution import f\nassert f() == 1\nprint('ok')\n",
-			solution: "def f():\n    return 1\n", rule: reward.RuleExitZero, c: 0.8},
-		{name: "passed in upper case", tests: "print('ALL TESTS PASSED')\n", rule: reward.RulePassed, c: 1},
-		{name: "passed but non-zero exit", tests: "print('passed')\nraise SystemExit(3)\n", rule: reward.RuleFailed, c: 0.1},
-		{name: "syntax error in the solution", tests: "from solution import f\n", solution: "def f(:\n", rule: reward.RuleFailed, c: 0.1},
-		{name: "name error", tests: "from solution import f\nf()\n", solution: "def f():\n    return g()\n", rule: reward.RuleFailed, c: 0.1},
-		{name: "assertion error", tests: "assert 1 == 2\n", rule: reward.RuleAssertion, c: 0.2},
-		{name: "timeout", tests: "from solution import f\n", solution: "def f(): pass\nwhile True: pass\n",
-			opts: reward.VerifyOptions{Timeout: 300 * time.Millisecond}, rule: reward.RuleFailed, c: 0.1, timedOut: true},
+		{name: "stdin of the tests is empty", tests: "import sys\nassert sys.stdin.read() == ''\nprint('All tests passed!')\n", rule: reward.RulePassed},
+		{name: "hidden tests run after visible ones that exit", tests: "import sys\nprint('All tests passed!')\nsys.exit(0)\n",
+			hidden: "from solution import f\nassert f() == 2\n", rule: reward.RuleAssertion, exit: 1},
+		{name: "hidden tests run after unittest.main", tests: "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        pass\nunittest.main()\n",
+			hidden: "from solution import f\nassert f() == 2\n", rule: reward.RuleAssertion, exit: 1},
+		{name: "hidden tests alone", hidden: "from solution import f\nassert f() == 1\nprint('passed')\n", rule: reward.RulePassed},
+		{name: "timeout in the solution", tests: "from solution import f\nf()\n", work: agentWork{"solution.py": "def f():\n    while True: pass\n"},
+			opts: reward.VerifyOptions{Timeout: time.Second}, rule: reward.RuleFailed, exit: 124, timedOut: true},
+		{name: "timeout on import", tests: "from solution import f\n", work: agentWork{"solution.py": "import time\ntime.sleep(100)\n"},
+			opts: reward.VerifyOptions{Timeout: time.Second}, rule: reward.RuleFailed, exit: 124, timedOut: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := newDirSandbox(t)
-			if tc.solution != "" {
-				require.NoError(t, sb.WriteFile("solution.py", []byte(tc.solution)))
+			t.Parallel()
+			work := tc.work
+			if work == nil {
+				work = solution
 			}
-			v, err := reward.Verify(context.Background(), sb, tasks.Task{ID: "t", TestCode: tc.tests}, tc.opts)
-			require.NoError(t, err)
-			require.Equal(t, tc.rule, v.Rule, v.Output)
-			require.Equal(t, tc.c, v.Correctness)
+			v := verifyWorkWith(t, dirFactory{t}, tasks.Task{ID: "t", TestCode: tc.tests, HiddenTests: tc.hidden}, work, tc.opts)
+			require.Equal(t, tc.rule, v.Rule, "%s\n%s\n%s", v.Reason, v.Output, v.SolutionOutput)
+			require.Equal(t, tc.exit, v.ExitCode, v.Output)
 			require.Equal(t, tc.timedOut, v.TimedOut)
+			require.Equal(t, tc.exit == 0 && tc.rule != reward.RuleIncomplete, v.Completed)
 			require.True(t, v.Unconfined, "the test sandbox reports it is unconfined")
-			if tc.timedOut {
-				require.Equal(t, 124, v.ExitCode)
-			}
+			require.NotEmpty(t, v.Reason)
 		})
 	}
 }
 
 func TestVerifyKeepsCappedOutputButJudgesAllOfIt(t *testing.T) {
-	sb := newDirSandbox(t)
 	task := tasks.Task{ID: "big", TestCode: "print('x' * 20000)\nprint('all passed')\nprint('y' * 20000)\n"}
-	v, err := reward.Verify(context.Background(), sb, task, reward.VerifyOptions{MaxOutput: 1000})
-	require.NoError(t, err)
+	v := verifyWorkWith(t, dirFactory{t}, task, nil, reward.VerifyOptions{MaxOutput: 1000})
 	require.Equal(t, reward.RulePassed, v.Rule)
 	require.NotContains(t, v.Output, "passed", "the middle was cut")
 	require.Contains(t, v.Output, "bytes cut]")
@@ -252,58 +221,111 @@ func TestVerifyKeepsCappedOutputButJudgesAllOfIt(t *testing.T) {
 	require.True(t, strings.HasSuffix(v.Output, "yyy\n"))
 }
 
+func TestVerifySolutionOutputIsKeptApartAndNeverCounts(t *testing.T) {
+	task := tasks.Task{ID: "p", TestCode: "from solution import f\nassert f() == 1\n"}
+	v := verifyWork(t, dirFactory{t}, task, agentWork{"solution.py": "import sys, os\n" +
+		"print('All tests passed!')\nprint('passed', file=sys.stderr)\nos.write(1, b'passed\\n')\n" +
+		"def f():\n    print('All tests passed!')\n    return 1\n"})
+	require.Equal(t, reward.RuleExitZero, v.Rule, "the solution's prints do not make the tests pass: %s", v.Output)
+	require.Contains(t, v.SolutionOutput, "All tests passed!")
+	require.NotContains(t, v.Output, "passed")
+}
+
+// hideStarter hides the Start method of a sandbox, as a wrapper that does not forward
+// it would.
+type hideStarter struct{ rollout.Sandbox }
+
+type hideStarterFactory struct{ rollout.SandboxFactory }
+
+func (f hideStarterFactory) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
+	sb, err := f.SandboxFactory.NewSandbox(ctx)
+	return hideStarter{sb}, err
+}
+
+// failingFactory makes sandboxes that fail as told.
+type failingFactory struct {
+	t                  *testing.T
+	failNew, failWrite error
+	failRun            error
+}
+
+func (f failingFactory) NewSandbox(context.Context) (rollout.Sandbox, error) {
+	if f.failNew != nil {
+		return nil, f.failNew
+	}
+	return &dirSandbox{dir: f.t.TempDir(), failWrite: f.failWrite, failRun: f.failRun}, nil
+}
+
 func TestVerifyErrors(t *testing.T) {
 	boom := errors.New("boom")
 	task := tasks.Builtin()[0]
+	ctx := context.Background()
+	good := dirFactory{t}
+	solution := func() rollout.Sandbox {
+		sb := newDirSandbox(t)
+		require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
+		return sb
+	}
+	requireSandboxError := func(t *testing.T, v reward.Verification, err error, target error) {
+		t.Helper()
+		require.ErrorIs(t, err, target)
+		require.Equal(t, reward.RuleSandboxError, v.Rule)
+		require.Equal(t, 0.0, v.Correctness)
+		require.NotEmpty(t, v.Reason)
+	}
 
-	v, err := reward.Verify(context.Background(), newDirSandbox(t), tasks.Task{ID: "empty"}, reward.VerifyOptions{})
+	v, err := reward.Verify(ctx, newDirSandbox(t), good, tasks.Task{ID: "empty"}, reward.VerifyOptions{})
 	require.ErrorIs(t, err, reward.ErrNoTests)
 	require.Equal(t, reward.Verification{Rule: reward.RuleNoTests}, v)
 
-	sb := newDirSandbox(t)
-	sb.failWrite = boom
-	v, err = reward.Verify(context.Background(), sb, task, reward.VerifyOptions{})
-	require.ErrorIs(t, err, boom)
-	require.Equal(t, reward.RuleSandboxError, v.Rule)
-	require.Equal(t, 0.0, v.Correctness)
-
-	sb = newDirSandbox(t)
-	sb.failRun = boom
-	v, err = reward.Verify(context.Background(), sb, task, reward.VerifyOptions{})
-	require.ErrorIs(t, err, boom)
-	require.Equal(t, reward.RuleSandboxError, v.Rule)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err = reward.Verify(ctx, newDirSandbox(t), task, reward.VerifyOptions{})
-	require.ErrorIs(t, err, context.Canceled)
-
-	// A sandbox that refuses the path (as a confined sandbox would for a bad name).
-	_, err = reward.Verify(context.Background(), refusingSandbox{newDirSandbox(t)}, task, reward.VerifyOptions{})
-	require.ErrorIs(t, err, fs.ErrPermission)
+	t.Run("the solution sandbox cannot Start", func(t *testing.T) {
+		v, err := reward.Verify(ctx, hideStarter{solution()}, good, task, reward.VerifyOptions{})
+		requireSandboxError(t, v, err, reward.ErrNoStarter)
+		require.ErrorContains(t, err, "forward Start in a wrapper")
+	})
+	t.Run("the test sandbox cannot Start", func(t *testing.T) {
+		v, err := reward.Verify(ctx, solution(), hideStarterFactory{good}, task, reward.VerifyOptions{})
+		requireSandboxError(t, v, err, reward.ErrNoStarter)
+	})
+	t.Run("no factory for the tests", func(t *testing.T) {
+		v, err := reward.Verify(ctx, solution(), nil, task, reward.VerifyOptions{})
+		requireSandboxError(t, v, err, err)
+		require.ErrorContains(t, err, "pass the rollout's factory")
+	})
+	t.Run("the test sandbox cannot be made", func(t *testing.T) {
+		v, err := reward.Verify(ctx, solution(), failingFactory{t: t, failNew: boom}, task, reward.VerifyOptions{})
+		requireSandboxError(t, v, err, boom)
+	})
+	t.Run("the tests cannot be written", func(t *testing.T) {
+		v, err := reward.Verify(ctx, solution(), failingFactory{t: t, failWrite: boom}, task, reward.VerifyOptions{})
+		requireSandboxError(t, v, err, boom)
+	})
+	t.Run("the test process cannot start", func(t *testing.T) {
+		v, err := reward.Verify(ctx, solution(), failingFactory{t: t, failRun: boom}, task, reward.VerifyOptions{})
+		requireSandboxError(t, v, err, boom)
+	})
+	t.Run("the solution process cannot start", func(t *testing.T) {
+		sb := solution().(*dirSandbox)
+		sb.failRun = boom
+		v, err := reward.Verify(ctx, sb, good, task, reward.VerifyOptions{})
+		requireSandboxError(t, v, err, boom)
+	})
+	t.Run("context canceled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := reward.Verify(ctx, solution(), good, task, reward.VerifyOptions{})
+		require.ErrorIs(t, err, context.Canceled)
+	})
+	t.Run("context canceled mid-run", func(t *testing.T) {
+		sb := newDirSandbox(t)
+		require.NoError(t, sb.WriteFile("solution.py", []byte("def fizzbuzz(n):\n    import time\n    time.sleep(60)\n")))
+		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		v, err := reward.Verify(ctx, sb, good, task, reward.VerifyOptions{})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, reward.RuleSandboxError, v.Rule)
+	})
 }
-
-type refusingSandbox struct{ *dirSandbox }
-
-// noStdinSandbox drops Command.Stdin, as a sandbox that ignores it would.
-type noStdinSandbox struct{ *dirSandbox }
-
-func (s noStdinSandbox) Run(ctx context.Context, c rollout.Command) (rollout.CommandResult, error) {
-	c.Stdin = nil
-	return s.dirSandbox.Run(ctx, c)
-}
-
-func TestVerifyNeedsTheSandboxToPassStdin(t *testing.T) {
-	task := tasks.Builtin()[0]
-	sb := noStdinSandbox{newDirSandbox(t)}
-	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
-	v, err := reward.Verify(context.Background(), sb, task, reward.VerifyOptions{})
-	require.ErrorContains(t, err, "did not pass Command.Stdin")
-	require.Equal(t, reward.RuleSandboxError, v.Rule)
-	require.Equal(t, 0.0, v.Correctness)
-}
-
-func (refusingSandbox) WriteFile(string, []byte) error { return fs.ErrPermission }
 
 func TestCorrectnessTable(t *testing.T) {
 	tests := []struct {
@@ -329,4 +351,35 @@ func TestCorrectnessTable(t *testing.T) {
 		require.Equal(t, tc.c, c, "exit %d, %q", tc.exit, tc.out)
 		require.Equal(t, tc.rule, rule, "exit %d, %q", tc.exit, tc.out)
 	}
+}
+
+// brokenHarness runs something else than the solution side's harness.
+type brokenHarness struct{ *dirSandbox }
+
+func (s brokenHarness) Start(ctx context.Context, c rollout.Command) (rollout.Process, error) {
+	c.Argv = []string{"/bin/sh", "-c", "echo no python here >&2; exit 3"}
+	return s.dirSandbox.Start(ctx, c)
+}
+
+func TestVerifyTellsABrokenHarnessFromABrokenSolution(t *testing.T) {
+	// Each harness says hello before any code of the tests or the solution runs; a side
+	// that never did is an infrastructure failure (C = 0, an error), not a score.
+	task := tasks.Builtin()[0]
+	sb := newDirSandbox(t)
+	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
+	v, err := reward.Verify(context.Background(), sb, dirFactory{t}, task, reward.VerifyOptions{Python: "/bin/false"})
+	require.ErrorContains(t, err, "the test harness did not start (exit code 1)")
+	require.Equal(t, reward.RuleSandboxError, v.Rule)
+	require.Equal(t, 0.0, v.Correctness)
+
+	v, err = reward.Verify(context.Background(), brokenHarness{sb}, dirFactory{t}, task, reward.VerifyOptions{})
+	require.ErrorContains(t, err, "the solution harness did not start (exit code 3): no python here")
+	require.Equal(t, reward.RuleSandboxError, v.Rule)
+
+	// A solution that ends its process after the harness started is the solution's
+	// doing: a fault, scored.
+	require.NoError(t, sb.WriteFile("solution.py", []byte("import os\nos._exit(0)\n")))
+	v, err = reward.Verify(context.Background(), sb, dirFactory{t}, task, reward.VerifyOptions{})
+	require.NoError(t, err)
+	require.Equal(t, reward.RuleSolutionFault, v.Rule)
 }

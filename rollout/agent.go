@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/sampling"
 )
 
 // Config configures an [Agent]. The zero value of every field is a documented default.
@@ -19,13 +20,11 @@ type Config struct {
 	// MaxTokens bounds each turn's generation. 0 means 2048. It is lowered to what is
 	// left of the model's context when the server reports its length.
 	MaxTokens int
-	// Temperature is the sampling temperature. 0 means 1.0; set Greedy for greedy
-	// decoding.
-	Temperature float64
+	// Sampling is sent with every generation. Its zero Temperature means 1.0 (set
+	// Greedy for greedy decoding); its other zero values are off (see package sampling).
+	Sampling sampling.Params
 	// Greedy samples with temperature 0.
 	Greedy bool
-	// TopP is in (0, 1]; 0 means 1.
-	TopP float64
 	// Tools are the tools offered to the model. Nil means DefaultTools(); an empty
 	// non-nil slice offers none. Names must be unique.
 	Tools []Tool
@@ -63,11 +62,11 @@ func (c Config) withDefaults() Config {
 	if c.MaxTokens <= 0 {
 		c.MaxTokens = 2048
 	}
-	if c.Temperature <= 0 {
-		c.Temperature = 1.0
+	if c.Sampling.Temperature <= 0 {
+		c.Sampling.Temperature = 1.0
 	}
 	if c.Greedy {
-		c.Temperature = 0
+		c.Sampling.Temperature = 0
 	}
 	if c.Tools == nil {
 		c.Tools = DefaultTools()
@@ -302,7 +301,7 @@ func (r *run) turn(ctx context.Context, turn, maxTokens int) (bool, error) {
 	genStart := tr.Segments[len(tr.Segments)-1].Start // the SegGenPrompt that opens this turn
 	sent := slices.Clone(tr.Tokens)
 	g, err := r.a.policy.Generate(ctx, GenerateRequest{
-		Prompt: sent, MaxTokens: maxTokens, Temperature: cfg.Temperature, TopP: cfg.TopP,
+		Prompt: sent, MaxTokens: maxTokens, Sampling: cfg.Sampling,
 	})
 	tr.TurnsUsed++
 	if err != nil {

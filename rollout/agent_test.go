@@ -179,7 +179,7 @@ func TestAgentFixLoopWithFakePolicy(t *testing.T) {
 	require.Equal(t, rollout.Stats{Rollouts: 1, ToolCalls: 5}, stats)
 	require.Equal(t, stats, a.Stats())
 	for _, r := range p.lastReqs {
-		require.Equal(t, 1.0, r.Temperature)
+		require.Equal(t, 1.0, r.Sampling.Temperature)
 		require.Equal(t, 2048, r.MaxTokens)
 	}
 }

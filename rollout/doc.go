@@ -6,7 +6,8 @@
 //     The bubblewrap implementation lives in package
 //     [github.com/agentic-opd/agenticopd/rollout/sandbox]; package
 //     [github.com/agentic-opd/agenticopd/rollout/rollouttest] checks any
-//     implementation against the contract.
+//     implementation against the contract. [Starter] is the optional streaming start
+//     ([Process]: stdin and stdout pipes) that the verifier of package reward needs.
 //   - [Trajectory]: the token-exact record: ordered segments, sampled logprobs, the span
 //     of every assistant turn, and the OpenAI-format messages.
 //   - [Agent]: the multi-turn tool loop that produces a Trajectory.
@@ -50,6 +51,20 @@
 // object, an unclosed block) and a call of an unknown tool get an error result naming
 // the available tools; an invalid call is recorded with the name it had, if any, and
 // its raw text as arguments.
+//
+// # The file tools on the host
+//
+// read_file, write_file, patch and search_files run in the library's process, on the
+// Sandbox's file methods and its [Sandbox.FS] view, so whatever the agent leaves in
+// the workspace they hold a bounded amount per call: read_file streams the file up to
+// the lines asked for, keeping 4 KiB of each line and reading at most 64 MiB into the
+// file (a line beyond that is refused with an error that names the cap and says to
+// use the terminal), and counts the remaining lines in chunks; patch refuses a file,
+// or a result, over 1 MiB; search_files reads files of up to 1 MiB line by line,
+// says how many larger ones it did not search, and reads directories in batches of
+// 256 entries, at most 200,000 entries and 64 levels deep. A FIFO or device the
+// agent planted is refused before it is opened. Each call allocates well under 8 MiB
+// on a 1 GiB file (TestFileToolsAreBoundedOnHugeFiles).
 //
 // # Deltas and drift
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/sampling"
 )
 
 // Policy is what the agent needs from an inference engine: the server's own chat
@@ -40,10 +41,10 @@ type Rendered struct {
 type GenerateRequest struct {
 	Prompt    []int32
 	MaxTokens int
-	// Temperature is used as given; 0 means greedy.
-	Temperature float64
-	// TopP is in (0, 1]; 0 means 1.
-	TopP float64
+	// Sampling is every parameter that shapes the draw of a token; a Policy must send
+	// each of them, so that no server default decides (see package sampling). Its
+	// Temperature is used as given: 0 means greedy.
+	Sampling sampling.Params
 	// Seed, when non-nil, makes sampling reproducible on servers that honour it.
 	Seed *int64
 }

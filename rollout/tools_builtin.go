@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"regexp"
@@ -122,30 +123,35 @@ func (t readFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) 
 		}
 		limit = min(*a.Limit, readMaxLimit)
 	}
-	data, err := sb.ReadFile(p)
+	f, _, err := openRegular(sb.FS(), p)
 	if err != nil {
 		return errorResult("read_file: %v", err)
 	}
-	lines := strings.SplitAfter(string(data), "\n")
-	if n := len(lines); n > 0 && lines[n-1] == "" {
-		lines = lines[:n-1]
+	defer f.Close()
+	content, total, capped, err := readLines(f, offset, limit)
+	if err != nil {
+		return errorResult("read_file: %v", err)
 	}
-	total := len(lines)
 	if offset > total && total > 0 {
+		if capped {
+			return errorResult("read_file: line %d of %s lies beyond the first %d MiB, which is as far as read_file reads; "+
+				"use the terminal (for example sed -n '%d,%dp' %s)", offset, p, readMaxScan>>20, offset, offset+limit-1, p)
+		}
 		return errorResult("read_file: offset %d is past the end of %s (%d lines)", offset, p, total)
 	}
-	var b strings.Builder
-	end := min(total, offset-1+limit)
-	for i := offset - 1; i < end; i++ {
-		fmt.Fprintf(&b, "%6d|%s", i+1, strings.TrimRight(lines[i], "\r\n"))
-		b.WriteByte('\n')
+	r := readResult{Path: p, Content: CapText(content, t.cfg.MaxOutputChars), TotalLines: total, Truncated: offset-1+limit < total || capped}
+	if capped {
+		r.Note = fmt.Sprintf("%s is larger than the %d MiB read_file reads; total_lines counts the lines in that part only", p, readMaxScan>>20)
 	}
-	return jsonResult(struct {
-		Path       string `json:"path"`
-		Content    string `json:"content"`
-		TotalLines int    `json:"total_lines"`
-		Truncated  bool   `json:"truncated"`
-	}{p, CapText(b.String(), t.cfg.MaxOutputChars), total, end < total})
+	return jsonResult(r)
+}
+
+type readResult struct {
+	Path       string `json:"path"`
+	Content    string `json:"content"`
+	TotalLines int    `json:"total_lines"`
+	Truncated  bool   `json:"truncated"`
+	Note       string `json:"note,omitempty"`
 }
 
 // write_file
@@ -220,7 +226,7 @@ func (patchTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) strin
 	if a.NewString == nil {
 		return errorResult(`patch: "new_string" is required`)
 	}
-	data, err := sb.ReadFile(p)
+	data, err := readCapped(sb.FS(), p, patchMaxFileSize)
 	if err != nil {
 		return errorResult("patch: %v", err)
 	}
@@ -231,6 +237,10 @@ func (patchTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) strin
 		return errorResult("patch: old_string not found in %s", p)
 	case n > 1 && !a.ReplaceAll:
 		return errorResult("patch: old_string occurs %d times in %s; make it unique or set replace_all", n, p)
+	}
+	if grown := int64(len(text)) + int64(n)*int64(len(*a.NewString)-len(a.OldString)); grown > patchMaxFileSize && a.ReplaceAll ||
+		!a.ReplaceAll && int64(len(text))+int64(len(*a.NewString)-len(a.OldString)) > patchMaxFileSize {
+		return errorResult("patch: the result would be larger than the %d MiB patch edits; use write_file or the terminal", patchMaxFileSize>>20)
 	}
 	if a.ReplaceAll {
 		text = strings.ReplaceAll(text, a.OldString, *a.NewString)
@@ -244,6 +254,30 @@ func (patchTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) strin
 		Path         string `json:"path"`
 		Replacements int    `json:"replacements"`
 	}{p, n})
+}
+
+// readCapped reads a regular file of at most max bytes; a larger one is refused
+// with an error naming the cap, without reading it.
+func readCapped(fsys fs.FS, name string, max int64) ([]byte, error) {
+	f, fi, err := openRegular(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tooBig := func(size int64) error {
+		return fmt.Errorf("%s is %d bytes, over the %d MiB patch edits; use the terminal (sed, python) for large files", name, size, max>>20)
+	}
+	if fi.Size() > max {
+		return nil, tooBig(fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max { // it grew since the stat
+		return nil, tooBig(int64(len(data)))
+	}
+	return data, nil
 }
 
 // search_files
@@ -299,59 +333,79 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 	fsys := sb.FS()
 	var matches []string
 	total := 0
-	err = fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == root {
-				return err
-			}
-			return nil // unreadable entries are skipped
-		}
+	skip := func(name string) bool {
+		return strings.HasPrefix(name, ".") || name == "__pycache__" || name == "node_modules"
+	}
+	var line []byte
+	tooLarge := 0
+	stopped, err := walkFiles(fsys, root, skip, func(p string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
-		}
-		if d.IsDir() {
-			if p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "__pycache__" || d.Name() == "node_modules") {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
 		}
 		if a.Glob != "" && !globMatch(a.Glob, root, p) {
 			return nil
 		}
-		if info, err := d.Info(); err != nil || info.Size() > searchMaxFileSize {
+		f, fi, err := openRegular(fsys, p)
+		if err != nil {
+			return nil // vanished or unreadable: skipped
+		}
+		defer f.Close()
+		if fi.Size() > searchMaxFileSize {
+			tooLarge++
 			return nil
 		}
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil || bytes.IndexByte(data, 0) >= 0 {
-			return nil
-		}
-		for i, line := range strings.Split(string(data), "\n") {
-			if !re.MatchString(line) {
+		lr := newLineReader(f, searchMaxFileSize, searchMaxFileSize)
+		var found []string
+		hits := 0
+		for n := 1; ; n++ {
+			var ok bool
+			line, _, ok, err = lr.next(true, line[:0])
+			if err != nil || !ok {
+				break
+			}
+			if bytes.IndexByte(line, 0) >= 0 {
+				return nil // binary
+			}
+			if !re.Match(line) {
 				continue
 			}
-			total++
-			if len(matches) < searchMaxMatches {
-				line = strings.TrimRight(line, "\r")
-				if utf8.RuneCountInString(line) > searchMaxLineLen {
-					line = string([]rune(line)[:searchMaxLineLen]) + "…"
+			if len(matches)+len(found) < searchMaxMatches {
+				text := strings.TrimRight(string(line), "\r")
+				if utf8.RuneCountInString(text) > searchMaxLineLen {
+					text = string([]rune(text)[:searchMaxLineLen]) + "…"
 				}
-				matches = append(matches, fmt.Sprintf("%s:%d: %s", p, i+1, line))
+				found = append(found, fmt.Sprintf("%s:%d: %s", p, n, text))
 			}
+			hits++
 		}
+		if lr.capped {
+			tooLarge++ // grew past the cap since the stat
+			return nil
+		}
+		matches = append(matches, found...)
+		total += hits
 		return nil
 	})
 	if err != nil {
 		return errorResult("search_files: %v", err)
 	}
+	var notes []string
+	if tooLarge > 0 {
+		notes = append(notes, fmt.Sprintf("%d files larger than the %d MiB search_files reads were not searched; use the terminal (grep) for them",
+			tooLarge, searchMaxFileSize>>20))
+	}
+	if stopped {
+		notes = append(notes, fmt.Sprintf("the search stopped at %d entries or %d directories deep; give a narrower path",
+			searchMaxEntries, searchMaxDepth))
+	}
+	note := strings.Join(notes, "; ")
 	joined := CapText(strings.Join(matches, "\n"), t.cfg.MaxOutputChars)
 	return jsonResult(struct {
 		Matches   string `json:"matches"`
 		Total     int    `json:"total"`
 		Truncated bool   `json:"truncated"`
-	}{joined, total, total > len(matches)})
+		Note      string `json:"note,omitempty"`
+	}{joined, total, total > len(matches) || stopped, note})
 }
 
 // globMatch reports whether the file at workspace path p, found under the search root,

@@ -3,19 +3,22 @@ package tasks
 // Builtin returns the eight built-in tasks, in a fixed order: fizzbuzz, is_palindrome,
 // two_sum, flatten, longest_common_prefix, group_anagrams, valid_parentheses and
 // merge_intervals. Their signatures and test cases are those of the Hermes agentic OPD
-// environment; each carries a [Task.ReferenceSolution]. The result is a fresh slice the
-// caller may modify.
+// environment, and each adds [Task.HiddenTests] of its own (at least five assertions,
+// edge cases included) that the prompt does not show, so that a solution hard-coding
+// the visible answers fails. Each carries a [Task.ReferenceSolution]. The result is a
+// fresh slice the caller may modify.
 func Builtin() []Task {
 	out := make([]Task, len(builtins))
 	copy(out, builtins)
 	return out
 }
 
-func builtin(id, difficulty, statement, tests, solution string) Task {
+func builtin(id, difficulty, statement, tests, hidden, solution string) Task {
 	return Task{
 		ID:                id,
 		Statement:         statement,
 		TestCode:          tests,
+		HiddenTests:       hidden,
 		Difficulty:        difficulty,
 		Language:          LanguagePython,
 		ReferenceSolution: solution,
@@ -34,6 +37,16 @@ assert fizzbuzz(15) == ['1', '2', 'Fizz', '4', 'Buzz', 'Fizz', '7', '8', 'Fizz',
 assert fizzbuzz(1) == ['1']
 assert fizzbuzz(0) == []
 print("All tests passed!")
+`,
+		`from solution import fizzbuzz
+
+assert fizzbuzz(2) == ['1', '2']
+assert fizzbuzz(3) == ['1', '2', 'Fizz']
+assert fizzbuzz(5)[-1] == 'Buzz'
+assert fizzbuzz(16) == fizzbuzz(15) + ['16']
+big = fizzbuzz(100)
+assert len(big) == 100
+assert big[29] == 'FizzBuzz' and big[26] == 'Fizz' and big[24] == 'Buzz' and big[97] == '98'
 `,
 		`def fizzbuzz(n):
     out = []
@@ -60,6 +73,16 @@ assert is_palindrome('') == True
 assert is_palindrome('Was it a car or a cat I saw?') == True
 print("All tests passed!")
 `,
+		`from solution import is_palindrome
+
+assert is_palindrome('a') == True
+assert is_palindrome('ab') == False
+assert is_palindrome('No lemon, no melon') == True
+assert is_palindrome('0P') == False
+assert is_palindrome('.,') == True
+assert is_palindrome('Aa') == True
+assert is_palindrome('abcba1') == False
+`,
 		`def is_palindrome(s):
     kept = [c.lower() for c in s if c.isalnum()]
     return kept == kept[::-1]
@@ -75,6 +98,14 @@ assert two_sum([2, 7, 11, 15], 9) == [0, 1]
 assert two_sum([3, 2, 4], 6) == [1, 2]
 assert two_sum([3, 3], 6) == [0, 1]
 print("All tests passed!")
+`,
+		`from solution import two_sum
+
+assert two_sum([1, 5, 3, 7], 12) == [1, 3]
+assert two_sum([-3, 4, 3, 90], 0) == [0, 2]
+assert two_sum([0, 4, 3, 0], 0) == [0, 3]
+assert two_sum([5, 75, 25], 100) == [1, 2]
+assert two_sum(list(range(1000)), 1997) == [998, 999]
 `,
 		`def two_sum(nums, target):
     seen = {}
@@ -96,6 +127,18 @@ assert flatten([1, 2, 3]) == [1, 2, 3]
 assert flatten([[[[1]]]]) == [1]
 assert flatten([1, [2], [[3]], [[[4]]]]) == [1, 2, 3, 4]
 print("All tests passed!")
+`,
+		`from solution import flatten
+
+assert flatten([[]]) == []
+assert flatten([[], [[]], [1, []]]) == [1]
+assert flatten(['a', ['b', ['c']]]) == ['a', 'b', 'c']
+assert flatten([None, [0, [False]]]) == [None, 0, False]
+assert flatten([1, [2, [3, [4, [5, [6, [7, [8]]]]]]]]) == [1, 2, 3, 4, 5, 6, 7, 8]
+deep = [0]
+for i in range(30):
+    deep = [deep, i + 1]
+assert flatten(deep) == list(range(31))
 `,
 		`def flatten(lst):
     out = []
@@ -119,6 +162,15 @@ assert longest_common_prefix(['a']) == 'a'
 assert longest_common_prefix([]) == ''
 print("All tests passed!")
 `,
+		`from solution import longest_common_prefix
+
+assert longest_common_prefix(['', 'abc']) == ''
+assert longest_common_prefix(['abc', 'abc']) == 'abc'
+assert longest_common_prefix(['ab', 'a']) == 'a'
+assert longest_common_prefix(['prefix', 'pre', 'prepare']) == 'pre'
+assert longest_common_prefix(['c', 'acc', 'ccc']) == ''
+assert longest_common_prefix(['same'] * 5) == 'same'
+`,
 		`def longest_common_prefix(strs):
     if not strs:
         return ""
@@ -141,6 +193,18 @@ assert group_anagrams([]) == []
 assert group_anagrams(['a']) == [['a']]
 print("All tests passed!")
 `,
+		`from solution import group_anagrams
+
+def norm(groups):
+    return sorted(sorted(group) for group in groups)
+
+assert norm(group_anagrams(['', ''])) == [['', '']]
+assert norm(group_anagrams(['ab', 'ba', 'abc'])) == [['ab', 'ba'], ['abc']]
+assert norm(group_anagrams(['a', 'b', 'a'])) == [['a', 'a'], ['b']]
+assert norm(group_anagrams(['listen', 'silent', 'enlist', 'google', 'gooegl'])) == [['enlist', 'listen', 'silent'], ['gooegl', 'google']]
+assert norm(group_anagrams(['abc', 'abd'])) == [['abc'], ['abd']]
+assert norm(group_anagrams(['aab', 'abb'])) == [['aab'], ['abb']]
+`,
 		`def group_anagrams(strs):
     groups = {}
     for s in strs:
@@ -161,6 +225,16 @@ assert valid_parentheses('([)]') == False
 assert valid_parentheses('{[]}') == True
 assert valid_parentheses('') == True
 print("All tests passed!")
+`,
+		`from solution import valid_parentheses
+
+assert valid_parentheses('(') == False
+assert valid_parentheses(')') == False
+assert valid_parentheses('((()))[]{}') == True
+assert valid_parentheses('([{}])') == True
+assert valid_parentheses('(((') == False
+assert valid_parentheses('())') == False
+assert valid_parentheses('][') == False
 `,
 		`def valid_parentheses(s):
     pairs = {")": "(", "]": "[", "}": "{"}
@@ -186,6 +260,15 @@ assert merge_intervals([[1, 4], [0, 4]]) == [[0, 4]]
 assert merge_intervals([]) == []
 assert merge_intervals([[1, 2]]) == [[1, 2]]
 print("All tests passed!")
+`,
+		`from solution import merge_intervals
+
+assert merge_intervals([[1, 10], [2, 3], [4, 5]]) == [[1, 10]]
+assert merge_intervals([[5, 6], [1, 2]]) == [[1, 2], [5, 6]]
+assert merge_intervals([[1, 2], [3, 4]]) == [[1, 2], [3, 4]]
+assert merge_intervals([[2, 3], [2, 2], [3, 3], [1, 3], [5, 7], [2, 2], [4, 6]]) == [[1, 3], [4, 7]]
+assert merge_intervals([[0, 0], [0, 0]]) == [[0, 0]]
+assert merge_intervals([[-5, -1], [-2, 3]]) == [[-5, 3]]
 `,
 		`def merge_intervals(intervals):
     out = []

@@ -9,8 +9,12 @@
 // A task carries its canonical test code: a Python script that imports the solution from
 // the module solution (the file solution.py in the workspace), asserts, and prints a
 // line containing "passed" when every assertion holds. The test code is shown to the
-// agent in the prompt; the reward package runs it again, under a name the agent cannot
-// pre-empt, after the agent stops. [Task.ReferenceSolution] is a correct solution for the
+// agent in the prompt; the reward package runs it again after the agent stops, in a
+// process of its own that the agent's code cannot reach. [Task.HiddenTests] is more
+// test code that the prompt never shows: correctness counts the visible and the hidden
+// tests together, so answers hard-coded from the prompt do not pass. A task may also
+// (or instead) carry input/output cases ([Task.Cases]): solution.py is then run as a
+// program once per case. [Task.ReferenceSolution] is a correct solution for the
 // built-in tasks, kept for tests and simulators; it is never shown to the agent.
 //
 // # Column rules
@@ -24,6 +28,12 @@
 //     counted in [LoadReport.SkippedNoTask].
 //   - Test code: "test_code", else "tests"; rows without tests are kept (the prompt then
 //     has no Tests section, and the reward package cannot verify them).
+//   - Hidden tests: "hidden_tests", test code run after the visible tests and never
+//     shown in the prompt ([Task.HiddenTests]).
+//   - Input/output cases: "inputs" and "outputs", two lists of strings of the same
+//     length, as in code-contest datasets ([Task.Cases]): both or neither (null and
+//     empty lists mean none). In Parquet a list is a LIST of strings or a repeated
+//     string column; a null element is an error.
 //   - Difficulty: "difficulty", else "unknown".
 //   - ID: "id" (a string or an integer), else "<source>:<row>".
 //

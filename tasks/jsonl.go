@@ -135,7 +135,20 @@ func jsonCell(raw json.RawMessage) (cell, error) {
 	case 't', 'f':
 		return cell{kind: "boolean"}, nil
 	case '[':
-		return cell{kind: "array"}, nil
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return cell{}, errors.New("bad array: " + jsonReason(err))
+		}
+		list := make([]string, len(items))
+		for i, item := range items {
+			if item = bytes.TrimSpace(item); len(item) == 0 || item[0] != '"' {
+				return cell{kind: "an array with a non-string element"}, nil
+			}
+			if err := json.Unmarshal(item, &list[i]); err != nil {
+				return cell{}, errors.New("bad string: " + jsonReason(err))
+			}
+		}
+		return cell{kind: "array", list: list, isList: true}, nil
 	case '{':
 		return cell{kind: "object"}, nil
 	default:

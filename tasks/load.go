@@ -21,6 +21,13 @@ const (
 	ColumnDifficulty = "difficulty"
 	// ColumnID holds the task id (a string or an integer).
 	ColumnID = "id"
+	// ColumnHiddenTests holds test code that is never shown to the agent.
+	ColumnHiddenTests = "hidden_tests"
+	// ColumnInputs holds the inputs of the input/output cases (a list of strings).
+	ColumnInputs = "inputs"
+	// ColumnOutputs holds the expected outputs of the cases (a list of strings, as
+	// long as the inputs).
+	ColumnOutputs = "outputs"
 )
 
 // ErrMalformed is wrapped by every [*RowError].
@@ -50,7 +57,8 @@ type LoadReport struct {
 	Loaded int
 	// SkippedNoTask counts rows without task text.
 	SkippedNoTask int
-	// NoTests counts returned tasks without test code.
+	// NoTests counts returned tasks without anything to verify with: no test code,
+	// no hidden tests and no input/output cases.
 	NoTests int
 }
 
@@ -98,6 +106,9 @@ type cell struct {
 	// integer is set for integer values.
 	integer int64
 	isInt   bool
+	// list is set for lists of strings (without null elements).
+	list   []string
+	isList bool
 	// kind names the value's type for error messages.
 	kind string
 }
@@ -112,7 +123,8 @@ type rowReader struct {
 
 // columns lists the columns a row may need, so loaders convert only those.
 func (r *rowReader) columns() []string {
-	cols := []string{r.cfg.promptField(), ColumnTask, ColumnTestCode, ColumnTests, ColumnDifficulty, ColumnID}
+	cols := []string{r.cfg.promptField(), ColumnTask, ColumnTestCode, ColumnTests, ColumnDifficulty, ColumnID,
+		ColumnHiddenTests, ColumnInputs, ColumnOutputs}
 	if cols[0] == ColumnTask {
 		cols = cols[1:]
 	}
@@ -149,6 +161,14 @@ func (r *rowReader) add(row int, cells map[string]cell) (t Task, ok bool, err er
 	if err != nil {
 		return Task{}, false, err
 	}
+	hidden, err := text(ColumnHiddenTests)
+	if err != nil {
+		return Task{}, false, err
+	}
+	cases, err := r.cases(row, cells)
+	if err != nil {
+		return Task{}, false, err
+	}
 	id := r.source + ":" + strconv.Itoa(row)
 	if c, present := cells[ColumnID]; present && !c.null {
 		switch {
@@ -167,15 +187,56 @@ func (r *rowReader) add(row int, cells map[string]cell) (t Task, ok bool, err er
 	if difficulty == "" {
 		difficulty = DifficultyUnknown
 	}
-	if tests == "" {
+	t = Task{
+		ID:          id,
+		Statement:   statement,
+		TestCode:    tests,
+		HiddenTests: hidden,
+		Cases:       cases,
+		Difficulty:  difficulty,
+		Language:    LanguagePython,
+	}
+	if !t.HasTests() {
 		r.report.NoTests++
 	}
 	r.report.Loaded++
-	return Task{
-		ID:         id,
-		Statement:  statement,
-		TestCode:   tests,
-		Difficulty: difficulty,
-		Language:   LanguagePython,
-	}, true, nil
+	return t, true, nil
+}
+
+// cases reads the inputs and outputs columns: both lists of strings of the same
+// length, or both absent (or null).
+func (r *rowReader) cases(row int, cells map[string]cell) ([]Case, error) {
+	list := func(col string) ([]string, bool, error) {
+		c, present := cells[col]
+		if !present || c.null {
+			return nil, false, nil
+		}
+		if !c.isList {
+			return nil, false, &RowError{File: r.file, Row: row, Column: col, Reason: "want a list of strings, have " + c.kind}
+		}
+		return c.list, true, nil
+	}
+	in, hasIn, err := list(ColumnInputs)
+	if err != nil {
+		return nil, err
+	}
+	out, hasOut, err := list(ColumnOutputs)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case hasIn != hasOut:
+		return nil, &RowError{File: r.file, Row: row, Column: ColumnOutputs,
+			Reason: "inputs and outputs come together: give both lists, or neither"}
+	case len(in) != len(out):
+		return nil, &RowError{File: r.file, Row: row, Column: ColumnOutputs,
+			Reason: fmt.Sprintf("%d outputs for %d inputs", len(out), len(in))}
+	case len(in) == 0:
+		return nil, nil
+	}
+	cases := make([]Case, len(in))
+	for i := range in {
+		cases[i] = Case{Input: in[i], Output: out[i]}
+	}
+	return cases, nil
 }

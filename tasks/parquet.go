@@ -79,14 +79,36 @@ type parquetColumn struct {
 	leaf   bool
 	kind   parquet.Kind
 	desc   string // the type, for errors
+	// strings is set for a list of strings: a LIST of byte arrays (one leaf) or a
+	// repeated byte-array column.
+	strings bool
 }
 
 func (c parquetColumn) cell(row parquet.Row) cell {
 	var vals []parquet.Value
+	nulls := 0
 	for _, v := range row {
-		if c.leaves[v.Column()] && !v.IsNull() {
-			vals = append(vals, v)
+		if !c.leaves[v.Column()] {
+			continue
 		}
+		if v.IsNull() {
+			nulls++
+			continue
+		}
+		vals = append(vals, v)
+	}
+	if c.strings {
+		switch {
+		case len(vals) == 0:
+			return cell{null: true, kind: "null"}
+		case nulls > 0:
+			return cell{kind: "a list with a null element"}
+		}
+		list := make([]string, len(vals))
+		for i, v := range vals {
+			list[i] = string(v.ByteArray())
+		}
+		return cell{list: list, isList: true, kind: c.desc}
 	}
 	if len(vals) == 0 {
 		return cell{null: true, kind: "null"}
@@ -120,7 +142,10 @@ func readParquetRows(pf *parquet.File, rr *rowReader) ([]Task, error) {
 					c.leaves[i] = true
 				}
 			}
+			c.strings = len(c.leaves) == 1 && stringLeaf(schema, paths, c.leaves) && (!c.leaf || field.Repeated())
 			switch {
+			case c.strings:
+				c.leaf, c.desc = false, "a list of strings"
 			case !c.leaf:
 				c.desc = "a list or struct column"
 			case field.Repeated():
@@ -160,4 +185,13 @@ func readParquetRows(pf *parquet.File, rr *rowReader) ([]Task, error) {
 			return nil, fmt.Errorf("tasks: %s: row %d: %w", rr.file, rowNum+1, err)
 		}
 	}
+}
+
+// stringLeaf reports whether the one leaf column in leaves holds byte arrays.
+func stringLeaf(schema *parquet.Schema, paths [][]string, leaves map[int]bool) bool {
+	for i := range leaves {
+		leaf, ok := schema.Lookup(paths[i]...)
+		return ok && leaf.Node.Type().Kind() == parquet.ByteArray
+	}
+	return false
 }

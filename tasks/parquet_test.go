@@ -115,7 +115,7 @@ func TestLoadParquetWrongTypes(t *testing.T) {
 			path: func(t *testing.T) string {
 				return writeParquet(t, "x.parquet", []listTests{{Prompt: "p"}, {Prompt: "p", Tests: []string{"a"}}})
 			},
-			wantRow: 2, wantColumn: "tests", wantReason: "want a string, have a list or struct column",
+			wantRow: 2, wantColumn: "tests", wantReason: "want a string, have a list of strings",
 		},
 		{
 			name: "float id",

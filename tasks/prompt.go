@@ -64,7 +64,9 @@ func (p Prompt) Messages(t Task) []chat.Message {
 //	## Instructions
 //	1. … 4.
 //
-// The Tests section is left out when t has no test code. The test code is copied
+// When t has hidden tests or input/output cases, the Tests section ends with a line
+// saying that further tests will be run; the hidden tests themselves and the cases are
+// never shown. The Tests section is left out when t has no test code. The test code is copied
 // verbatim; a newline is added before the closing fence when it does not end with one.
 // The prompt ends with a newline.
 func UserPrompt(t Task) string {
@@ -81,7 +83,11 @@ func UserPrompt(t Task) string {
 		if !strings.HasSuffix(t.TestCode, "\n") {
 			b.WriteString("\n")
 		}
-		b.WriteString("```\n\n")
+		b.WriteString("```\n")
+		if t.HiddenTests != "" || len(t.Cases) > 0 {
+			b.WriteString("Further tests, not shown here, will be run as well.\n")
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("## Instructions\n")
 	b.WriteString("1. Write your solution to solution.py.\n")

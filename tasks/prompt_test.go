@@ -116,7 +116,9 @@ func TestPromptNeverShowsReferenceSolution(t *testing.T) {
 	for _, task := range tasks.Builtin() {
 		for _, m := range (tasks.Prompt{}).Messages(task) {
 			require.NotContains(t, m.Content, task.ReferenceSolution, "task %s", task.ID)
+			require.NotContains(t, m.Content, task.HiddenTests, "task %s", task.ID)
 		}
+		require.Contains(t, tasks.UserPrompt(task), "Further tests, not shown here, will be run as well.")
 		require.Contains(t, tasks.UserPrompt(task), "```python\n"+task.TestCode+"```\n")
 	}
 }

@@ -26,11 +26,32 @@ type Task struct {
 	Difficulty string
 	// Language is the language of the solution and tests: [LanguagePython].
 	Language string
+	// HiddenTests is test code run after TestCode, in the same way and by the same
+	// process, but never shown to the agent: the prompts of this package leave it out.
+	// A solution that hard-codes the answers to the visible tests fails it. Empty when
+	// the source has none.
+	HiddenTests string
+	// Cases are input/output cases: the solution is run as a program once per case,
+	// with Input on its standard input, and must write Output. A task may carry cases
+	// instead of test code, or both. They are never shown in the prompt (a statement
+	// usually shows examples).
+	Cases []Case
 	// ReferenceSolution is a correct solution.py for the task: set for the built-in
 	// tasks, "" for dataset rows. It is kept for tests and simulators and is never shown
 	// to the agent: neither the prompts of this package nor the reward package use it.
 	ReferenceSolution string
 }
 
-// HasTests reports whether the task carries canonical test code.
-func (t Task) HasTests() bool { return t.TestCode != "" }
+// Case is one input/output case of a [Task].
+type Case struct {
+	// Input is the program's standard input.
+	Input string
+	// Output is the standard output the program must write. It is compared with
+	// white space at the ends of lines, "\r" before "\n" and empty lines at the end
+	// ignored.
+	Output string
+}
+
+// HasTests reports whether the task carries anything to verify a solution with: test
+// code, hidden test code or input/output cases.
+func (t Task) HasTests() bool { return t.TestCode != "" || t.HiddenTests != "" || len(t.Cases) > 0 }

@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,8 +23,15 @@ type ChatCompletionRequest struct {
 	MaxTokens   int      `json:"max_tokens,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
 	TopP        *float64 `json:"top_p,omitempty"`
-	Seed        *int64   `json:"seed,omitempty"`
-	Stop        []string `json:"stop,omitempty"`
+	// TopK, MinP and the penalties are vLLM's sampling extensions; nil leaves them to
+	// the server ([ChatCompletionRequest.SetSampling] sets them all).
+	TopK              *int     `json:"top_k,omitempty"`
+	MinP              *float64 `json:"min_p,omitempty"`
+	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
+	PresencePenalty   *float64 `json:"presence_penalty,omitempty"`
+	FrequencyPenalty  *float64 `json:"frequency_penalty,omitempty"`
+	Seed              *int64   `json:"seed,omitempty"`
+	Stop              []string `json:"stop,omitempty"`
 	// ChatTemplateKwargs is passed to the template, for example {"enable_thinking": false}.
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitzero"`
 	// PromptLogprobs is the top-k at each position of the rendered prompt (vLLM's
@@ -55,7 +63,12 @@ type ChatCompletionResponse struct {
 type ChatChoice struct {
 	Index int `json:"index"`
 	// Message holds the text and any parsed tool calls. A null content arrives as "".
+	// Its ReasoningContent is what a reasoning parser split off: the message's
+	// "reasoning" (newest vLLM) or else its "reasoning_content" (older releases).
 	Message chat.Message `json:"message"`
+	// ContentNull is true when the server sent "content": null (a reasoning parser
+	// found no answer after the reasoning, or the message is only tool calls).
+	ContentNull bool `json:"-"`
 	// FinishReason is "stop", "length" or "tool_calls".
 	FinishReason string `json:"finish_reason"`
 	// StopReason is the stop token id (a JSON number) or stop string that ended the
@@ -83,7 +96,11 @@ func (c *Client) ChatCompletions(ctx context.Context, req ChatCompletionRequest)
 	if err != nil {
 		return nil, fmt.Errorf("vllm: POST %s: %w", path, err)
 	}
-	raw, err := c.call(ctx, c.retry, http.MethodPost, path, body)
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = 32768 // the server fills the context
+	}
+	raw, err := c.call(withLimit(ctx, c.to.generate(maxTokens)), c.retry, http.MethodPost, path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -124,4 +141,37 @@ func DecodeChatCompletionResponse(data []byte) (*ChatCompletionResponse, error) 
 		}
 	}
 	return out, nil
+}
+
+// UnmarshalJSON reads a choice, with the message's reasoning under either name and
+// whether its content was null.
+func (c *ChatChoice) UnmarshalJSON(data []byte) error {
+	type plain ChatChoice
+	var aux struct {
+		*plain
+		Message struct {
+			chat.Message
+			Content          *string `json:"content"`
+			Reasoning        *string `json:"reasoning"`
+			ReasoningContent *string `json:"reasoning_content"`
+		} `json:"message"`
+	}
+	aux.plain = (*plain)(c)
+	if err := json.Unmarshal(data, &aux); err != nil {
+		return err
+	}
+	m := aux.Message.Message
+	m.Content, m.ReasoningContent = "", ""
+	c.ContentNull = aux.Message.Content == nil
+	if aux.Message.Content != nil {
+		m.Content = *aux.Message.Content
+	}
+	switch {
+	case aux.Message.Reasoning != nil:
+		m.ReasoningContent = *aux.Message.Reasoning
+	case aux.Message.ReasoningContent != nil:
+		m.ReasoningContent = *aux.Message.ReasoningContent
+	}
+	c.Message = m
+	return nil
 }

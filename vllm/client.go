@@ -37,6 +37,7 @@ type Client struct {
 	retry   *retryablehttp.Client // retries per the options
 	once    *retryablehttp.Client // one attempt: health probes
 	score   scoreLimits
+	to      Timeouts
 	fixedMd string
 	// ownHTTP is the client's own *http.Client (no WithHTTPClient): its idle
 	// connections may be closed by a Pool that closes.
@@ -61,7 +62,20 @@ type config struct {
 	score          scoreLimits
 	healthInterval time.Duration
 	healthTimeout  time.Duration
+	timeouts       Timeouts
+	idleConns      int
 }
+
+// DefaultIdleConnsPerServer is how many idle connections a client keeps to its server
+// unless [WithIdleConns] says otherwise: enough for 64 rollouts, their judge and
+// teacher calls in flight without closing and reopening connections (Go's own default
+// keeps 2).
+const DefaultIdleConnsPerServer = 128
+
+// WithIdleConns sets how many idle connections the client's own transport keeps to
+// the server; size it for the calls in flight (Config.MaxRollouts plus the judge's and
+// the teacher's). It has no effect with [WithHTTPClient].
+func WithIdleConns(n int) Option { return func(cf *config) { cf.idleConns = n } }
 
 // WithHTTPClient sets the *http.Client that carries every request (default: a pooled
 // client of its own). The client is copied, never modified.
@@ -111,6 +125,7 @@ func defaultConfig() config {
 		score:          defaultScoreLimits,
 		healthInterval: DefaultHealthInterval,
 		healthTimeout:  DefaultHealthTimeout,
+		idleConns:      DefaultIdleConnsPerServer,
 	}
 }
 
@@ -130,8 +145,16 @@ func newClient(baseURL string, cf config) (*Client, error) {
 		c := *cf.httpClient
 		hc = &c
 	} else {
-		hc.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 0 // no limit across hosts
+		tr.MaxIdleConnsPerHost = max(cf.idleConns, 2)
+		hc.Transport = tr
 	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = limitTransport{base: base}
 	if cf.attemptTimeout > 0 {
 		hc.Timeout = cf.attemptTimeout
 	}
@@ -141,7 +164,7 @@ func newClient(baseURL string, cf config) (*Client, error) {
 			RetryWaitMin: cf.retryWaitMin,
 			RetryWaitMax: cf.retryWaitMax,
 			RetryMax:     retries,
-			CheckRetry:   retryablehttp.DefaultRetryPolicy,
+			CheckRetry:   noRetryOnTimeout(retryablehttp.DefaultRetryPolicy),
 			Backoff:      retryablehttp.DefaultBackoff,
 			ErrorHandler: retryablehttp.PassthroughErrorHandler,
 		}
@@ -157,6 +180,7 @@ func newClient(baseURL string, cf config) (*Client, error) {
 	if cf.httpClient == nil {
 		own = hc
 	}
+	to := cf.timeouts.withDefaults()
 	return &Client{
 		ownHTTP: own,
 		base:    u,
@@ -165,6 +189,7 @@ func newClient(baseURL string, cf config) (*Client, error) {
 		retry:   mk(cf.retryMax),
 		once:    mk(0),
 		score:   cf.score,
+		to:      to,
 		fixedMd: cf.model,
 	}, nil
 }
@@ -176,7 +201,7 @@ func (c *Client) BaseURL() string { return c.base.String() }
 // returns the response body of a 2xx answer. Any other answer becomes an *APIError.
 // Errors are wrapped with "vllm: METHOD PATH: ".
 func (c *Client) call(ctx context.Context, rc *retryablehttp.Client, method, path string, body any) ([]byte, error) {
-	raw, err := c.exchange(ctx, rc, method, path, body)
+	raw, err := c.exchange(withLimit(ctx, c.to.Request), rc, method, path, body)
 	if err != nil {
 		return nil, fmt.Errorf("vllm: %s %s: %w", method, path, err)
 	}

@@ -28,7 +28,14 @@ type CompletionRequest struct {
 	MaxTokens   int
 	Temperature *float64
 	TopP        *float64
-	Seed        *int64
+	// TopK, MinP and the penalties are vLLM's sampling extensions; nil leaves them to
+	// the server ([CompletionRequest.SetSampling] sets them all).
+	TopK              *int
+	MinP              *float64
+	RepetitionPenalty *float64
+	PresencePenalty   *float64
+	FrequencyPenalty  *float64
+	Seed              *int64
 	// Stop strings. Prefer none: the server strips them from the text while the ids
 	// keep them.
 	Stop []string
@@ -54,6 +61,11 @@ type completionBody struct {
 	MaxTokens                  int      `json:"max_tokens,omitempty"`
 	Temperature                *float64 `json:"temperature,omitempty"`
 	TopP                       *float64 `json:"top_p,omitempty"`
+	TopK                       *int     `json:"top_k,omitempty"`
+	MinP                       *float64 `json:"min_p,omitempty"`
+	RepetitionPenalty          *float64 `json:"repetition_penalty,omitempty"`
+	PresencePenalty            *float64 `json:"presence_penalty,omitempty"`
+	FrequencyPenalty           *float64 `json:"frequency_penalty,omitempty"`
 	Seed                       *int64   `json:"seed,omitempty"`
 	Stop                       []string `json:"stop,omitempty"`
 	Logprobs                   *int     `json:"logprobs,omitempty"`
@@ -121,7 +133,19 @@ func (c *Client) Completions(ctx context.Context, req CompletionRequest) (*Compl
 	if err != nil {
 		return nil, err
 	}
-	raw, err := c.call(ctx, c.retry, http.MethodPost, path, body)
+	mt := req.MaxTokens
+	if mt == 0 {
+		mt = 16 // the server's default
+	}
+	limit := c.to.generate(mt)
+	if req.PromptLogprobs != nil {
+		n := 0
+		for _, p := range req.Prompts {
+			n += len(p)
+		}
+		limit = c.to.score(n)
+	}
+	raw, err := c.call(withLimit(ctx, limit), c.retry, http.MethodPost, path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +178,8 @@ func (c *Client) completionBody(ctx context.Context, req CompletionRequest) ([]b
 	}
 	b := completionBody{
 		Model: m, N: req.N, MaxTokens: req.MaxTokens, Temperature: req.Temperature,
-		TopP: req.TopP, Seed: req.Seed, Stop: req.Stop, Logprobs: req.Logprobs,
+		TopP: req.TopP, TopK: req.TopK, MinP: req.MinP, RepetitionPenalty: req.RepetitionPenalty,
+		PresencePenalty: req.PresencePenalty, FrequencyPenalty: req.FrequencyPenalty, Seed: req.Seed, Stop: req.Stop, Logprobs: req.Logprobs,
 		PromptLogprobs: req.PromptLogprobs, ReturnTokenIDs: req.ReturnTokenIDs,
 		ReturnTokensAsTokenIDs: req.ReturnTokensAsTokenIDs, SkipSpecialTokens: req.SkipSpecialTokens,
 		SpacesBetweenSpecialTokens: req.SpacesBetweenSpecialTokens,

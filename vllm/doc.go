@@ -35,6 +35,18 @@
 // ([ChatCompletionResponse.PromptLogprobs], [ChatCompletionResponse.PromptTokenIDs]),
 // decoded the same way.
 //
+// # Sampling
+//
+// Every generation request states every sampling field: temperature, top_p, top_k
+// (-1 when off), min_p, repetition_penalty, presence_penalty, frequency_penalty, and
+// max_tokens. vLLM's default --generation-config auto fills each field a request leaves
+// out from the model's generation_config.json (Qwen3: temperature 0.6, top_k 20,
+// top_p 0.95) while it reports raw logprobs (--logprobs-mode raw_logprobs), so a field
+// left out would make the reported logprobs those of another distribution than the one
+// sampled. Generate sends the request's [sampling.Params] resolved; Chat sends the
+// judge's; Score sends [ScoreSampling]. Chat reads a message's reasoning from
+// "reasoning" (newest vLLM) or "reasoning_content" (older), never into the content.
+//
 // # Teacher scoring
 //
 // [Client.Score] sends the sequences of a [scorer.Request] in one /v1/completions
@@ -48,9 +60,12 @@
 // # Pool
 //
 // [Pool] sends each call to the healthy server with the fewest calls in flight, moves
-// on to another server when one fails (a connection error, a broken answer, an attempt
-// past [WithAttemptTimeout], or a 5xx), and takes a failed server back once GET /health
-// answers again. Close stops its health checker and closes its idle connections. [Pool.Score] spreads the parts of a
+// on to one other server when one fails (a connection error, a broken answer, an
+// attempt past its timeout, or a 5xx), and takes a failed server back once GET /health
+// answers again. The rule for retries across servers: a call reaches at most
+// [MaxServersPerCall] (2) servers, the first and one other; it is never replayed on
+// every server, so a request that crashes engines (an oversized scoring batch, say)
+// cannot take down the pool. Within one server, go-retryablehttp retries as below. Close stops its health checker and closes its idle connections. [Pool.Score] spreads the parts of a
 // split request over the servers.
 //
 // # Errors
@@ -63,6 +78,18 @@
 // distill_topk), [ErrContextLength] and [ErrModelNotFound]. A 404 counts as
 // [ErrModelNotFound] when it is vLLM's NotFoundError or speaks of a model; FastAPI's
 // bare {"detail":"Not Found"} for an unknown route does not.
+//
+// # Timeouts and connections
+//
+// Each attempt is bounded per role ([Timeouts]): small requests 30 s; a generation
+// 60 s + 100 ms × max_tokens; a scoring request 60 s + 2 ms × prompt tokens. The
+// response headers must come within that limit (vLLM sends them only when a
+// non-streaming answer is done) and the whole attempt within twice it. An attempt past
+// its limit is an *[AttemptTimeoutError], is not retried on the same server, and makes
+// a [Pool] mark the server failed: a hung server is noticed within one limit. The
+// client's own transport keeps [DefaultIdleConnsPerServer] idle connections per server
+// ([WithIdleConns]), so 64 rollouts in flight reuse their connections instead of
+// opening new ones (Go's default keeps 2).
 //
 // # Retries
 //

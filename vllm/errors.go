@@ -24,6 +24,11 @@ var (
 	ErrContextLength = errors.New("vllm: request exceeds the model's maximum context length")
 	// ErrModelNotFound: the requested model (or route) does not exist on the server.
 	ErrModelNotFound = errors.New("vllm: model not found")
+	// ErrShortPromptLogprobs: a scoring answer's prompt_logprobs has fewer rows than the
+	// prompt has tokens. vLLM with a KV connector (LMCache, Mooncake, NIXL) skips the
+	// rows of a prefix it loaded from the remote cache, so the teacher's rows for it are
+	// missing: nothing is guessed, the scoring fails.
+	ErrShortPromptLogprobs = errors.New("vllm: prompt_logprobs is shorter than the prompt, as vLLM answers when a KV connector (LMCache, Mooncake, NIXL) loaded a cached prefix and skipped its rows; run the teacher server without --kv-transfer-config (or with the connector's cache off for scoring)")
 )
 
 // APIError is a non-2xx answer from the server. It is decoded from every error shape
@@ -101,7 +106,9 @@ func (e *MaxLogprobsError) advice() string {
 // Is reports whether target is [ErrMaxLogprobs].
 func (e *MaxLogprobsError) Is(target error) bool { return target == ErrMaxLogprobs }
 
-var maxLogprobsRe = regexp.MustCompile(`Requested (prompt|sample)? ?logprobs of (-?\d+), which is greater than max allowed: (-?\d+)`)
+// maxLogprobsRe matches vLLM's message case-insensitively: other front ends in front of
+// vLLM word its case differently.
+var maxLogprobsRe = regexp.MustCompile(`(?i)requested (prompt|sample)? ?logprobs of (-?\d+),? which is greater than (?:the )?max(?:imum)? allowed:? (-?\d+)`)
 
 // DecodeError turns a non-2xx status and its body into an *APIError, whatever the
 // body's shape. It never fails: an unreadable body becomes the message.
@@ -223,7 +230,7 @@ func classify(e *APIError) error {
 	if m := maxLogprobsRe.FindStringSubmatch(msg); m != nil {
 		req, _ := strconv.Atoi(m[2])
 		capN, _ := strconv.Atoi(m[3])
-		kind := m[1]
+		kind := strings.ToLower(m[1])
 		if kind == "" {
 			kind = "sample"
 		}

@@ -33,6 +33,8 @@ func TestDecodeErrorShapes(t *testing.T) {
 			vllm.APIError{Status: 400, Type: "BadRequestError", Message: "Requested prompt logprobs of 50, which is greater than max allowed: 20", Code: "400"}, vllm.ErrMaxLogprobs},
 		{"nested max logprobs with param", 400, "error_nested_max_logprobs.json",
 			vllm.APIError{Status: 400, Type: "BadRequestError", Message: "Requested prompt logprobs of 64, which is greater than max allowed: 32 (parameter=prompt_logprobs, value=64)", Param: "prompt_logprobs", Code: "400"}, vllm.ErrMaxLogprobs},
+		{"max logprobs in other words", 400, "error_max_logprobs_other_case.json",
+			vllm.APIError{Status: 400, Message: "requested Prompt Logprobs of 50 which is greater than the maximum allowed 20"}, vllm.ErrMaxLogprobs},
 		{"nested context length", 400, "error_context_length.json",
 			vllm.APIError{Status: 400, Type: "BadRequestError", Message: "This model's maximum context length is 32768 tokens. However, you requested 33000 tokens (32000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.", Code: "400"}, vllm.ErrContextLength},
 		{"decoder prompt too long", 400, "error_decoder_prompt_too_long.json",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/vllm"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -36,7 +37,7 @@ func ExampleClient_Generate() {
 	if err != nil {
 		panic(err)
 	}
-	gen, err := c.Generate(ctx, rollout.GenerateRequest{Prompt: prompt.Tokens, MaxTokens: 64, Temperature: 1})
+	gen, err := c.Generate(ctx, rollout.GenerateRequest{Prompt: prompt.Tokens, MaxTokens: 64, Sampling: sampling.Neutral(1)})
 	if err != nil {
 		panic(err)
 	}

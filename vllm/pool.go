@@ -33,9 +33,10 @@ func WithHealthCheck(interval, timeout time.Duration) Option {
 
 // Pool spreads requests over several vLLM servers serving the same model. Each call
 // goes to the healthy server with the fewest requests in flight. A server whose call
-// fails with a connection error (a broken answer, or an attempt that ran past
-// [WithAttemptTimeout], included) or a 5xx is marked failed and skipped; the call moves
-// on to the next server. The end of the caller's ctx marks no server. A background checker, owned by the pool, probes failed
+// fails with a connection error (a broken answer, or an attempt that ran past its
+// timeout, included) or a 5xx is marked failed and skipped; the call moves on to one
+// other server, and no further ([MaxServersPerCall]): a request that kills engines is
+// not replayed on every server. The end of the caller's ctx marks no server. A background checker, owned by the pool, probes failed
 // servers with GET /health and takes them back when they answer; when every server is
 // marked failed, a call probes them itself before giving up with [ErrNoHealthyServer].
 //
@@ -237,7 +238,14 @@ func serverFailure(ctx context.Context, err error) bool {
 	return errors.As(err, &ae) && ae.Status >= http.StatusInternalServerError
 }
 
-// do runs fn on one server after another until one does not fail as a server.
+// MaxServersPerCall is how many servers of a [Pool] one call may reach: the first it
+// is sent to and, when that one fails as a server (a 5xx, a dropped or broken
+// connection, an attempt past its timeout), one other. A request that crashes an
+// engine (a scoring batch too large for its memory, say) thus takes down at most two
+// servers, never the whole pool.
+const MaxServersPerCall = 2
+
+// do runs fn on one server and, when it fails as a server, once more on another.
 func (p *Pool) do(ctx context.Context, fn func(*Client) error) error {
 	tried := map[*member]bool{}
 	var last error
@@ -265,6 +273,12 @@ func (p *Pool) do(ctx context.Context, fn func(*Client) error) error {
 		}
 		tried[m] = true
 		last = err
+		if len(tried) == MaxServersPerCall {
+			if len(p.Healthy()) == 0 {
+				return fmt.Errorf("%w: last error: %w", ErrNoHealthyServer, last)
+			}
+			return fmt.Errorf("vllm: the call failed on %d servers and is not sent to more: %w", len(tried), last)
+		}
 	}
 }
 

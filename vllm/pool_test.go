@@ -67,7 +67,7 @@ func newBackend(t *testing.T, name string) *backend {
 	return b
 }
 
-var judgeReq = judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "q"}}, N: 1}
+var judgeReq = judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "q"}}, N: 1, MaxTokens: 4}
 
 func newTestPool(t *testing.T, urls []string, opts ...vllm.Option) *vllm.Pool {
 	t.Helper()
@@ -100,6 +100,28 @@ func TestPoolFailsOverAndSkipsFailedServer(t *testing.T) {
 	}
 	require.Equal(t, int32(1), a.chats.Load(), "a failed once and was skipped afterwards")
 	require.Equal(t, []string{b.srv.URL}, p.Healthy())
+}
+
+func TestPoolRetriesOnOneOtherServerOnly(t *testing.T) {
+	bs := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	var urls []string
+	for _, b := range bs {
+		b.chatStatus.Store(500)
+		urls = append(urls, b.srv.URL)
+	}
+	p := newTestPool(t, urls)
+	_, err := p.Chat(bg, judgeReq)
+	var ae *vllm.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, 500, ae.Status)
+	require.ErrorContains(t, err, "failed on 2 servers")
+	total := 0
+	for _, b := range bs {
+		require.LessOrEqual(t, b.chats.Load(), int32(1), "no server sees the request twice")
+		total += int(b.chats.Load())
+	}
+	require.Equal(t, vllm.MaxServersPerCall, total, "one server, then one other, and no more")
+	require.Len(t, p.Healthy(), 1, "the third server was not reached, so it is still healthy")
 }
 
 func TestPoolDoesNotMarkOn4xx(t *testing.T) {

@@ -45,7 +45,9 @@ func (c *Client) Render(ctx context.Context, req rollout.RenderRequest) (rollout
 }
 
 // Generate implements [rollout.Policy] with POST /v1/completions: the token-id prompt,
-// n 1, return_token_ids, logprobs 0 (the sampled token's logprob) with
+// n 1, max_tokens, every sampling field of req.Sampling (temperature, top_p, top_k,
+// min_p and the three penalties, resolved so that "off" is stated, never left to the
+// server), return_token_ids, logprobs 0 (the sampled token's logprob) with
 // return_tokens_as_token_ids, skip_special_tokens and spaces_between_special_tokens
 // false, no stop strings (generation ends on the model's stop ids only).
 //
@@ -57,26 +59,22 @@ func (c *Client) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 	if req.MaxTokens < 1 {
 		return rollout.Generation{}, fmt.Errorf("vllm: POST %s: MaxTokens is %d, want ≥ 1", path, req.MaxTokens)
 	}
-	if req.Temperature < 0 || req.TopP < 0 || req.TopP > 1 {
-		return rollout.Generation{}, fmt.Errorf("vllm: POST %s: temperature %g or top_p %g out of range", path, req.Temperature, req.TopP)
+	if err := checkSampling(path, req.Sampling); err != nil {
+		return rollout.Generation{}, err
 	}
-	topP := req.TopP
-	if topP == 0 {
-		topP = 1
-	}
-	resp, err := c.Completions(ctx, CompletionRequest{
+	creq := CompletionRequest{
 		Prompts:                    [][]int32{req.Prompt},
 		N:                          1,
 		MaxTokens:                  req.MaxTokens,
-		Temperature:                Ptr(req.Temperature),
-		TopP:                       Ptr(topP),
 		Seed:                       req.Seed,
 		Logprobs:                   Ptr(0),
 		ReturnTokenIDs:             true,
 		ReturnTokensAsTokenIDs:     true,
 		SkipSpecialTokens:          Ptr(false),
 		SpacesBetweenSpecialTokens: Ptr(false),
-	})
+	}
+	creq.SetSampling(req.Sampling)
+	resp, err := c.Completions(ctx, creq)
 	if err != nil {
 		return rollout.Generation{}, err
 	}
@@ -137,20 +135,37 @@ func equalIDs(a, b []int32) bool {
 }
 
 // Chat implements [judge.ChatModel] with POST /v1/chat/completions, asking for req.N
-// choices in one request. The reply may hold fewer choices than asked for.
+// choices in one request, with max_tokens, every sampling field of req.Sampling and
+// chat_template_kwargs (an empty object when nil). The reply may hold fewer choices
+// than asked for. A choice's reasoning ("reasoning", or "reasoning_content" on older
+// servers) goes to Reasoning, never to Choices.
 func (c *Client) Chat(ctx context.Context, req judge.ChatRequest) (judge.ChatResponse, error) {
-	resp, err := c.ChatCompletions(ctx, ChatCompletionRequest{
-		Messages:    req.Messages,
-		N:           max(req.N, 1),
-		MaxTokens:   req.MaxTokens,
-		Temperature: Ptr(req.Temperature),
-	})
+	const path = "/v1/chat/completions"
+	if req.MaxTokens < 1 {
+		return judge.ChatResponse{}, fmt.Errorf("vllm: POST %s: MaxTokens is %d, want ≥ 1 (a request without max_tokens may fill the context)", path, req.MaxTokens)
+	}
+	if err := checkSampling(path, req.Sampling); err != nil {
+		return judge.ChatResponse{}, err
+	}
+	kw := req.ChatTemplateKwargs
+	if kw == nil {
+		kw = map[string]any{}
+	}
+	creq := ChatCompletionRequest{
+		Messages:           req.Messages,
+		N:                  max(req.N, 1),
+		MaxTokens:          req.MaxTokens,
+		ChatTemplateKwargs: kw,
+	}
+	creq.SetSampling(req.Sampling)
+	resp, err := c.ChatCompletions(ctx, creq)
 	if err != nil {
 		return judge.ChatResponse{}, err
 	}
-	out := judge.ChatResponse{Choices: make([]string, len(resp.Choices))}
+	out := judge.ChatResponse{Choices: make([]string, len(resp.Choices)), Reasoning: make([]string, len(resp.Choices))}
 	for i, ch := range resp.Choices {
 		out.Choices[i] = ch.Message.Content
+		out.Reasoning[i] = ch.Message.ReasoningContent
 	}
 	return out, nil
 }

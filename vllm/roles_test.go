@@ -16,6 +16,7 @@ import (
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/judge"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
@@ -45,7 +46,7 @@ func TestGenerate(t *testing.T) {
 	r := newReplay(t, map[string]route{"POST /v1/completions": {file: "completions_generate.json"}})
 	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
 	prompt := []int32{151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198}
-	got, err := c.Generate(bg, rollout.GenerateRequest{Prompt: prompt, MaxTokens: 128, Temperature: 1, Seed: vllm.Ptr(int64(3))})
+	got, err := c.Generate(bg, rollout.GenerateRequest{Prompt: prompt, MaxTokens: 128, Sampling: sampling.Neutral(1), Seed: vllm.Ptr(int64(3))})
 	require.NoError(t, err)
 	want := rollout.Generation{
 		Tokens:       []int32{151657, 515, 151658, 151645},
@@ -60,7 +61,8 @@ func TestGenerate(t *testing.T) {
 	body := r.requests("POST /v1/completions")[0].Body
 	wantBody := map[string]any{
 		"model": "m", "prompt": toAny(prompt), "n": 1.0, "max_tokens": 128.0,
-		"temperature": 1.0, "top_p": 1.0, "seed": 3.0, "logprobs": 0.0,
+		"temperature": 1.0, "top_p": 1.0, "top_k": -1.0, "min_p": 0.0, "repetition_penalty": 1.0,
+		"presence_penalty": 0.0, "frequency_penalty": 0.0, "seed": 3.0, "logprobs": 0.0,
 		"return_token_ids": true, "return_tokens_as_token_ids": true,
 		"skip_special_tokens": false, "spaces_between_special_tokens": false,
 	}
@@ -95,7 +97,8 @@ func TestGenerateRejects(t *testing.T) {
 		want string
 	}{
 		{"max tokens", rollout.GenerateRequest{Prompt: []int32{1}}, "", "MaxTokens is 0"},
-		{"top p", rollout.GenerateRequest{Prompt: []int32{1}, MaxTokens: 1, TopP: 2}, "", "out of range"},
+		{"top p", rollout.GenerateRequest{Prompt: []int32{1}, MaxTokens: 1, Sampling: sampling.Params{Temperature: 1, TopP: 2}}, "", "TopP is 2"},
+		{"top k", rollout.GenerateRequest{Prompt: []int32{1}, MaxTokens: 1, Sampling: sampling.Params{Temperature: 1, TopK: -3}}, "", "TopK is -3"},
 		{"no ids", rollout.GenerateRequest{Prompt: []int32{1}, MaxTokens: 1},
 			`{"choices":[{"index":0,"text":"hi","finish_reason":"stop","logprobs":{"tokens":["hi"],"token_logprobs":[-1]}}]}`, "neither token_ids nor token_id:N"},
 		{"prompt echo differs", rollout.GenerateRequest{Prompt: []int32{1}, MaxTokens: 1},
@@ -122,13 +125,41 @@ func TestChat(t *testing.T) {
 	r := newReplay(t, map[string]route{"POST /v1/chat/completions": {file: "chat_completion.json"}})
 	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
 	var cm judge.ChatModel = c
-	got, err := cm.Chat(bg, judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "judge"}}, N: 2, Temperature: 0.6, MaxTokens: 256})
+	got, err := cm.Chat(bg, judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "judge"}}, N: 2, Sampling: sampling.Neutral(0.6), MaxTokens: 256})
 	require.NoError(t, err)
-	require.Equal(t, judge.ChatResponse{Choices: []string{`The turn was fine. \boxed{-1}`, ""}}, got)
+	require.Equal(t, judge.ChatResponse{Choices: []string{`The turn was fine. \boxed{-1}`, ""}, Reasoning: []string{"", ""}}, got)
 	body := r.requests("POST /v1/chat/completions")[0].Body
 	require.Equal(t, 2.0, body["n"])
-	require.Equal(t, 0.6, body["temperature"])
 	require.Equal(t, 256.0, body["max_tokens"])
+	for k, v := range map[string]any{
+		"temperature": 0.6, "top_p": 1.0, "top_k": -1.0, "min_p": 0.0, "repetition_penalty": 1.0,
+		"presence_penalty": 0.0, "frequency_penalty": 0.0,
+	} {
+		require.Equal(t, v, body[k], k)
+	}
+	require.Equal(t, map[string]any{}, body["chat_template_kwargs"], "always explicit")
+
+	_, err = cm.Chat(bg, judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "judge"}}, N: 1})
+	require.ErrorContains(t, err, "MaxTokens is 0", "max_tokens is never left to the server")
+}
+
+func TestChatReasoning(t *testing.T) {
+	// The newest vLLM names the field "reasoning", older ones "reasoning_content".
+	const body = `{"choices":[
+		{"index":0,"message":{"role":"assistant","content":null,"reasoning":"thinking \\boxed{1}"},"finish_reason":"length"},
+		{"index":1,"message":{"role":"assistant","content":null,"reasoning_content":"old name"},"finish_reason":"length"},
+		{"index":2,"message":{"role":"assistant","content":"\\boxed{-1}","reasoning":null,"reasoning_content":null},"finish_reason":"stop"}]}`
+	r := newReplay(t, map[string]route{"POST /v1/chat/completions": {body: body}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	got, err := c.Chat(bg, judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "judge"}}, N: 3, Sampling: sampling.Neutral(0.7), MaxTokens: 8})
+	require.NoError(t, err)
+	want := judge.ChatResponse{Choices: []string{"", "", `\boxed{-1}`}, Reasoning: []string{`thinking \boxed{1}`, "old name", ""}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	resp, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "x"}}, N: 3})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, false}, []bool{resp.Choices[0].ContentNull, resp.Choices[1].ContentNull, resp.Choices[2].ContentNull})
 }
 
 // teacher is a fake /v1/completions for scoring: at position j ≥ 1 of a prompt it
@@ -307,9 +338,20 @@ func TestScoreErrors(t *testing.T) {
 	require.Contains(t, err.Error(), "--max-logprobs 50")
 }
 
+func TestScoreShortPromptLogprobsNamesTheKVConnector(t *testing.T) {
+	// A KV connector that loaded a cached prefix skips its rows.
+	r := newReplay(t, map[string]route{"POST /v1/completions": {body: `{"choices":[{"index":0,"prompt_logprobs":[null,{"3":{"logprob":-1,"rank":1}}]}]}`}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	_, err := c.Score(bg, scorer.Request{K: 1, Sequences: []scorer.Sequence{{Tokens: []int32{1, 2, 3}, Positions: []int{2}}}})
+	require.ErrorIs(t, err, vllm.ErrShortPromptLogprobs)
+	require.ErrorContains(t, err, "2 positions for a 3-token prompt")
+	require.ErrorContains(t, err, "KV connector")
+	require.ErrorContains(t, err, "--kv-transfer-config", "the error says how to fix it")
+}
+
 func TestScoreRejectsMisalignedReplies(t *testing.T) {
 	for _, tc := range []struct{ name, body, want string }{
-		{"wrong length", `{"choices":[{"index":0,"prompt_logprobs":[null]}]}`, "1 positions, the prompt 2 tokens"},
+		{"too long", `{"choices":[{"index":0,"prompt_logprobs":[null,{"2":{"logprob":-1,"rank":1}},null]}]}`, "3 positions, the prompt 2 tokens"},
 		{"actual token absent", `{"choices":[{"index":0,"prompt_logprobs":[null,{"9":{"logprob":-1,"rank":1}}]}]}`, "no entry for the prompt token 2"},
 		{"no prompt_logprobs", `{"choices":[{"index":0}]}`, "0 positions"},
 		{"no ranked entries", `{"choices":[{"index":0,"prompt_logprobs":[null,{"2":{"logprob":-1,"rank":40}}]}]}`, "no ranked entries"},

@@ -12,7 +12,7 @@ import (
 // Default limits of one scoring request; see [WithScoreBatch].
 const (
 	DefaultScoreMaxSequences   = 16
-	DefaultScoreMaxTokens      = 65536
+	DefaultScoreMaxTokens      = 16384
 	DefaultScoreMaxConcurrency = 4
 )
 
@@ -32,7 +32,16 @@ func (l scoreLimits) validate() error {
 // WithScoreBatch bounds one /v1/completions request of [Client.Score]: at most
 // maxSequences sequences and maxTokens prompt tokens in all (a single longer sequence
 // still goes alone), with up to concurrency such requests in flight for one Score
-// call. Larger scoring requests are split. Defaults [DefaultScoreMaxSequences],
+// call. Larger scoring requests are split.
+//
+// The bound is on the answer's size too: vLLM answers K+1 entries per prompt token,
+// about 1.6 KB of JSON per position at K = 50, all of it built as Python objects in
+// vLLM's API process before the first byte is sent. The default 16384 keeps one answer
+// near 26 MB at K = 50 (65536 did allow four times that). A sequence is sent only up
+// to its last scored position (the positions after it cannot change the ones before),
+// so a sequence scored only in its first turns costs only those; a single sequence
+// whose last scored position is beyond the bound goes alone and its answer is as long
+// as that prefix, since vLLM's prompt_logprobs have no start offset. Defaults [DefaultScoreMaxSequences],
 // [DefaultScoreMaxTokens], [DefaultScoreMaxConcurrency]; values below 1 make
 // NewClient fail.
 func WithScoreBatch(maxSequences, maxTokens, concurrency int) Option {
@@ -73,7 +82,7 @@ func scoreSplit(ctx context.Context, req scorer.Request, lim scoreLimits,
 	for lo := 0; lo < len(todo); {
 		hi, tokens := lo, 0
 		for hi < len(todo) && hi-lo < lim.maxSeqs {
-			n := len(req.Sequences[todo[hi]].Tokens)
+			n := len(scoredPrefix(req.Sequences[todo[hi]]).Tokens)
 			if hi > lo && tokens+n > lim.maxTokens {
 				break
 			}
@@ -84,7 +93,7 @@ func scoreSplit(ctx context.Context, req scorer.Request, lim scoreLimits,
 		g.Go(func() error {
 			seqs := make([]scorer.Sequence, len(idx))
 			for i, j := range idx {
-				seqs[i] = req.Sequences[j]
+				seqs[i] = scoredPrefix(req.Sequences[j])
 			}
 			res, err := send(gctx, seqs, req.K)
 			if err != nil {
@@ -106,19 +115,27 @@ func scoreSplit(ctx context.Context, req scorer.Request, lim scoreLimits,
 	return out, nil
 }
 
+// scoredPrefix cuts s after its last scored position; the results are the same, as
+// the model is causal.
+func scoredPrefix(s scorer.Sequence) scorer.Sequence {
+	s.Tokens = s.Tokens[:s.Positions[len(s.Positions)-1]+1]
+	return s
+}
+
 // scoreBatch sends one scoring request and reads its results.
 func (c *Client) scoreBatch(ctx context.Context, seqs []scorer.Sequence, k int) ([]scorer.SequenceResult, error) {
 	prompts := make([][]int32, len(seqs))
 	for i, s := range seqs {
 		prompts[i] = s.Tokens
 	}
-	resp, err := c.Completions(ctx, CompletionRequest{
+	creq := CompletionRequest{
 		Prompts:        prompts,
 		N:              1,
 		MaxTokens:      1,
-		Temperature:    Ptr(1.0),
 		PromptLogprobs: Ptr(k),
-	})
+	}
+	creq.SetSampling(ScoreSampling)
+	resp, err := c.Completions(ctx, creq)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +153,12 @@ func (c *Client) scoreBatch(ctx context.Context, seqs []scorer.Sequence, k int) 
 // sequenceResult reads the requested positions of one sequence from its
 // prompt_logprobs.
 func sequenceResult(pl *PromptLogprobs, s scorer.Sequence, k int) (scorer.SequenceResult, error) {
-	if pl.Len() != len(s.Tokens) {
+	switch {
+	case pl == nil:
+		return scorer.SequenceResult{}, fmt.Errorf("the answer has no prompt_logprobs (0 positions)")
+	case pl.Len() < len(s.Tokens):
+		return scorer.SequenceResult{}, fmt.Errorf("%w: prompt_logprobs has %d positions for a %d-token prompt", ErrShortPromptLogprobs, pl.Len(), len(s.Tokens))
+	case pl.Len() > len(s.Tokens):
 		return scorer.SequenceResult{}, fmt.Errorf("prompt_logprobs has %d positions, the prompt %d tokens", pl.Len(), len(s.Tokens))
 	}
 	r := scorer.SequenceResult{

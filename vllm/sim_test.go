@@ -14,6 +14,7 @@ import (
 	"github.com/agentic-opd/agenticopd/judge"
 	"github.com/agentic-opd/agenticopd/judge/judgetest"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/vllm"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -34,7 +35,7 @@ func TestSimRenderGenerateRoundTrip(t *testing.T) {
 	require.Equal(t, s.MaxModelLen(), r.MaxModelLen)
 	require.Equal(t, vllmtest.ImStart, r.Tokens[0], "no BOS of our own")
 
-	g, err := c.Generate(bg, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 64, Temperature: 1, Seed: vllm.Ptr(int64(1))})
+	g, err := c.Generate(bg, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 64, Sampling: sampling.Neutral(1), Seed: vllm.Ptr(int64(1))})
 	require.NoError(t, err)
 	require.Equal(t, rollout.FinishStop, g.FinishReason)
 	require.Equal(t, vllmtest.ImEnd, g.Tokens[len(g.Tokens)-1], "the stop token is kept")
@@ -52,7 +53,7 @@ func TestSimSampledGenerationIsReproducible(t *testing.T) {
 	s := vllmtest.NewServer(t)
 	c := s.Client(fastRetry...)
 	prompt := s.Tokenize("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n")
-	req := rollout.GenerateRequest{Prompt: prompt, MaxTokens: 8, Temperature: 1, Seed: vllm.Ptr(int64(42))}
+	req := rollout.GenerateRequest{Prompt: prompt, MaxTokens: 8, Sampling: sampling.Neutral(1), Seed: vllm.Ptr(int64(42))}
 	a, err := c.Generate(bg, req)
 	require.NoError(t, err)
 	b, err := c.Generate(bg, req)
@@ -201,7 +202,7 @@ func TestSimChatWithN(t *testing.T) {
 		return []string{`Looks wrong. \boxed{1} [HINT_START]Run the tests first.[HINT_END]`, `\boxed{-1}`}
 	}))
 	c := s.Client(fastRetry...)
-	got, err := c.Chat(bg, judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "judge this"}}, N: 3, Temperature: 0.7, MaxTokens: 200})
+	got, err := c.Chat(bg, judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "judge this"}}, N: 3, Sampling: sampling.Neutral(0.7), MaxTokens: 200})
 	require.NoError(t, err)
 	require.Equal(t, []string{`Looks wrong. \boxed{1} [HINT_START]Run the tests first.[HINT_END]`, `\boxed{-1}`, `Looks wrong. \boxed{1} [HINT_START]Run the tests first.[HINT_END]`}, got.Choices)
 }
@@ -242,7 +243,7 @@ func TestSimPostRetrySendsTheSameBody(t *testing.T) {
 	s := vllmtest.NewServer(t)
 	c := s.Client(fastRetry...)
 	s.FailNext("/v1/completions", 1, http.StatusBadGateway, "")
-	_, err := c.Generate(bg, rollout.GenerateRequest{Prompt: s.Tokenize("hello there"), MaxTokens: 4, Temperature: 0})
+	_, err := c.Generate(bg, rollout.GenerateRequest{Prompt: s.Tokenize("hello there"), MaxTokens: 4, Sampling: sampling.Neutral(0)})
 	require.NoError(t, err)
 	var bodies []string
 	for _, r := range s.Requests() {

@@ -10,30 +10,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/judge"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "custom-roles:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("custom-roles", run) }
 
 // ruleJudge hints whenever a tool result shows a Python traceback: a judge without a
 // model, cheap and deterministic. Any judge.Judge works; judgetest checks one.
@@ -63,7 +56,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	out := fs.String("out", "custom-out", "directory for groups.jsonl")
 	groups := fs.Int("groups", 1, "number of groups to collect")
 	topK := fs.Int("topk", 20, "teacher top-K per scored token")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := errors.Join(cli.AtLeast("groups", *groups, 1), cli.AtLeast("topk", *topK, 1)); err != nil {
 		return err
 	}
 
@@ -80,12 +76,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	defer teacher.Close()
 	fmt.Fprintf(stdout, "%s; another vllmtest at %s plays a frozen teacher\n", scripted.Banner(policy, "the policy"), teacher.URL)
 
+	sandboxes, err := cli.Sandbox(ctx, true, stdout) // only scripted commands run
+	if err != nil {
+		return err
+	}
 	env, err := agenticopd.NewEnv(agenticopd.Config{
-		Policy:      policy.Client(),
-		Teacher:     teacher.Client(),
-		Judge:       judge.Func(ruleJudge),
-		Reward:      reward.Func(timeoutPenalty),
-		DistillTopK: *topK,
+		Policy:         policy.Client(),
+		SandboxFactory: sandboxes,
+		Teacher:        teacher.Client(),
+		Judge:          judge.Func(ruleJudge),
+		Reward:         reward.Func(timeoutPenalty),
+		DistillTopK:    *topK,
 		OnGroup: func(g *agenticopd.Group) {
 			fmt.Fprintf(stdout, "group %s: scores %.3f, %g hints, %g scored turns\n",
 				g.Task.ID, g.Data.Scores, g.Metrics["opd/total_hints"], g.Metrics["opd/total_scored_turns"])

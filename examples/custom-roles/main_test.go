@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
+
 	"github.com/agentic-opd/agenticopd/judge"
 	"github.com/agentic-opd/agenticopd/judge/judgetest"
 )
@@ -26,4 +28,9 @@ func TestCustomRolesUsesTheFrozenTeacher(t *testing.T) {
 	first, _, _ := strings.Cut(out.String(), "\n")
 	assert.True(t, strings.HasPrefix(first, "SIMULATOR"), first)
 	assert.Contains(t, out.String(), "teacher requests: policy server 0, frozen teacher 1")
+}
+
+func TestCustomRolesFlags(t *testing.T) {
+	clitest.CheckFlags(t, run, []string{"out", "groups", "topk"},
+		[]clitest.BadLine{clitest.Bad("groups", "-groups", "0"), clitest.Bad("topk", "-topk", "x")})
 }

@@ -15,25 +15,16 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 
 	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "evaluate:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("evaluate", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("evaluate", flag.ContinueOnError)
@@ -43,7 +34,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	model := fs.String("model", "", "served model name (default: the server's first model)")
 	dataset := fs.String("dataset", "", "JSONL dataset (default: the built-in tasks)")
 	seed := fs.Uint64("seed", 1, "seed of the train/eval split")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 
@@ -71,6 +62,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		opts = append(opts, vllm.WithModel(*model))
 	}
 	var err error
+	if cfg.SandboxFactory, err = cli.Sandbox(ctx, *vllmURL == "", stdout); err != nil {
+		return err
+	}
 	if cfg.Policy, err = vllm.NewClient(url, opts...); err != nil {
 		return err
 	}

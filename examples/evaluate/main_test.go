@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -51,4 +53,9 @@ func TestEvaluateDataset(t *testing.T) {
 	assert.Contains(t, out.String(), "evaluating 10 tasks", "eval_size 10 of 12")
 
 	require.Error(t, run(context.Background(), []string{"-out", dir, "-dataset", filepath.Join(dir, "missing.jsonl")}, &out))
+}
+
+func TestEvaluateFlags(t *testing.T) {
+	clitest.CheckFlags(t, run, []string{"out", "vllm-url", "model", "dataset", "seed"},
+		[]clitest.BadLine{clitest.Bad("seed", "-seed", "-1"), clitest.Bad("nope", "-nope")})
 }

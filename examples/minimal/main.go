@@ -1,13 +1,12 @@
-// Command minimal is the README's program: one group on the first built-in task,
-// written as an Atropos JSON line. It runs anywhere bubblewrap does: the policy is the
-// in-process vLLM simulator (a test and demo backend, not a language model), sampling
-// freely, so expect low scores and no hints.
+// Command minimal is the README's program, line for line: one group on the first
+// built-in task, written to stdout as an Atropos JSON line. It runs anywhere
+// bubblewrap does: the policy is the in-process vLLM simulator (a test and demo
+// backend, not a language model), sampling freely, so expect low scores and no hints.
 package main
 
 import (
 	"context"
-	"fmt"
-	"io"
+	"flag"
 	"log"
 	"os"
 
@@ -18,27 +17,21 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
+	flag.Parse()                                             // no flags of its own: -h prints the usage
+	sim, err := vllmtest.Start(vllmtest.WithMaxLogprobs(50)) // or vllm.NewClient("http://localhost:8000")
+	if err != nil {
 		log.Fatal(err)
 	}
-}
-
-func run(ctx context.Context, w io.Writer) error {
-	// For a real server: policy, err := vllm.NewClient("http://localhost:8000")
-	sim, err := vllmtest.Start(vllmtest.WithMaxLogprobs(50))
-	if err != nil {
-		return err
-	}
 	defer sim.Close()
-
 	env, err := agenticopd.NewEnv(agenticopd.Config{Policy: sim.Client(), KeepEqualScores: true})
 	if err != nil {
-		return err
+		log.Fatal(err)
 	}
-	g, err := env.CollectGroup(ctx, tasks.Builtin()[0])
+	g, err := env.CollectGroup(context.Background(), tasks.Builtin()[0]) // 4 rollouts, judged, scored
 	if err != nil {
-		return err
+		log.Fatal(err)
 	}
-	fmt.Fprintln(os.Stderr, "task", g.Task.ID, "scores", g.Data.Scores)
-	return atropos.WriteJSONL(w, g.Data)
+	if err := atropos.WriteJSONL(os.Stdout, g.Data); err != nil { // one ScoredDataGroup per line
+		log.Fatal(err)
+	}
 }

@@ -2,25 +2,72 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/atropos"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// build compiles the program once per test.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "minimal")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
 
 func TestMinimalWritesOneValidGroup(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), &out))
+	bin := build(t)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
 	n := 0
-	require.NoError(t, atropos.ReadJSONL(&out, func(g *atropos.ScoredDataGroup) error {
+	require.NoError(t, atropos.ReadJSONL(&stdout, func(g *atropos.ScoredDataGroup) error {
 		n++
 		require.Equal(t, 4, g.Len())
 		return g.Validate(atropos.ValidateOptions{})
 	}))
 	require.Equal(t, 1, n)
+
+	// -h prints the usage and exits 0; an unknown flag is named, exit status 2.
+	out, err := exec.Command(bin, "-h").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "Usage of")
+	out, err = exec.Command(bin, "-groups", "2").CombinedOutput()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "%v", err)
+	assert.Equal(t, 2, exit.ExitCode())
+	assert.Contains(t, string(out), "-groups")
+}
+
+// TestREADMEProgramsAreTested: every Go block of the README is a file of the
+// repository, verbatim, so it compiles and its tests run.
+func TestREADMEProgramsAreTested(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(readme, -1)
+	require.NotEmpty(t, blocks)
+	files := map[string]string{}
+	for _, name := range []string{"main.go", "readme_test.go"} {
+		b, err := os.ReadFile(name)
+		require.NoError(t, err)
+		files[name] = string(b)
+	}
+	for _, b := range blocks {
+		found := false
+		for _, f := range files {
+			found = found || strings.Contains(f, string(b[1]))
+		}
+		assert.True(t, found, "README block not in examples/minimal verbatim:\n%s", b[1])
+	}
 }

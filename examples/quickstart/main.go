@@ -21,32 +21,24 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("quickstart", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	out := fs.String("out", "opd-out", "directory for groups.jsonl")
+	out := fs.String("out", "opd-out", "directory for groups.jsonl and report.html")
 	groups := fs.Int("groups", 2, "number of groups to collect")
 	groupSize := fs.Int("group-size", 4, "rollouts per group")
 	vllmURL := fs.String("vllm-url", "", "vLLM server of the policy (default: the in-process simulator)")
@@ -55,11 +47,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	judgeURL := fs.String("judge-url", "", "vLLM server of the judge (default: the policy)")
 	topK := fs.Int("topk", 50, "teacher top-K per scored token")
 	seed := fs.Uint64("seed", 1, "seed for the task order and the split")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if *groups < 1 || *groupSize < 1 || *topK < 1 {
-		return errors.New("-groups, -group-size and -topk must be at least 1")
+	if err := errors.Join(cli.AtLeast("groups", *groups, 1), cli.AtLeast("group-size", *groupSize, 1), cli.AtLeast("topk", *topK, 1)); err != nil {
+		return err
+	}
+	// python3 first: without it nothing can be verified.
+	if _, err := os.Stat(cli.Python); err != nil {
+		_, err = cli.Sandbox(ctx, true, stdout)
+		return err
 	}
 
 	var opts []vllm.Option
@@ -79,6 +76,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "vLLM server: %s\n", policyURL)
 	}
+	// The simulator runs only its own scripted commands, so they may run unconfined
+	// when bubblewrap is missing; a real model's code never does.
+	sandboxes, err := cli.Sandbox(ctx, *vllmURL == "", stdout)
+	if err != nil {
+		return err
+	}
 
 	policy, err := vllm.NewClient(policyURL, opts...)
 	if err != nil {
@@ -89,6 +92,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		GroupSize:   *groupSize,
 		DistillTopK: *topK,
 		Seed:        *seed,
+
+		SandboxFactory: sandboxes,
 	}
 	if *teacherURL != "" {
 		if cfg.Teacher, err = vllm.NewClient(*teacherURL, opts...); err != nil {
@@ -100,7 +105,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	cfg.OnGroup = func(g *agenticopd.Group) { printGroup(stdout, g) }
+	// On a terminal, stderr shows groups done and sandboxes open.
+	progress := cli.NewProgress(os.Stderr, sandboxes, *groups)
+	defer progress.Close()
+	cfg.SandboxFactory = progress
+	cfg.OnGroup = func(g *agenticopd.Group) {
+		progress.GroupDone()
+		printGroup(stdout, g)
+	}
+	cfg.ReportPath = filepath.Join(*out, "report.html")
 	env, err := agenticopd.NewEnv(cfg)
 	if err != nil {
 		return err
@@ -121,8 +134,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	progress.Close()
 
-	fmt.Fprintf(stdout, "\nwrote %d groups to %s\n\nmetrics:\n", *groups, path)
+	fmt.Fprintf(stdout, "\nwrote %d groups to %s\nand the HTML inspector to %s (open it in a browser)\n\nmetrics:\n", *groups, path, cfg.ReportPath)
 	m := env.Metrics()
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		fmt.Fprintf(stdout, "  %-40s %g\n", k, m[k])

@@ -13,7 +13,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
+	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -50,6 +53,10 @@ func TestQuickstartWritesValidGroupsWithRows(t *testing.T) {
 	}))
 	assert.Equal(t, 2, groups)
 	assert.Positive(t, rows)
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err, "the inspector is written next to groups.jsonl")
+	assert.Equal(t, 2, strings.Count(string(page), `<section class="group"`))
+	assert.Contains(t, out.String(), "and the HTML inspector to "+filepath.Join(dir, "report.html"))
 	// Per group the task, scores, hints and scored turns; then the metrics.
 	text := out.String()
 	assert.Equal(t, 2, strings.Count(text, "\ngroup: task "))
@@ -83,4 +90,60 @@ func TestQuickstartRejectsBadFlags(t *testing.T) {
 	var out bytes.Buffer
 	require.Error(t, run(context.Background(), []string{"-groups", "0"}, &out))
 	require.Error(t, run(context.Background(), []string{"-nope"}, &out))
+}
+
+func TestQuickstartFlags(t *testing.T) {
+	clitest.CheckFlags(t, run,
+		[]string{"out", "groups", "group-size", "vllm-url", "model", "teacher-url", "judge-url", "topk", "seed"},
+		[]clitest.BadLine{
+			clitest.Bad("groups", "-groups", "0"),
+			clitest.Bad("groups", "-groups", "two"),
+			clitest.Bad("group-size", "-group-size", "-1"),
+			clitest.Bad("topk", "-topk", "0"),
+			clitest.Bad("seed", "-seed", "x"),
+		})
+}
+
+// missing points one of cli's paths at a file that does not exist, for the test.
+func missing(t *testing.T, p *string) {
+	old := *p
+	*p = filepath.Join(t.TempDir(), "missing")
+	t.Cleanup(func() { *p = old })
+}
+
+func TestQuickstartWithoutBubblewrapRunsUnconfinedAndSaysSo(t *testing.T) {
+	missing(t, &cli.BwrapPath)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-out", dir, "-groups", "1", "-topk", "20"}, &out), out.String())
+	lines := strings.SplitN(out.String(), "\n", 4)
+	require.Len(t, lines, 4)
+	assert.Contains(t, lines[0], "SIMULATOR")
+	assert.Contains(t, lines[1], "UNCONFINED: bubblewrap (bwrap) not found")
+	assert.Contains(t, lines[2], "apt-get install -y --no-install-recommends bubblewrap")
+	_, err := os.Stat(filepath.Join(dir, "groups.jsonl"))
+	assert.NoError(t, err)
+}
+
+func TestQuickstartRefusesARealModelWithoutBubblewrap(t *testing.T) {
+	missing(t, &cli.BwrapPath)
+	srv := vllmtest.NewServer(t)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-out", dir, "-vllm-url", srv.URL}, &out)
+	require.ErrorIs(t, err, sandbox.ErrBwrapNotFound)
+	assert.Contains(t, err.Error(), "apt-get install -y --no-install-recommends bubblewrap")
+	assert.NotContains(t, out.String(), "UNCONFINED")
+	assert.Zero(t, srv.RequestCount("/v1/completions"), "no rollout started")
+}
+
+func TestQuickstartWithoutPythonStopsAtOnce(t *testing.T) {
+	missing(t, &cli.Python)
+	dir := filepath.Join(t.TempDir(), "out")
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-out", dir}, &out)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "apt-get install -y --no-install-recommends python3")
+	assert.Empty(t, out.String(), "nothing started")
+	assert.NoDirExists(t, dir)
 }

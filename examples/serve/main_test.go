@@ -1,16 +1,28 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
+	"github.com/agentic-opd/agenticopd/tasks"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -19,18 +31,155 @@ func TestServeOfflineFeedsTheTrainer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, []string{"-steps", "2", "-group-size", "2", "-batch-size", "4", "-spool", t.TempDir()}, &out), out.String())
+	require.NoError(t, run(ctx, []string{"-steps", "2", "-group-size", "2", "-batch-size", "4", "-spool", t.TempDir(), "-metrics-every", "2"}, &out), out.String())
 	text := out.String()
 	first, _, _ := strings.Cut(text, "\n")
 	assert.Contains(t, first, "SIMULATOR")
-	assert.Contains(t, text, "trainer: step 1:")
-	assert.Contains(t, text, "trainer: step 2:")
-	assert.Contains(t, text, "env: the trainer has every step it asked for")
+	assert.Contains(t, text, `msg="trainer: step" step=1`)
+	assert.Contains(t, text, `msg="trainer: step" step=2`)
+	assert.Contains(t, text, `msg="group kept"`)
+	assert.Contains(t, text, "msg=metrics ")
+	assert.Contains(t, text, "the trainer has every step it asked for")
 }
 
-func TestServeRejectsBadFlags(t *testing.T) {
+func TestServeLogsJSONAndStopsAfterGroups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	var out bytes.Buffer
-	require.Error(t, run(context.Background(), []string{"-batch-size", "1", "-group-size", "4"}, &out))
+	// Many trainer steps: -groups is what stops it.
+	require.NoError(t, run(ctx, []string{"-groups", "2", "-steps", "1000", "-group-size", "2", "-batch-size", "4", "-log-json", "-metrics-every", "1"}, &out), out.String())
+	assert.Contains(t, out.String(), `"msg":"stopping: the groups asked for were sent"`)
+	kept, metrics := 0, 0
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &rec), "every line is JSON: %s", sc.Text())
+		switch rec["msg"] {
+		case "group kept":
+			kept++
+			assert.NotEmpty(t, rec["task"])
+		case "metrics":
+			metrics++
+			assert.Contains(t, rec, "train/mean_reward")
+		}
+	}
+	assert.GreaterOrEqual(t, kept, 2)
+	assert.GreaterOrEqual(t, metrics, kept, "every group, and once at the end")
+}
+
+func TestServeTasksFromJSONL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "tasks.jsonl")
+	// The built-in tasks three times over, as dataset rows, so that the scripted
+	// student recognises them (24 rows: 14 train after the eval split of 10).
+	var b strings.Builder
+	for i := range 3 {
+		for _, task := range tasks.Builtin() {
+			line, err := json.Marshal(map[string]string{"id": fmt.Sprintf("%s-%d", task.ID, i), "task": task.Statement, "test_code": task.TestCode})
+			require.NoError(t, err)
+			b.Write(append(line, '\n'))
+		}
+	}
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	var out bytes.Buffer
+	err := run(ctx, []string{"-tasks", path, "-groups", "1", "-steps", "1000", "-group-size", "2", "-batch-size", "2"}, &out)
+	require.NoError(t, err, out.String())
+	assert.Contains(t, out.String(), `msg="tasks loaded" source=`+path+` tasks=24`)
+	assert.Regexp(t, `msg="group kept" task=[a-z_]+-[0-2] `, out.String(), "the dataset's rows")
+}
+
+// scrapeOnGroup is run's stdout: at the first group it scrapes the metrics endpoint
+// the log announced.
+type scrapeOnGroup struct {
+	t       *testing.T
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	url     string
+	scraped string
+}
+
+var endpointRE = regexp.MustCompile(`msg="metrics endpoint" url=(\S+)`)
+
+func (w *scrapeOnGroup) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if m := endpointRE.FindSubmatch(p); m != nil {
+		w.url = string(m[1])
+	}
+	if bytes.Contains(p, []byte(`msg="group kept"`)) && w.scraped == "" && w.url != "" {
+		resp, err := http.Get(w.url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			w.scraped = string(b)
+			if resp.StatusCode != http.StatusOK {
+				w.t.Errorf("scrape: %s", resp.Status)
+			}
+		} else {
+			w.t.Errorf("scrape: %v", err)
+		}
+	}
+	return w.buf.Write(p)
+}
+
+func TestServeMetricsEndpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := &scrapeOnGroup{t: t}
+	err := run(ctx, []string{"-groups", "1", "-steps", "1000", "-group-size", "2", "-batch-size", "2", "-metrics-addr", "127.0.0.1:0"}, w)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.NoError(t, err, w.buf.String())
+	require.NotEmpty(t, w.scraped, "scraped while serving")
+	for _, line := range []string{
+		"# TYPE agenticopd_train_mean_reward gauge",
+		"# TYPE agenticopd_opd_hints_total counter",
+		"# TYPE agenticopd_requests_generate_total counter",
+		"# TYPE agenticopd_rollout_rollouts_total counter",
+		"# TYPE agenticopd_sandboxes_open gauge",
+		"# HELP agenticopd_opd_hints_total agenticopd metric opd/total_hints",
+		"# TYPE go_goroutines gauge",
+	} {
+		assert.Contains(t, w.scraped, line)
+	}
+	assert.Regexp(t, `(?m)^agenticopd_rollout_rollouts_total [1-9]`, w.scraped, "the first group's rollouts are counted")
+	_, err = http.Get(endpointRE.FindStringSubmatch(w.buf.String())[1])
+	assert.Error(t, err, "the endpoint closes with run")
+}
+
+func TestPromName(t *testing.T) {
+	for name, want := range map[string]string{
+		"train/mean_reward":               "agenticopd_train_mean_reward gauge",
+		"train/pass_rate":                 "agenticopd_train_pass_rate gauge",
+		"train/total_rollouts":            "agenticopd_train_rollouts_total counter",
+		"opd/total_hints":                 "agenticopd_opd_hints_total counter",
+		"opd/hint_rate":                   "agenticopd_opd_hint_rate gauge",
+		"opd/unparsable_votes/no-box":     "agenticopd_opd_unparsable_votes_no_box_total counter",
+		"env/dropped_groups/scores_equal": "agenticopd_env_dropped_groups_scores_equal_total counter",
+		"requests/teacher_score":          "agenticopd_requests_teacher_score_total counter",
+		"gauge/sandboxes_open":            "agenticopd_sandboxes_open gauge",
+	} {
+		got, kind := promName(name)
+		k := map[bool]string{true: "counter", false: "gauge"}[kind == prometheus.CounterValue]
+		assert.Equal(t, want, got+" "+k, name)
+	}
+}
+
+func TestServeStopsOnSignal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sig, stop := context.WithCancel(ctx)
+	w := &cancelOnGroup{t: t, cancel: stop}
+	err := run(sig, []string{"-steps", "1000", "-group-size", "2", "-batch-size", "4", "-spool", t.TempDir()}, w)
+	w.mu.Lock()
+	w.closed = true
+	out := w.buf.String()
+	w.mu.Unlock()
+	require.ErrorIs(t, err, context.Canceled, out)
+	require.NoError(t, ctx.Err(), "stopped by the cancel, not the test's deadline")
+	assert.Contains(t, out, "group kept")
 }
 
 // cancelOnGroup is run's stdout: it cancels run's ctx at the env's first group, and
@@ -49,23 +198,24 @@ func (w *cancelOnGroup) Write(p []byte) (int, error) {
 	if w.closed {
 		w.t.Errorf("write after run returned: %q", p)
 	}
-	if bytes.HasPrefix(p, []byte("env: group")) {
+	if bytes.Contains(p, []byte(`msg="group kept"`)) {
 		w.cancel()
 	}
 	return w.buf.Write(p)
 }
 
-func TestServeStopsOnSignal(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sig, stop := context.WithCancel(ctx)
-	w := &cancelOnGroup{t: t, cancel: stop}
-	err := run(sig, []string{"-steps", "1000", "-group-size", "2", "-batch-size", "4", "-spool", t.TempDir()}, w)
-	w.mu.Lock()
-	w.closed = true
-	out := w.buf.String()
-	w.mu.Unlock()
-	require.ErrorIs(t, err, context.Canceled, out)
-	require.NoError(t, ctx.Err(), "stopped by the cancel, not the test's deadline")
-	assert.Contains(t, out, "env: group")
+func TestServeFlags(t *testing.T) {
+	clitest.CheckFlags(t, run,
+		[]string{"atropos-url", "spool", "groups", "tasks", "vllm-url", "model", "teacher-url", "judge-url",
+			"group-size", "topk", "seed", "metrics-every", "metrics-addr", "log-json", "batch-size", "steps"},
+		[]clitest.BadLine{
+			clitest.Bad("spool", "-atropos-url", "http://127.0.0.1:1"),
+			clitest.Bad("group-size", "-group-size", "3"),
+			clitest.Bad("batch-size", "-batch-size", "1", "-group-size", "4"),
+			clitest.Bad("groups", "-groups", "-1"),
+			clitest.Bad("steps", "-steps", "0"),
+			clitest.Bad("metrics-addr", "-metrics-addr", "9100"),
+			clitest.Bad("tasks", "-tasks", "tasks.csv"),
+			clitest.Bad("log-json", "-log-json=sometimes"),
+		})
 }

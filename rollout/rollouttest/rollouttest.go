@@ -35,6 +35,7 @@ var checks = []check{
 	{"exit code, argv, stdin and dir", checkRun},
 	{"timeout", checkTimeout},
 	{"paths stay in the workspace", checkEscapes},
+	{"Start streams, times out and kills (when implemented)", checkStart},
 	{"close kills running commands", checkCloseKills},
 	{"close is idempotent", checkClose},
 }

@@ -81,3 +81,16 @@ func TestSandboxFindsRunAfterClose(t *testing.T) {
 	err := rollouttest.TestSandbox(context.Background(), &reopening{Sandbox: newSandbox(t, unconfined())})
 	require.ErrorContains(t, err, "close kills running commands: Run after Close succeeded")
 }
+
+// stdinDropper starts commands after silently dropping Command.Stdin.
+type stdinDropper struct{ *sandbox.Sandbox }
+
+func (s stdinDropper) Start(ctx context.Context, c rollout.Command) (rollout.Process, error) {
+	c.Stdin = nil
+	return s.Sandbox.Start(ctx, c)
+}
+
+func TestSandboxFindsABrokenStarter(t *testing.T) {
+	err := rollouttest.TestSandbox(context.Background(), stdinDropper{newSandbox(t, sandbox.Config{})})
+	require.ErrorContains(t, err, "Start accepted Command.Stdin")
+}

@@ -18,6 +18,7 @@ const (
 	DefaultUID             = 65534
 	DefaultGID             = 65534
 
+	DefaultMemory       = 1 << 30
 	DefaultAddressSpace = 1 << 30
 	DefaultProcesses    = 128
 	DefaultFileSize     = 64 << 20
@@ -26,9 +27,16 @@ const (
 	DefaultShmSize      = 64 << 20
 )
 
-// DiskCheckInterval is how often a running command's workspace is measured against
-// Config.DiskQuota. A fast writer can overshoot the quota by what it writes in one
-// interval.
+// MinMemory is the smallest Limits.Memory [New] accepts: below it not even the probe
+// runs, and a probe failing inside the cgroup would be taken for a cgroup that does not
+// work.
+const MinMemory = 16 << 20
+
+// DiskCheckInterval is how often a running command's workspace is checked against
+// Config.DiskQuota. A tmpfs workspace is bounded by the kernel, and the check is a
+// statfs. A walked workspace ([StorageWalk]) is checked at most this often and at
+// least 20 times as long apart as the last walk took (so the walk stays under 5% of
+// a core), and a fast writer can overshoot the quota by what it writes in between.
 const DiskCheckInterval = 200 * time.Millisecond
 
 // MaxWorkspaceEntries bounds the files and directories a workspace may hold, and so
@@ -75,13 +83,27 @@ type Config struct {
 	// command is killed and the result marked [rollout.CommandResult.OutputKilled].
 	// Default [DefaultKillOutputLimit].
 	KillOutputLimit int64
-	// DiskQuota caps the workspace's total size in bytes (RLIMIT_FSIZE caps single
-	// files only). It is checked while a command runs (about every
-	// [DiskCheckInterval]) and when it ends; a command found over it is killed and
-	// its result marked (see [Result.DiskQuotaExceeded]). A workspace with more than
-	// [MaxWorkspaceEntries] entries counts as over quota. Default
-	// [DefaultDiskQuota]; negative means no quota.
+	// DiskQuota caps the workspace's total size in bytes, deleted-but-open files
+	// included, and its entries at [MaxWorkspaceEntries]. When the library runs as
+	// root the workspace is a tmpfs of that size ([StorageTmpfs]): the kernel refuses
+	// writes past it. Otherwise ([StorageWalk]) the workspace is measured while a
+	// command runs and when it ends. Either way a command found at or over it is
+	// killed and its result marked (see [Result.DiskQuotaExceeded]). Default
+	// [DefaultDiskQuota]; negative means no quota (and a plain directory).
 	DiskQuota int64
+	// DisableWorkspaceMount keeps workspaces plain directories under BaseDir even as
+	// root ([StorageWalk]), for hosts where a tmpfs workspace's RAM is not wanted.
+	DisableWorkspaceMount bool
+
+	// CgroupParent is the cgroup, as a path from the root of each hierarchy (as in
+	// /proc/self/cgroup), under which each sandbox's cgroup is created. Default: the
+	// library process's own cgroup. On cgroup v2 it must have no processes of its
+	// own (a delegated subtree, e.g. systemd's Delegate=yes); on v1 it exists under
+	// both the memory and the pids controllers.
+	CgroupParent string
+	// DisableCgroup turns the per-sandbox cgroup off: the limits are then the
+	// per-process rlimits only, as where no cgroup can be created.
+	DisableCgroup bool
 
 	// Limits are the rlimits applied inside the sandbox.
 	Limits Limits
@@ -105,15 +127,27 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Limits are rlimits set with prlimit inside the sandbox. Zero means the default;
-// a negative value means no limit from the sandbox (the library process's own limit
-// is inherited).
+// Limits are the sandbox's resource limits. Memory and Processes hold for the whole
+// sandbox (every process of every command together) through its cgroup; the others
+// are rlimits set with prlimit inside the sandbox, per process. Zero means the
+// default; a negative value means no limit from the sandbox (the library process's
+// own rlimit is inherited).
 type Limits struct {
+	// Memory caps the memory of the whole sandbox in bytes, swap excluded (swap is
+	// off for it): its processes, what they hold in memfd and in its /tmp and
+	// /dev/shm, and, with a tmpfs workspace, the workspace files its commands write.
+	// Past it the kernel's OOM killer kills a process of the sandbox and the result
+	// is marked [Result.MemoryLimitHit]. It needs a cgroup ([Factory.Enforcement]);
+	// without one, only AddressSpace bounds memory, per process. Default
+	// [DefaultMemory] (1 GiB).
+	Memory int64
 	// AddressSpace is RLIMIT_AS in bytes. Default [DefaultAddressSpace] (1 GiB).
 	// Runtimes that reserve large virtual ranges (JVM, Go) may need more.
 	AddressSpace int64
-	// Processes is RLIMIT_NPROC. Default [DefaultProcesses]. Under bubblewrap it
-	// counts per sandbox; in unconfined mode it counts every process of the uid.
+	// Processes caps the processes and threads of the whole sandbox: the pids.max
+	// of its cgroup, and RLIMIT_NPROC inside as well. Default [DefaultProcesses].
+	// Without a cgroup only RLIMIT_NPROC holds: under bubblewrap it counts per
+	// sandbox, in unconfined mode every process of the uid.
 	Processes int
 	// FileSize is RLIMIT_FSIZE in bytes, the size of any single file written.
 	// Default [DefaultFileSize] (64 MiB).
@@ -167,6 +201,9 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := &c.Limits
+	if l.Memory == 0 {
+		l.Memory = DefaultMemory
+	}
 	if l.AddressSpace == 0 {
 		l.AddressSpace = DefaultAddressSpace
 	}
@@ -207,6 +244,10 @@ func (c Config) validate() error {
 		return configError("UID and GID must not be negative")
 	case c.Limits.TmpSize < 0 || c.Limits.ShmSize < 0:
 		return configError("Limits.TmpSize and Limits.ShmSize must not be negative")
+	case c.Limits.Memory > 0 && c.Limits.Memory < MinMemory:
+		return configError("Limits.Memory must be at least 16 MiB (the interpreter alone needs about 10), or negative for none")
+	case c.CgroupParent != "" && !isAbs(c.CgroupParent):
+		return configError("CgroupParent must be an absolute cgroup path such as /agenticopd, got " + c.CgroupParent)
 	case !isAbs(c.Python):
 		return configError("Python must be an absolute path, got " + c.Python)
 	case !isAbs(c.BwrapPath) && !c.Unconfined:

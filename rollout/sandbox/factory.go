@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/agentic-opd/agenticopd/rollout"
@@ -29,6 +30,9 @@ type Factory struct {
 	rootLinks []rootEntry
 	// pythonBinds are host directories bound read-only for an interpreter outside /usr.
 	pythonBinds []string
+	// cg is where sandbox cgroups are made (nil: none, see enforcement.CgroupMissing).
+	cg          *cgroupHost
+	enforcement Enforcement
 }
 
 var _ rollout.SandboxFactory = (*Factory)(nil)
@@ -49,6 +53,11 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		return nil, err
 	}
 	f := &Factory{cfg: cfg, asRoot: os.Geteuid() == 0, rootLinks: hostRootEntries()}
+	f.detectEnforcement()
+	if n := f.removeStale(); n > 0 {
+		cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: removed sandboxes left by a process that died",
+			slog.Int("count", n), slog.String("base_dir", cfg.BaseDir))
+	}
 	err := f.checkBinaries()
 	if err == nil && !cfg.Unconfined {
 		f.pythonBinds, err = pythonPrefixes(ctx, cfg.Python)
@@ -59,13 +68,26 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 	}
 	if err == nil {
 		err = f.runProbe(ctx)
+		if err != nil && f.cg != nil && !errors.Is(err, ErrNamespacesDenied) && !errors.Is(err, ErrBwrapNotFound) {
+			// The cgroup may be what failed (a parent that takes no children, a
+			// wrapper the sandbox uid cannot run): try once without it.
+			if perr := f.withoutCgroup(err).runProbe(ctx); perr == nil {
+				err = nil
+			}
+		}
 	}
 	if err != nil {
 		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: probe failed", slog.Any("error", err))
 		return nil, err
 	}
+	e := f.enforcement
+	if e.Cgroup == CgroupNone {
+		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: no cgroup, limits hold per process only",
+			slog.Any("per_process_only", e.PerProcessOnly), slog.String("reason", e.CgroupMissing))
+	}
 	cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: ready", slog.String("backend", f.backend()),
-		slog.Int("uid", f.uid()), slog.String("python", cfg.Python), slog.Any("python_binds", f.pythonBinds))
+		slog.Int("uid", f.uid()), slog.String("python", cfg.Python), slog.Any("python_binds", f.pythonBinds),
+		slog.String("cgroup", string(e.Cgroup)), slog.String("storage", string(e.Storage)))
 	return f, nil
 }
 
@@ -156,6 +178,14 @@ func (f *Factory) uid() int {
 	return os.Geteuid()
 }
 
+// gid is the host gid sandboxed code runs as.
+func (f *Factory) gid() int {
+	if f.asRoot {
+		return f.cfg.GID
+	}
+	return os.Getegid()
+}
+
 // credential is the SysProcAttr credential that drops root, or nil.
 func (f *Factory) credential() *syscall.Credential {
 	if !f.asRoot {
@@ -177,6 +207,15 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("sandbox: new: %w", err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if lock != nil { // create failed
+			lock.Close()
+		}
+	}()
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		return fail(err)
 	}
@@ -198,11 +237,106 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 			}
 		}
 	}
-	root, err := os.OpenRoot(ws)
-	if err != nil {
+	sb := &Sandbox{f: f, dir: dir, ws: ws, procs: map[*proc]struct{}{}, lock: lock}
+	if f.enforcement.Storage == StorageTmpfs {
+		if err := mountWorkspace(ws, f.cfg.DiskQuota, f.uid(), f.gid()); err != nil {
+			return fail(err)
+		}
+		sb.mounted = true
+	}
+	fail = func(err error) (*Sandbox, error) {
+		_ = sb.release()
+		return nil, fmt.Errorf("sandbox: new: %w", err)
+	}
+	if f.cg != nil {
+		l := f.cfg.Limits
+		if sb.cg, err = f.cg.newSandboxCgroup(filepath.Base(dir), l.Memory, l.Processes, f.uid(), f.gid()); err != nil {
+			return fail(err)
+		}
+	}
+	sb.wsDev = deviceOf(ws)
+	if sb.root, err = os.OpenRoot(ws); err != nil {
 		return fail(err)
 	}
-	return &Sandbox{f: f, dir: dir, ws: ws, root: root, procs: map[*proc]struct{}{}}, nil
+	lock = nil // the sandbox holds it until Close
+	return sb, nil
+}
+
+// lockName is the file in a sandbox's directory that its process holds locked
+// (flock) while the sandbox is open, so that [New] can tell a sandbox left by a
+// library process that died (its tmpfs still mounted, its cgroups still there)
+// from one in use.
+const lockName = "lock"
+
+// lockDir creates the lock file locked: under another name first, so that no other
+// process ever finds it unlocked.
+func lockDir(dir string) (*os.File, error) {
+	tmp := filepath.Join(dir, lockName+".new")
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, lockName))
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeStale removes the sandboxes under Config.BaseDir that no live process holds:
+// left by a library process that was killed, they would keep a tmpfs mounted and
+// cgroups made. It returns how many it removed.
+func (f *Factory) removeStale() int {
+	entries, err := os.ReadDir(f.cfg.BaseDir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "agenticopd-sandbox-") {
+			continue
+		}
+		dir := filepath.Join(f.cfg.BaseDir, e.Name())
+		lf, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR, 0)
+		if err != nil {
+			continue // being created, or not ours
+		}
+		if syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			lf.Close()
+			continue // in use
+		}
+		_ = unmountWorkspace(filepath.Join(dir, "workspace"))
+		if f.cg != nil {
+			f.cg.removeStale(e.Name())
+		}
+		if removeAll(dir) == nil {
+			n++
+		}
+		lf.Close()
+	}
+	return n
+}
+
+// release frees what create made: the root, the workspace's mount, the cgroups and
+// the directory.
+func (s *Sandbox) release() error {
+	var errs []error
+	if s.root != nil {
+		errs = append(errs, s.root.Close())
+	}
+	defer s.lock.Close() // after the directory is gone
+	if s.cg != nil {
+		errs = append(errs, s.cg.remove())
+	}
+	if s.mounted {
+		errs = append(errs, unmountWorkspace(s.ws))
+	}
+	errs = append(errs, removeAll(s.dir))
+	return errors.Join(errs...)
 }
 
 // rootEntry is one top-level host entry reproduced in the sandbox root: a symlink
@@ -285,6 +419,15 @@ type Sandbox struct {
 	dir  string // host directory holding the workspace (and, unconfined, bin/)
 	ws   string // host path of the workspace
 	root *os.Root
+	// mounted is true when the workspace is a tmpfs the sandbox mounted; wsDev is
+	// the workspace's device.
+	mounted bool
+	wsDev   uint64
+	lock    *os.File // held locked while the sandbox is open
+	quota   quotaState
+	// cg is the sandbox's cgroup (nil without one); runs numbers its commands.
+	cg   *sandboxCgroup
+	runs atomic.Int64
 
 	mu     sync.Mutex
 	closed bool
@@ -322,11 +465,7 @@ func (s *Sandbox) Close() error {
 		}
 		s.mu.Unlock()
 		s.active.Wait()
-		err := s.root.Close()
-		if rerr := removeAll(s.dir); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		if err != nil {
+		if err := s.release(); err != nil {
 			s.closeErr = fmt.Errorf("sandbox: close: %w", err)
 		}
 	})

@@ -48,7 +48,8 @@ func FuzzFileToolNames(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(entries) != 1 || entries[0].Name() != "workspace" {
+		// The sandbox's own lock file lives beside the workspace.
+		if len(entries) != 2 || entries[0].Name() != "lock" || entries[1].Name() != "workspace" {
 			t.Fatalf("WriteFile(%q) created something beside the workspace: %v", name, entries)
 		}
 		if b, err := os.ReadFile(target); err != nil || string(b) != "host" {

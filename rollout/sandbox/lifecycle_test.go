@@ -162,6 +162,8 @@ func TestInvalidConfig(t *testing.T) {
 		"relative python":      {Python: "python3"},
 		"relative bwrap":       {BwrapPath: "bwrap"},
 		"negative uid":         {UID: -1},
+		"tiny memory":          {Limits: sandbox.Limits{Memory: 1 << 20}},
+		"relative cgroup":      {CgroupParent: "agenticopd"},
 	}
 	for name, cfg := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -205,6 +207,37 @@ func TestLibraryProcessKilledMidRun(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "sandbox processes outlived the library process")
 		time.Sleep(10 * time.Millisecond)
 	}
+
+	// Its sandbox stayed behind (a tmpfs workspace stays mounted, its cgroups
+	// stay); the next New on the same base directory removes it.
+	left, err := filepath.Glob(filepath.Join(base, "agenticopd-sandbox-*"))
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	stale := filepath.Base(left[0])
+	cgroups := sandboxCgroupDirs(t, stale)
+	f := newFactory(t, sandbox.Config{BaseDir: base})
+	left, err = filepath.Glob(filepath.Join(base, "agenticopd-sandbox-*"))
+	require.NoError(t, err)
+	require.Empty(t, left, "a sandbox of a dead process was left in the base directory")
+	// Its cgroups too (the helper ran in this process's cgroup).
+	require.Len(t, cgroups, len(f.Enforcement().CgroupDirs))
+	for _, dir := range cgroups {
+		_, err := os.Stat(dir)
+		require.ErrorIs(t, err, os.ErrNotExist, "the dead sandbox's cgroup %s", dir)
+	}
+}
+
+// sandboxCgroupDirs lists the cgroups of the sandbox whose directory is named name,
+// as this process's factories would make them (none without a cgroup).
+func sandboxCgroupDirs(t *testing.T, name string) []string {
+	t.Helper()
+	var dirs []string
+	for _, parent := range newFactory(t, sandbox.Config{BaseDir: t.TempDir()}).Enforcement().CgroupDirs {
+		dir := filepath.Join(parent, name)
+		require.DirExists(t, dir, "the dead sandbox's cgroup")
+		dirs = append(dirs, dir)
+	}
+	return dirs
 }
 
 // TestHelperLibraryProcess is the process TestLibraryProcessKilledMidRun kills.

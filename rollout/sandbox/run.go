@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,13 @@ type Result struct {
 	// while the command ran (it was then killed) or when it ended. A note saying so
 	// ends Stderr.
 	DiskQuotaExceeded bool
+	// MemoryLimitHit reports that the kernel killed a process of the command (OOM)
+	// because the sandbox reached Limits.Memory. A note saying so ends Stderr.
+	MemoryLimitHit bool
+	// ProcessLimitHit reports that the sandbox's pids limit (Limits.Processes)
+	// refused a fork of the command. A note saying so ends Stderr. Without a cgroup
+	// it is never set (RLIMIT_NPROC failures are the command's to report).
+	ProcessLimitHit bool
 }
 
 // Run runs cmd in the sandbox. See [Sandbox.RunDetailed].
@@ -59,22 +67,36 @@ func (s *Sandbox) Run(ctx context.Context, cmd rollout.Command) (rollout.Command
 // command is killed and the partial result returned with ctx's error). In every
 // case no process of the command is left running when it returns.
 func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, error) {
+	spec, timeout, err := s.prepare(ctx, c)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.active.Done()
+	if c.Stdin != nil {
+		spec.cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
+	return s.execute(ctx, spec, timeout)
+}
+
+// prepare checks c and builds its command. On success the command is registered
+// (s.enter) and the caller must call s.active.Done once it has run.
+func (s *Sandbox) prepare(ctx context.Context, c rollout.Command) (runSpec, time.Duration, error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return Result{}, ErrClosed
+		return runSpec{}, 0, ErrClosed
 	}
 	argv, err := commandArgv(c)
 	if err != nil {
-		return Result{}, err
+		return runSpec{}, 0, err
 	}
 	rel, err := s.workDir(c.Dir)
 	if err != nil {
-		return Result{}, err
+		return runSpec{}, 0, err
 	}
 	if c.Timeout < 0 {
-		return Result{}, commandError("negative timeout %v", c.Timeout)
+		return runSpec{}, 0, commandError("negative timeout %v", c.Timeout)
 	}
 	timeout := c.Timeout
 	if timeout == 0 {
@@ -82,13 +104,11 @@ func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, e
 	}
 	timeout = min(timeout, s.f.cfg.MaxTimeout)
 	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("sandbox: run: %w", err)
+		return runSpec{}, 0, fmt.Errorf("sandbox: run: %w", err)
 	}
 	if !s.enter() {
-		return Result{}, ErrClosed
+		return runSpec{}, 0, ErrClosed
 	}
-	defer s.active.Done()
-
 	var spec runSpec
 	if s.f.cfg.Unconfined {
 		spec, err = s.unconfinedCommand(rel, timeout, argv)
@@ -96,12 +116,47 @@ func (s *Sandbox) RunDetailed(ctx context.Context, c rollout.Command) (Result, e
 		spec, err = s.bwrapCommand(rel, timeout, argv)
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: run: %w", err)
+		s.active.Done()
+		return runSpec{}, 0, fmt.Errorf("sandbox: run: %w", err)
 	}
-	if c.Stdin != nil {
-		spec.cmd.Stdin = bytes.NewReader(c.Stdin)
+	if err := s.joinCgroup(&spec); err != nil {
+		s.active.Done()
+		return runSpec{}, 0, fmt.Errorf("sandbox: run: %w", err)
 	}
-	return s.execute(ctx, spec, timeout)
+	return spec, timeout, nil
+}
+
+// discard releases a prepared command that will not be executed: its descriptors
+// for bubblewrap and its cgroup.
+func (spec *runSpec) discard() {
+	for _, f := range spec.cmd.ExtraFiles {
+		_ = f.Close()
+	}
+	if spec.status != nil {
+		_ = spec.status.Close()
+	}
+	if spec.cg != nil {
+		_ = spec.cg.remove()
+	}
+}
+
+// joinCgroup gives the command a cgroup of its own inside the sandbox's, which its
+// first process enters before it runs anything: through clone3 on v2, through a
+// wrapper shell that writes its own pid on v1.
+func (s *Sandbox) joinCgroup(spec *runSpec) error {
+	if s.cg == nil {
+		return nil
+	}
+	cc, err := s.cg.newCommand(int(s.runs.Add(1)))
+	if err != nil {
+		spec.discard()
+		return err
+	}
+	spec.cg = cc
+	if a := cc.wrap(spec.cmd.Args); len(a) != len(spec.cmd.Args) {
+		spec.cmd.Path, spec.cmd.Args = a[0], a
+	}
+	return nil
 }
 
 // commandArgv is the argv a Command asks for.
@@ -145,6 +200,10 @@ type runSpec struct {
 	// marker is the environment entry that tags every process of an unconfined
 	// command, so the ones that left the process group can be found.
 	marker string
+	// cg is the command's cgroup (nil without one); execute removes it.
+	cg *commandCgroup
+	// stream is set for a command started by Start (see stream.go).
+	stream *stream
 }
 
 func (s *Sandbox) baseEnv(home, bin string) []string {
@@ -162,19 +221,50 @@ func (s *Sandbox) baseEnv(home, bin string) []string {
 
 func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string) (runSpec, error) {
 	f := s.f
-	args := bwrapArgs(f, s.ws, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
-	args = append(args, "--json-status-fd", "3", "--")
-	args = append(args, f.prlimitArgs(timeout)...)
-	args = append(args, argv...)
-	r, w, err := os.Pipe()
+	// The options, which name host paths, reach bwrap through a file descriptor
+	// (--args), so they appear in no command line, inside the sandbox or out.
+	opts := bwrapArgs(f, s.ws, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
+	opts = append(opts, "--json-status-fd", "3")
+	optFile, err := argsFile(opts)
 	if err != nil {
 		return runSpec{}, err
 	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		optFile.Close()
+		return runSpec{}, err
+	}
+	args := append([]string{"--args", "4", "--"}, f.prlimitArgs(timeout)...)
+	args = append(args, argv...)
 	cmd := exec.Command(f.cfg.BwrapPath, args...)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{w}
+	cmd.ExtraFiles = []*os.File{w, optFile}
 	return runSpec{cmd: cmd, status: r}, nil
+}
+
+// argsFile is a sealed memfd holding args NUL-separated, for bwrap's --args.
+func argsFile(args []string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("bwrap-args", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "bwrap-args")
+	var b bytes.Buffer
+	for _, a := range args {
+		b.WriteString(a)
+		b.WriteByte(0)
+	}
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	_, _ = unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
+	return f, nil
 }
 
 func (s *Sandbox) unconfinedCommand(rel string, timeout time.Duration, argv []string) (runSpec, error) {
@@ -198,9 +288,10 @@ const (
 	reasonContext
 	reasonClosed
 	reasonDisk
+	reasonKilled // Process.Kill of a started command
 )
 
-var reasonNames = [...]string{"", "timeout", "output cap", "context ended", "sandbox closed", "disk quota"}
+var reasonNames = [...]string{"", "timeout", "output cap", "context ended", "sandbox closed", "disk quota", "killed"}
 
 // proc is a started command. Its process group is killed only while the leader
 // has not been reaped, so the pgid can never belong to someone else.
@@ -246,76 +337,6 @@ func (p *proc) exit() killReason {
 	return p.reason
 }
 
-// capture keeps the head and the tail of a stream and counts everything: of a limit
-// of N bytes, the first N-N/2 and the last N/2 are kept. Every stream of a command
-// also adds to a shared total; past the hard cap it calls over.
-type capture struct {
-	headMax, tailMax int
-	head             []byte
-	ring             []byte // the last tailMax bytes after the head; oldest at pos once full
-	pos              int
-	total            int64
-	all              *atomic.Int64
-	hard             int64
-	over             func()
-}
-
-func newCapture(limit int, all *atomic.Int64, hard int64, over func()) *capture {
-	return &capture{headMax: limit - limit/2, tailMax: limit / 2, all: all, hard: hard, over: over}
-}
-
-func (c *capture) Write(b []byte) (int, error) {
-	n := len(b)
-	c.total += int64(n)
-	if room := c.headMax - len(c.head); room > 0 {
-		k := min(room, len(b))
-		c.head = append(c.head, b[:k]...)
-		b = b[k:]
-	}
-	c.keepTail(b)
-	if c.all.Add(int64(n)) > c.hard {
-		c.over()
-	}
-	return n, nil
-}
-
-func (c *capture) keepTail(b []byte) {
-	switch {
-	case len(b) == 0 || c.tailMax == 0:
-		return
-	case len(b) >= c.tailMax:
-		c.ring = append(c.ring[:0], b[len(b)-c.tailMax:]...)
-		c.pos = 0
-		return
-	}
-	if room := c.tailMax - len(c.ring); room > 0 {
-		k := min(room, len(b))
-		c.ring = append(c.ring, b[:k]...)
-		b = b[k:]
-	}
-	for len(b) > 0 { // the ring is full: overwrite the oldest bytes
-		k := copy(c.ring[c.pos:], b)
-		c.pos = (c.pos + k) % c.tailMax
-		b = b[k:]
-	}
-}
-
-// truncated reports that bytes were dropped between the head and the tail.
-func (c *capture) truncated() bool { return c.total > int64(len(c.head)+len(c.ring)) }
-
-// bytes is what was kept: the whole stream, or its head, a line saying how many
-// bytes were cut, and its tail.
-func (c *capture) bytes() []byte {
-	if !c.truncated() {
-		return append(c.head, c.ring...) // the ring never wrapped
-	}
-	out := make([]byte, 0, len(c.head)+len(c.ring)+48)
-	out = append(out, c.head...)
-	out = fmt.Appendf(out, "\n...[%d bytes cut]...\n", c.total-int64(len(c.head)+len(c.ring)))
-	out = append(out, c.ring[c.pos:]...)
-	return append(out, c.ring[:c.pos]...)
-}
-
 func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Duration) (Result, error) {
 	cfg := s.f.cfg
 	cmd := spec.cmd
@@ -324,18 +345,29 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: s.f.credential(),
 	}
+	if spec.cg != nil {
+		defer spec.cg.remove()
+		spec.cg.sysProcAttr(cmd.SysProcAttr)
+	}
 	cmd.WaitDelay = waitDelay
-	p := &proc{}
-	var all atomic.Int64
+	p, all := &proc{}, new(atomic.Int64)
+	if spec.stream != nil {
+		p, all = spec.stream.proc, spec.stream.all
+	}
 	over := sync.OnceFunc(func() { p.kill(reasonOutput) })
-	stdout := newCapture(cfg.OutputLimit, &all, cfg.KillOutputLimit, over)
-	stderr := newCapture(cfg.OutputLimit, &all, cfg.KillOutputLimit, over)
+	stdout := newCapture(cfg.OutputLimit, all, cfg.KillOutputLimit, over)
+	stderr := newCapture(cfg.OutputLimit, all, cfg.KillOutputLimit, over)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	childFiles := slices.Clip(cmd.ExtraFiles)
+	if spec.stream != nil {
+		cmd.Stdin, cmd.Stdout = spec.stream.childStdin, spec.stream.childStdout
+		childFiles = append(childFiles, spec.stream.childStdin, spec.stream.childStdout)
+	}
 
 	closeInheritedOnExec()
 	start := time.Now()
 	err := cmd.Start()
-	for _, f := range cmd.ExtraFiles {
+	for _, f := range childFiles {
 		_ = f.Close() // the child holds its copy
 	}
 	if spec.status != nil {
@@ -360,10 +392,11 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		timer := time.NewTimer(timeout)
 		defer timer.Stop()
 		var disk <-chan time.Time
+		var diskTimer *time.Timer
 		if cfg.DiskQuota >= 0 {
-			tick := time.NewTicker(DiskCheckInterval)
-			defer tick.Stop()
-			disk = tick.C
+			diskTimer = time.NewTimer(DiskCheckInterval)
+			defer diskTimer.Stop()
+			disk = diskTimer.C
 		}
 		for {
 			select {
@@ -374,10 +407,12 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 				p.kill(reasonTimeout)
 				return
 			case <-disk:
-				if s.overQuota() {
+				over, next := s.checkQuota(func() []int { return s.heldBy(pid, spec.cg) })
+				if over {
 					p.kill(reasonDisk)
 					return
 				}
+				diskTimer.Reset(next)
 			case <-done:
 				return
 			}
@@ -385,7 +420,15 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	})
 
 	waitExited(pid)
+	// Deleted-but-open files are counted while their holders live.
+	overAtExit := false
+	if cfg.DiskQuota >= 0 {
+		overAtExit, _ = s.checkQuota(func() []int { return s.heldBy(pid, spec.cg) })
+	}
 	reason := p.exit()
+	if spec.cg != nil {
+		spec.cg.kill()
+	}
 	if spec.marker != "" {
 		sweep(spec.marker)
 	}
@@ -435,9 +478,19 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 			slog.Int64("output_bytes", all.Load()), slog.Duration("elapsed", res.Duration))
 	}
 	if reason == reasonNone || reason == reasonOutput || reason == reasonTimeout {
-		if s.overQuota() {
+		if overAtExit {
 			reason = reasonDisk
 		}
+	}
+	if spec.cg != nil && spec.cg.oomKills() > 0 {
+		res.MemoryLimitHit = true
+		res.Stderr = fmt.Appendf(res.Stderr, "\n[sandbox: the sandbox reached its memory limit of %d bytes; the kernel killed a process]\n",
+			cfg.Limits.Memory)
+	}
+	if spec.cg != nil && spec.cg.pidsLimitHits() > 0 {
+		res.ProcessLimitHit = true
+		res.Stderr = fmt.Appendf(res.Stderr, "\n[sandbox: the sandbox reached its limit of %d processes; forks failed]\n",
+			cfg.Limits.Processes)
 	}
 	switch reason {
 	case reasonDisk:
@@ -449,6 +502,8 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		res.ExitCode = 124
 	case reasonOutput:
 		res.OutputKilled = true
+	case reasonKilled:
+		// The caller asked for it: the exit code says SIGKILL, and that is all.
 	case reasonContext:
 		return res, fmt.Errorf("sandbox: run: %w", ctx.Err())
 	case reasonClosed:
@@ -459,6 +514,15 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		}
 	}
 	return res, nil
+}
+
+// heldBy lists the processes whose deleted-but-open workspace files count towards a
+// walked workspace's quota (none for a tmpfs workspace: the kernel counts them).
+func (s *Sandbox) heldBy(leader int, cc *commandCgroup) []int {
+	if s.mounted || s.f.cfg.DiskQuota < 0 {
+		return nil
+	}
+	return commandPIDs(leader, cc)
 }
 
 // waitExited blocks until the process has exited, without reaping it.

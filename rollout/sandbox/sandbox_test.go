@@ -212,6 +212,10 @@ func TestBwrapSetupFailureIsAnError(t *testing.T) {
 	f := newFactory(t, sandbox.Config{})
 	sb := newSandbox(t, f)
 	// Without its workspace bwrap cannot set up the sandbox; the command never runs.
+	// (A tmpfs workspace is unmounted first.)
+	if f.Enforcement().Storage == sandbox.StorageTmpfs {
+		require.NoError(t, syscall.Unmount(sb.HostDir(), syscall.MNT_DETACH))
+	}
 	require.NoError(t, os.RemoveAll(sb.HostDir()))
 	res, err := sb.Run(t.Context(), rollout.Command{Shell: "echo ran"})
 	require.ErrorIs(t, err, sandbox.ErrStart)

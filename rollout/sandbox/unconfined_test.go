@@ -147,3 +147,20 @@ func BenchmarkRunPython(b *testing.B) {
 // their RLIMIT_NPROC counts every process of the uid on the host, and the bubblewrap
 // sandboxes of tests running in parallel (other packages included) use the default uid.
 const unconfinedUID = 65533
+
+// With a cgroup, even a child that leaves the process group and clears its
+// environment (so the marker sweep cannot find it) is killed with its command.
+func TestUnconfinedCgroupCatchesClearedEnvironment(t *testing.T) {
+	t.Parallel()
+	f := newFactory(t, sandbox.Config{Unconfined: true, UID: unconfinedUID, GID: unconfinedUID})
+	if e := f.Enforcement(); e.Cgroup == sandbox.CgroupNone {
+		t.Skipf("no cgroup here (%s): the marker sweep alone cannot find this child", e.CgroupMissing)
+	}
+	sb := newSandbox(t, f)
+	m := marker()
+	// The command waits until the child runs with its cleared environment.
+	res := run(t, sb, fmt.Sprintf(`setsid env -i /bin/sleep %[1]s >/dev/null 2>&1 < /dev/null &
+while ! grep -q %[1]s /proc/[0-9]*/cmdline 2>/dev/null; do sleep 0.01; done; sleep 0.1; exit 0`, m), 10*time.Second)
+	require.Equal(t, 0, res.ExitCode)
+	require.Empty(t, hostProcs(t, "sleep", m), "a child with a cleared environment outlived its command")
+}

@@ -15,6 +15,11 @@ type chatRequest struct {
 	MaxCompletionTokens  *int              `json:"max_completion_tokens"`
 	Temperature          *float64          `json:"temperature"`
 	TopP                 *float64          `json:"top_p"`
+	TopK                 *int              `json:"top_k"`
+	MinP                 *float64          `json:"min_p"`
+	RepetitionPenalty    *float64          `json:"repetition_penalty"`
+	PresencePenalty      *float64          `json:"presence_penalty"`
+	FrequencyPenalty     *float64          `json:"frequency_penalty"`
 	Seed                 *int64            `json:"seed"`
 	Stop                 json.RawMessage   `json:"stop"`
 	StopTokenIDs         []int32           `json:"stop_token_ids"`
@@ -74,7 +79,9 @@ func (s *Server) validateChat(req *chatRequest) (sampling, []int32, string, *api
 		return sp, nil, "", badRequest("1 validation error: messages must be a non-empty list")
 	}
 	e := s.validateSampling(samplingFields{
-		n: req.N, temperature: req.Temperature, topP: req.TopP, skipSpecial: req.SkipSpecialTokens, stop: req.Stop,
+		n: req.N, temperature: req.Temperature, topP: req.TopP, topK: req.TopK, minP: req.MinP,
+		repetition: req.RepetitionPenalty, presence: req.PresencePenalty, frequency: req.FrequencyPenalty,
+		skipSpecial: req.SkipSpecialTokens, stop: req.Stop,
 	}, &sp)
 	if e != nil {
 		return sp, nil, "", e
@@ -113,6 +120,9 @@ func (s *Server) validateChat(req *chatRequest) (sampling, []int32, string, *api
 			return sp, nil, "", e
 		}
 	}
+	if g := s.gen.maxTokens; g != nil && sp.maxTokens > *g {
+		sp.maxTokens = *g
+	}
 	if e := s.checkLimits(sp); e != nil {
 		return sp, nil, "", e
 	}
@@ -144,11 +154,16 @@ func (s *Server) writeChat(w http.ResponseWriter, req *chatRequest, sp sampling,
 		}
 		msg := map[string]any{
 			"role": "assistant", "content": c.text, "refusal": nil, "annotations": nil, "audio": nil,
-			"function_call": nil, "tool_calls": []any{}, "reasoning_content": nil,
+			"function_call": nil, "tool_calls": []any{}, "reasoning": nil,
+		}
+		if s.cfg.reasoning {
+			if r, content, ok := splitReasoning(c.text); ok {
+				msg["reasoning"], msg["content"] = r, content
+			}
 		}
 		finish := c.finish
-		if parseTools {
-			if content, calls, ok := parseToolCalls(c.text, "chatcmpl-tool-"+id[len("chatcmpl-"):]+"-"); ok {
+		if text, _ := msg["content"].(string); parseTools {
+			if content, calls, ok := parseToolCalls(text, "chatcmpl-tool-"+id[len("chatcmpl-"):]+"-"); ok {
 				msg["tool_calls"] = calls
 				msg["content"] = nil
 				if content != "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -30,7 +31,7 @@ func TestRealClient(t *testing.T) {
 	require.Equal(t, s.Tokenize("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), r.Tokens)
 
 	seed := int64(3)
-	g, err := c.Generate(ctx, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 20, Temperature: 1, Seed: &seed})
+	g, err := c.Generate(ctx, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 20, Sampling: sampling.Neutral(1), Seed: &seed})
 	require.NoError(t, err)
 	require.NotEmpty(t, g.Tokens)
 	require.Len(t, g.Logprobs, len(g.Tokens))

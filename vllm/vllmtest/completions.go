@@ -20,6 +20,11 @@ type completionRequest struct {
 	MaxTokens              *int            `json:"max_tokens"`
 	Temperature            *float64        `json:"temperature"`
 	TopP                   *float64        `json:"top_p"`
+	TopK                   *int            `json:"top_k"`
+	MinP                   *float64        `json:"min_p"`
+	RepetitionPenalty      *float64        `json:"repetition_penalty"`
+	PresencePenalty        *float64        `json:"presence_penalty"`
+	FrequencyPenalty       *float64        `json:"frequency_penalty"`
 	N                      *int            `json:"n"`
 	Seed                   *int64          `json:"seed"`
 	Stop                   json.RawMessage `json:"stop"`
@@ -129,7 +134,9 @@ func (s *Server) validateCompletion(req *completionRequest) (sampling, [][]int32
 		return sp, nil, e
 	}
 	e := s.validateSampling(samplingFields{
-		n: req.N, temperature: req.Temperature, topP: req.TopP, skipSpecial: req.SkipSpecialTokens, stop: req.Stop,
+		n: req.N, temperature: req.Temperature, topP: req.TopP, topK: req.TopK, minP: req.MinP,
+		repetition: req.RepetitionPenalty, presence: req.PresencePenalty, frequency: req.FrequencyPenalty,
+		skipSpecial: req.SkipSpecialTokens, stop: req.Stop,
 	}, &sp)
 	if e != nil {
 		return sp, nil, e
@@ -227,7 +234,7 @@ func (s *Server) scriptIDs(text string) []int32 {
 
 // sample generates from the model.
 func (s *Server) sample(prompt []int32, sp sampling, j int) continuation {
-	return s.lm.generate(prompt, sp.maxTokens, sp.temperature, sp.topP, sp.rng(j))
+	return s.lm.generate(prompt, sp.maxTokens, sp.params(), sp.rng(j))
 }
 
 // finish applies stop ids and stop strings and computes the text.

@@ -53,7 +53,11 @@
 // exact, so top-K, ranks, prompt logprobs and sampled-token logprobs agree with each
 // other and sum to one over the vocabulary. <|im_end|> carries about 3% of the mass, so
 // unscripted turns end after a few dozen tokens. Sampling honours temperature (0 is
-// greedy), top_p, n and a per-request seed (same seed and prompt, same output).
+// greedy), top_p, top_k, min_p, repetition_penalty, presence_penalty,
+// frequency_penalty, n and a per-request seed (same seed and prompt, same output).
+// [WithGenerationConfig] gives the server model defaults for the fields a request
+// leaves out, as vLLM's --generation-config auto does; [LeftToServer] names the fields
+// a recorded request left to them.
 // Returned logprobs are raw (untempered), as in vLLM's default logprobs mode.
 //
 // # Scripts
@@ -105,6 +109,8 @@
 //   - token_strs are decoded pieces, not raw BPE pieces ("Ġthe");
 //   - validation messages other than those listed are close to vLLM's, not equal;
 //   - seeded sampling does not depend on batch composition (vLLM's does, a little);
+//   - the reasoning field of a chat message is "reasoning" (the newest vLLM's name),
+//     null unless [WithReasoningParser] splits <think>…</think> off the content;
 //   - an assistant message's reasoning_content reaches the template; vLLM versions
 //     differ (older ones drop it, current ones ignore that key and read "reasoning"),
 //     so only reasoning written inline in content as <think>…</think> is portable.

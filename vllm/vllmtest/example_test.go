@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -30,7 +31,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	g, err := c.Generate(ctx, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 64, Temperature: 1})
+	g, err := c.Generate(ctx, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 64, Sampling: sampling.Neutral(1)})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -330,13 +330,18 @@ type continuation struct {
 }
 
 // generate samples up to maxTokens ids after prompt.
-func (m *model) generate(prompt []int32, maxTokens int, temperature, topP float64, rng *rand.Rand) continuation {
+func (m *model) generate(prompt []int32, maxTokens int, p samplerParams, rng *rand.Rand) continuation {
 	seq := slices.Clip(prompt)
 	buf := make([]float64, len(m.base))
 	var c continuation
 	for len(c.ids) < maxTokens {
 		d := m.at(seq, len(seq))
-		id := d.sample(temperature, topP, rng, buf)
+		var id int32
+		if p.plain() {
+			id = d.sample(p.temperature, p.topP, rng, buf)
+		} else {
+			id = d.sampleFull(p, seq, len(c.ids), rng, buf)
+		}
 		seq = append(seq, id)
 		c.ids = append(c.ids, id)
 		c.logprobs = append(c.logprobs, d.logprob(id))

@@ -4,10 +4,16 @@ import "encoding/json"
 
 // sampling holds the validated generation parameters shared by both endpoints.
 type sampling struct {
+	// maxTokens is capped by a generation config's max_tokens in validateSampling
 	n              int
 	maxTokens      int
 	temperature    float64
 	topP           float64
+	topK           int
+	minP           float64
+	repetition     float64
+	presence       float64
+	frequency      float64
 	seed           *int64
 	stop           []string
 	stopIDs        []int32
@@ -28,6 +34,11 @@ type samplingFields struct {
 	n           *int
 	temperature *float64
 	topP        *float64
+	topK        *int
+	minP        *float64
+	repetition  *float64
+	presence    *float64
+	frequency   *float64
 	skipSpecial *bool
 	stop        json.RawMessage
 }
@@ -44,14 +55,31 @@ func (s *Server) validateSampling(f samplingFields, sp *sampling) *apiError {
 	if sp.n > maxN {
 		return badRequest("n must be at most %d in vllmtest, got %d.", maxN, sp.n)
 	}
-	if f.temperature != nil {
-		sp.temperature = *f.temperature
+	g := s.gen
+	sp.temperature = pick(f.temperature, g.temperature, sp.temperature)
+	sp.topP = pick(f.topP, g.topP, sp.topP)
+	sp.topK = pick(f.topK, g.topK, 0)
+	sp.minP = pick(f.minP, g.minP, 0)
+	sp.repetition = pick(f.repetition, g.repetition, 1)
+	sp.presence = pick(f.presence, nil, 0)
+	sp.frequency = pick(f.frequency, nil, 0)
+	if g.maxTokens != nil && sp.maxTokens > *g.maxTokens {
+		sp.maxTokens = *g.maxTokens // vLLM: min(request, generation_config's max_new_tokens)
+	}
+	if sp.topK < -1 {
+		return badRequest("top_k must be 0 or -1 (disable), or at least 1, got %d.", sp.topK)
+	}
+	if sp.minP < 0 || sp.minP > 1 {
+		return badRequest("min_p must be in [0, 1], got %g.", sp.minP)
+	}
+	if sp.repetition <= 0 {
+		return badRequest("repetition_penalty must be greater than zero, got %g.", sp.repetition)
+	}
+	if sp.presence < -2 || sp.presence > 2 || sp.frequency < -2 || sp.frequency > 2 {
+		return badRequest("presence_penalty and frequency_penalty must be in [-2, 2], got %g and %g.", sp.presence, sp.frequency)
 	}
 	if sp.temperature < 0 {
 		return badRequest("temperature must be non-negative, got %g.", sp.temperature)
-	}
-	if f.topP != nil {
-		sp.topP = *f.topP
 	}
 	if sp.topP <= 0 || sp.topP > 1 {
 		return badRequest("top_p must be in (0, 1], got %g.", sp.topP)
@@ -127,4 +155,9 @@ func (s *Server) checkContext(promptLen, maxTokens int) *apiError {
 			s.cfg.maxModelLen, promptLen+maxTokens, promptLen, maxTokens)
 	}
 	return nil
+}
+
+func (sp sampling) params() samplerParams {
+	return samplerParams{temperature: sp.temperature, topP: sp.topP, topK: sp.topK, minP: sp.minP,
+		repetition: sp.repetition, presence: sp.presence, frequency: sp.frequency}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -110,7 +111,7 @@ func TestAgentScriptThroughClient(t *testing.T) {
 	ctx := context.Background()
 	r, err := c.Render(ctx, rollout.RenderRequest{Messages: []chat.Message{{Role: "user", Content: "Write f."}}, AddGenerationPrompt: true})
 	require.NoError(t, err)
-	g, err := c.Generate(ctx, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 200, Temperature: 1})
+	g, err := c.Generate(ctx, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 200, Sampling: sampling.Neutral(1)})
 	require.NoError(t, err)
 	require.Equal(t, rollout.FinishStop, g.FinishReason)
 	require.Equal(t, vllmtest.ImEnd, g.Tokens[len(g.Tokens)-1])

@@ -38,6 +38,8 @@ type config struct {
 	flatErrors  bool
 	agentScript func(ScriptInput) (string, bool)
 	chatScript  func(ChatScriptInput) []string
+	genConfig   map[string]any
+	reasoning   bool
 }
 
 // WithModel sets the served model name reported by /v1/models and checked against the
@@ -96,6 +98,7 @@ type Server struct {
 	URL string
 
 	cfg   config
+	gen   genDefaults
 	tok   *tokenizer
 	lm    *model
 	ln    net.Listener
@@ -104,6 +107,7 @@ type Server struct {
 	close sync.Once
 
 	ids    atomic.Uint64
+	conns  atomic.Int64 // connections accepted
 	routes map[string]route
 
 	mu       sync.Mutex
@@ -145,6 +149,10 @@ func Start(opts ...Option) (*Server, error) {
 	if cfg.maxLogprobs < -1 {
 		return nil, fmt.Errorf("max logprobs %d is invalid (want -1 or ≥ 0)", cfg.maxLogprobs)
 	}
+	gen, err := parseGenerationConfig(cfg.genConfig)
+	if err != nil {
+		return nil, err
+	}
 	tok := defaultTokenizer()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -153,13 +161,14 @@ func Start(opts ...Option) (*Server, error) {
 	s := &Server{
 		URL:  "http://" + ln.Addr().String(),
 		cfg:  cfg,
+		gen:  gen,
 		tok:  tok,
 		lm:   sharedModel(tok, cfg.seed),
 		ln:   ln,
 		done: make(chan struct{}),
 	}
 	s.buildRoutes()
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second, ConnState: s.connState}
 	go func() {
 		defer close(s.done)
 		_ = s.srv.Serve(ln)

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
+	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
+	"github.com/agentic-opd/agenticopd/rollout"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestAuditDeniesAndLogs(t *testing.T) {
+	ctx := context.Background()
+	base, err := cli.Sandbox(ctx, true, new(bytes.Buffer))
+	require.NoError(t, err)
+	var log bytes.Buffer
+	a := &Audit{Factory: base, Deny: []string{"pip install"}, Log: slog.New(slog.NewTextHandler(&log, nil))}
+	sb, err := a.NewSandbox(ctx)
+	require.NoError(t, err)
+	defer sb.Close()
+
+	res, err := sb.Run(ctx, rollout.Command{Shell: "touch marker &&   pip    install numpy"})
+	require.NoError(t, err, "a denial is a tool result, not a sandbox failure")
+	assert.Equal(t, DeniedExit, res.ExitCode)
+	assert.Contains(t, string(res.Stderr), `denied: commands containing "pip install" are not allowed`)
+	_, err = sb.ReadFile("marker")
+	assert.Error(t, err, "nothing of a denied command ran")
+
+	res, err = sb.Run(ctx, rollout.Command{Shell: "touch marker && echo ok"})
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.ExitCode)
+	_, err = sb.ReadFile("marker")
+	assert.NoError(t, err)
+
+	ran, denied := a.Counts()
+	assert.Equal(t, 1, ran)
+	assert.Equal(t, 1, denied)
+	assert.Contains(t, log.String(), `msg="command denied" sandbox=1`)
+	assert.Regexp(t, `msg=command sandbox=1 command="touch marker && echo ok" exit=0 duration=\d`, log.String())
+
+	d, ok := sb.(interface{ Dir() string })
+	require.True(t, ok)
+	assert.NotEmpty(t, d.Dir(), "the workspace directory is forwarded")
+}
+
+func TestCustomSandboxTheModelReadsTheDenial(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-groups", "1"}, &out), out.String())
+	text := out.String()
+	assert.Regexp(t, `rollout \d saw: .*denied: commands containing \\"pip install\\"`, text, "the denial is in the tool message")
+	m := regexp.MustCompile(`commands: (\d+) run, (\d+) denied`).FindStringSubmatch(text)
+	require.NotNil(t, m)
+	ran, _ := strconv.Atoi(m[1])
+	denied, _ := strconv.Atoi(m[2])
+	assert.Positive(t, ran, "the verification and the allowed commands ran")
+	assert.Positive(t, denied)
+	assert.Regexp(t, `msg=command sandbox=\d+ .* duration=\d`, text)
+}
+
+func TestCustomSandboxFlags(t *testing.T) {
+	clitest.CheckFlags(t, run, []string{"deny", "groups"},
+		[]clitest.BadLine{clitest.Bad("groups", "-groups", "0")})
+}

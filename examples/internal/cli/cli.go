@@ -1,0 +1,128 @@
+// Package cli holds what the example programs share: the main function's exit codes
+// and the checks of flag values.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+)
+
+// Main runs run with a context that ends on SIGINT or SIGTERM, the command-line
+// arguments and os.Stdout, and exits with [ExitCode] of its error, printing the error
+// (prefixed with name) to stderr unless it is -h's.
+func Main(name string, run func(ctx context.Context, args []string, stdout io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	}
+	os.Exit(ExitCode(err))
+}
+
+// ExitCode is the exit status for run's error: 0 for nil and for -h (flag.ErrHelp),
+// 2 for a bad flag ([FlagError], or the flag package's own parse errors), 1 otherwise.
+func ExitCode(err error) int {
+	var fe *FlagError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &fe), errors.Is(err, errParse):
+		return 2
+	default:
+		return 1
+	}
+}
+
+// errParse marks the flag package's parse errors ("invalid value … for flag -x").
+var errParse = errors.New("bad flag")
+
+// Parse parses args with fs, which must use flag.ContinueOnError. Its error wraps
+// flag.ErrHelp for -h and -help; the flag package's own errors name the flag ("invalid
+// value "x" for flag -groups") and have exit code 2.
+func Parse(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return err
+	default:
+		return fmt.Errorf("%w: %w", errParse, err)
+	}
+}
+
+// FlagError is a flag value the program cannot use; its message names the flag.
+type FlagError struct {
+	Flag   string // without the dash
+	Value  any    // the value given
+	Reason string // what the value must be ("at least 1")
+}
+
+// Error implements error.
+func (e *FlagError) Error() string {
+	return fmt.Sprintf("-%s %v: must be %s", e.Flag, e.Value, e.Reason)
+}
+
+// AtLeast returns a [*FlagError] for flag name when v < lo, and nil otherwise.
+func AtLeast(name string, v, lo int) error {
+	if v < lo {
+		return &FlagError{Flag: name, Value: v, Reason: fmt.Sprintf("at least %d", lo)}
+	}
+	return nil
+}
+
+// Python and BwrapPath are the interpreter and the bubblewrap binary [Sandbox] looks
+// for (the sandbox package's defaults); tests point them at missing files.
+var (
+	Python    = sandbox.DefaultPython
+	BwrapPath = sandbox.DefaultBwrapPath
+)
+
+// sudo is the prefix of an install command: none for root.
+func sudo() string {
+	if os.Geteuid() == 0 {
+		return ""
+	}
+	return "sudo "
+}
+
+// Install is the command that installs Debian packages on this machine.
+func Install(pkgs string) string {
+	return sudo() + "apt-get install -y --no-install-recommends " + pkgs
+}
+
+// Sandbox returns the sandbox factory of a program, after checking for python3 (it
+// stops at once without it, with the install command).
+//
+// When only the simulator's scripted commands will run (scriptedOnly), a host
+// without a working bubblewrap gets an unconfined factory instead, and w gets two
+// lines that say so and give the install command. Model-written code never runs
+// unconfined: with scriptedOnly false the probe's error is returned.
+func Sandbox(ctx context.Context, scriptedOnly bool, w io.Writer) (*sandbox.Factory, error) {
+	if _, err := os.Stat(Python); err != nil {
+		return nil, fmt.Errorf("python3 not found (%s): the tasks' tests run with it; install it: %s", Python, Install("python3"))
+	}
+	f, err := sandbox.New(ctx, sandbox.Config{BwrapPath: BwrapPath, Python: Python})
+	switch {
+	case err == nil:
+		return f, nil
+	case !scriptedOnly:
+		return nil, fmt.Errorf("the model's own code runs only in the bubblewrap sandbox: %w", err)
+	case !errors.Is(err, sandbox.ErrBwrapNotFound) && !errors.Is(err, sandbox.ErrNamespacesDenied):
+		return nil, err
+	}
+	why := "bubblewrap (bwrap) not found"
+	if errors.Is(err, sandbox.ErrNamespacesDenied) {
+		why = "bubblewrap cannot create namespaces here"
+	}
+	fmt.Fprintf(w, "UNCONFINED: %s, so the simulator's scripted commands run without a sandbox.\n", why)
+	fmt.Fprintf(w, "  Model-written code (-vllm-url) needs it: %s\n", Install("bubblewrap"))
+	return sandbox.New(ctx, sandbox.Config{Unconfined: true, Python: Python})
+}

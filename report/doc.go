@@ -1,0 +1,39 @@
+// Package report renders groups of rollouts as one self-contained HTML page: the
+// inspector for OPD data. The page needs no network and loads no external asset (its
+// Content-Security-Policy forbids both); open it from disk in any browser.
+//
+// What it shows, per group:
+//
+//   - a table of the rollouts: score and its breakdown, tokens, generated tokens,
+//     scored positions, positions whose sampled token is below the teacher's top-K,
+//     hints, the mean teacher-minus-student logprob, and other facts (turns, stop);
+//   - the group's metrics (the OPD metrics among them);
+//   - per rollout, on demand, its tokens as text coloured by kind ([Kind]: prompt and
+//     template, generated, tool result, hint), masked tokens muted, each hint as a
+//     block where it was given, and at each scored position the teacher's logprob of
+//     the sampled token minus the student's as a heat colour (red: the teacher finds
+//     the token less likely; blue: more likely), with the teacher's top-K, the token
+//     text and both logprobs on hover.
+//
+// Token text comes from a [Detokenizer], the serving engine's own (*vllm.Client's
+// /detokenize; the simulator has one too), one id per request and each id once per
+// page. A token that is part of a multi-byte character decodes alone to U+FFFD, as it
+// does in the engine.
+//
+// # Size
+//
+// The page stays usable for long rollouts: the data of a group is embedded as
+// base64 little-endian arrays (ids as int32, logprobs as uint16 thousandths of a nat,
+// so to 0.001, down to −65.5), decoded only when a rollout is opened, and tokens are
+// rendered 2,000 at a time as they scroll into view. Each position keeps the first
+// Options.TopK teacher entries ([DefaultTopK]), about 8 bytes each: 8 rollouts of
+// 16k tokens, every position scored, make a page of about 15 MB (TestPageSize8x16k).
+//
+// # Streaming
+//
+// A [Writer] writes each group as it is added, keeping only the token texts, so a
+// long run's page costs no memory per group; [Write] is the one-call form. Groups
+// from JSON Lines come in through [FromScoredData]; the root package's
+// Group.Report gives the richer view of a group it collected (segments, hints, the
+// score's breakdown).
+package report

@@ -1,0 +1,11 @@
+package reward
+
+// Exported for the tests of package reward_test.
+var (
+	CheckReply   = checkReply
+	ParseRequest = func(line []byte) error {
+		_, err := parseRequest(line)
+		return err
+	}
+	CodecPy = codecPy
+)

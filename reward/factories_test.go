@@ -1,0 +1,43 @@
+package reward_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+)
+
+// factories are the sandboxes the verifier is tested with: the library's bubblewrap
+// sandbox, and the test-only unconfined dirSandbox.
+var factories = []struct {
+	name string
+	make func(t *testing.T) rollout.SandboxFactory
+}{
+	{"bubblewrap", bwrapSandboxes},
+	{"dir", func(t *testing.T) rollout.SandboxFactory { return dirFactory{t} }},
+}
+
+var bwrapFactory = sync.OnceValues(func() (*sandbox.Factory, error) {
+	return sandbox.New(context.Background(), sandbox.Config{})
+})
+
+// bwrapSandboxes returns the factory of bubblewrap sandboxes, the library's default.
+func bwrapSandboxes(t *testing.T) rollout.SandboxFactory {
+	f, err := bwrapFactory()
+	require.NoError(t, err, "bubblewrap and /usr/bin/python3 are required (.ci/run installs them)")
+	return f
+}
+
+// forEachFactory runs check as a parallel subtest with each factory.
+func forEachFactory(t *testing.T, check func(t *testing.T, f rollout.SandboxFactory)) {
+	for _, f := range factories {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			check(t, f.make(t))
+		})
+	}
+}

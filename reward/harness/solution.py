@@ -1,0 +1,97 @@
+# The solution side. It runs in the rollout's sandbox, imports solution.py from the
+# workspace and answers the requests the verifier relays from the test process: the
+# protocol runs on this process's original stdin and stdout; the solution's prints go to
+# stderr. It is untrusted by design: whatever it sends is checked by the verifier and
+# decoded strictly by the test process, so all it can do is answer, with plain data.
+def _solution_main():
+    import builtins, operator, os, sys
+
+    pin = open(os.dup(0), "rb")
+    pout = os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    sys.path.append(os.getcwd())
+
+    def send(msg):
+        data = dumps(msg)
+        while data:
+            data = data[os.write(pout, data):]
+
+    objs = {}
+    ids = {}
+
+    def handle(x):
+        h = ids.get(id(x))
+        if h is None:
+            h = ids[id(x)] = len(objs) + 1
+            objs[h] = x
+        return h
+
+    def obj(h):
+        if h == 0:
+            if failed is not None:
+                raise failed
+            return module
+        return objs[h]
+
+    def dec(v):
+        return decode(v, obj)
+
+    ops = {
+        "bool": bool, "len": len, "str": str, "repr": repr, "iter": iter, "next": next,
+        "getitem": operator.getitem, "setitem": operator.setitem,
+        "delitem": operator.delitem, "contains": operator.contains,
+    }
+
+    def answer(req):
+        op, target = req["op"], obj(req["h"])
+        if op == "import":
+            return None
+        if op == "getattr":
+            name = req["name"]
+            if target is module and name == "__all__" and not hasattr(module, "__all__"):
+                return [n for n in dir(module) if not n.startswith("_")]
+            return getattr(target, name)
+        if op == "setattr":
+            return setattr(target, req["name"], dec(req["v"]))
+        if op == "delattr":
+            return delattr(target, req["name"])
+        if op == "call":
+            return target(*[dec(a) for a in req["args"]], **{k: dec(v) for k, v in req["kwargs"]})
+        if op == "op":
+            return ops[req["name"]](target, *[dec(a) for a in req["args"]])
+        raise ValueError("unknown request %r" % op)
+
+    def builtin_type(e):
+        for c in type(e).__mro__:
+            if getattr(builtins, c.__name__, None) is c and issubclass(c, Exception):
+                return c.__name__
+        return "Exception"
+
+    # Said before any of the solution's code runs: the harness started.
+    send({"op": "hello"})
+    module, failed = None, None
+    try:
+        import solution as module
+    except Exception as e:
+        failed = e
+
+    while True:
+        line = pin.readline(MAX_LINE)
+        if not line:
+            os._exit(0)
+        req = loads(line)
+        try:
+            out = {"id": req["id"], "ok": encode(answer(req), handle)}
+        except Exception as e:
+            try:
+                args = encode(tuple(e.args), handle)
+            except Exception:
+                args = ["t", [["s", str(e)]]]
+            out = {"id": req["id"], "exc": [builtin_type(e), args]}
+        send(out)
+
+
+_solution_main()

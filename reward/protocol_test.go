@@ -1,0 +1,131 @@
+package reward_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/reward"
+)
+
+func TestCheckReply(t *testing.T) {
+	nested := func(n int) string {
+		return strings.Repeat(`["l",[`, n) + strings.Repeat(`]]`, n)
+	}
+	good := []string{
+		`{"id":7,"ok":null}`,
+		`{"id":7,"ok":true}`,
+		`{"ok":["i","0x0"],"id":7}`,
+		`{"id":7,"ok":["i","-0x1f"]}`,
+		`{"id":7,"ok":["f","0x1.999999999999ap-4"]}`,
+		`{"id":7,"ok":["f","nan"]}`,
+		`{"id":7,"ok":["f","-inf"]}`,
+		`{"id":7,"ok":["f","-0x0.0p+0"]}`,
+		`{"id":7,"ok":["s","\u00e9\n"]}`,
+		`{"id":7,"ok":["y","00ff"]}`,
+		`{"id":7,"ok":["y",""]}`,
+		`{"id":7,"ok":["S",[["t",[["i","0x1"],["s","a"]]],["F",[]],["h",3]]]}`,
+		`{"id":7,"ok":["d",[[["t",[]],["l",[]]],[null,["d",[]]]]]}`,
+		`{"id":7,"ok":["h",0]}`,
+		`{"id":7,"exc":["ValueError",["t",[["s","bad"]]]]}`,
+		`{"id":7,"ok":` + nested(reward.MaxDepth) + `}`,
+	}
+	for _, line := range good {
+		require.NoError(t, reward.CheckReply([]byte(line+"\n"), 7), line)
+	}
+	bad := map[string]string{
+		"not JSON":                 `{"id":7,"ok":`,
+		"two values":               `{"id":7,"ok":null} {}`,
+		"another id":               `{"id":8,"ok":null}`,
+		"a string id":              `{"id":"7","ok":null}`,
+		"an extra key":             `{"id":7,"ok":null,"done":true}`,
+		"both ok and exc":          `{"id":7,"ok":null,"exc":["ValueError",["t",[]]]}`,
+		"neither":                  `{"id":7,"result":null}`,
+		"key case":                 `{"ID":7,"ok":null}`,
+		"a bare number":            `{"id":7,"ok":15}`,
+		"a bare string":            `{"id":7,"ok":"x"}`,
+		"a bare list":              `{"id":7,"ok":[1,2]}`,
+		"a bare object":            `{"id":7,"ok":{}}`,
+		"an unknown tag":           `{"id":7,"ok":["q","x"]}`,
+		"a decimal int":            `{"id":7,"ok":["i","15"]}`,
+		"a padded int":             `{"id":7,"ok":["i","0x01"]}`,
+		"an upper-case int":        `{"id":7,"ok":["i","0xF"]}`,
+		"an int with underscores":  `{"id":7,"ok":["i","0x1_0"]}`,
+		"a decimal float":          `{"id":7,"ok":["f","0.1"]}`,
+		"odd hex bytes":            `{"id":7,"ok":["y","0"]}`,
+		"hex bytes with spaces":    `{"id":7,"ok":["y","00 ff"]}`,
+		"a float handle":           `{"id":7,"ok":["h",1.0]}`,
+		"a negative handle":        `{"id":7,"ok":["h",-1]}`,
+		"a list in a set":          `{"id":7,"ok":["S",[["l",[]]]]}`,
+		"a tuple holding a list":   `{"id":7,"ok":["F",[["t",[["l",[]]]]]]}`,
+		"a dict key that is a set": `{"id":7,"ok":["d",[[["S",[]],null]]]}`,
+		"a dict item not a pair":   `{"id":7,"ok":["d",[[null]]]}`,
+		"too deep":                 `{"id":7,"ok":` + nested(reward.MaxDepth+2) + `}`,
+		"an exception not named":   `{"id":7,"exc":["Value Error",["t",[]]]}`,
+		"exception args a list":    `{"id":7,"exc":["ValueError",["l",[]]]}`,
+		"exception without args":   `{"id":7,"exc":["ValueError"]}`,
+	}
+	for name, line := range bad {
+		require.Error(t, reward.CheckReply([]byte(line+"\n"), 7), name)
+	}
+}
+
+func FuzzCheckReply(f *testing.F) {
+	for _, s := range []string{`{"id":1,"ok":["l",[["i","0x1"]]]}`, `{"id":1,"exc":["KeyError",["t",[]]]}`, `{"id":1,"ok":["d",[[["s","a"],null]]]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		_ = reward.ParseRequest(line) // never panics
+		if reward.CheckReply(line, 1) == nil {
+			// What the relay accepts is JSON with exactly the two keys.
+			var m map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(line, &m))
+			require.Len(t, m, 2)
+		}
+	})
+}
+
+// TestCodecIsStrict runs the harness's decoder on values the relay would refuse too,
+// and on the values an encoder builds from every plain type.
+func TestCodecIsStrict(t *testing.T) {
+	prog := reward.CodecPy + `
+import sys
+def handle(h):
+    return ("handle", h)
+bad = [15, "x", [1, 2], ["q", "x"], ["i", "15"], ["i", "0x01"], ["i", " 0x1"], ["i", "0x1_0"], ["i", "+0x1"],
+       ["f", "0.1"], ["f", "0x1p0"], ["y", "0"], ["y", "00 ff"], ["y", "FF"], ["h", -1], ["h", 1.0], ["h", True],
+       ["S", [["l", []]]], ["d", [[["l", []], None]]], ["d", [[None]]], ["t", "ab"]]
+deep = None
+for _ in range(MAX_DEPTH + 2):
+    deep = ["l", [deep]]
+bad.append(deep)
+for v in bad:
+    try:
+        decode(v, handle)
+    except BadValue:
+        continue
+    sys.exit("accepted %r" % (v,))
+class I(int):
+    pass
+class L(list):
+    pass
+values = [None, True, False, 0, -1, 2 ** 300, -(2 ** 300), 0.1, -0.0, float("inf"), "é\x00", b"\x00\xff", (1, (2,)),
+          [1, [2]], {1, (2, 3)}, frozenset({"a"}), {(1, "k"): [None]}]
+for v in values:
+    w = decode(loads(dumps(encode(v, None))), handle)
+    assert w == v and type(w) is type(v), (v, w)
+nan = decode(encode(float("nan"), None), handle)
+assert nan != nan
+kept = []
+for v in (I(3), L(), True.__class__, object()):
+    assert encode(v, lambda x: kept.append(x) or len(kept)) == ["h", len(kept)], v
+assert encode([I(1)], lambda x: 9) == ["l", [["h", 9]]]
+print("ok")
+`
+	out, err := exec.Command("/usr/bin/python3", "-I", "-c", prog).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "ok\n", string(out))
+}

@@ -1,0 +1,330 @@
+package reward
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+var (
+	//go:embed harness/codec.py
+	codecPy string
+	//go:embed harness/tests.py
+	testsPy string
+	//go:embed harness/solution.py
+	solutionPy string
+
+	// testsProgram and solutionProgram are the two sides' programs, run with -c.
+	testsProgram    = codecPy + "\n" + testsPy
+	solutionProgram = codecPy + "\n" + solutionPy
+)
+
+// Script names in the test sandbox's workspace.
+const (
+	visibleScript = "test_visible.py"
+	hiddenScript  = "test_hidden.py"
+)
+
+// verifyScripts runs t's test code against the solution in sb, the tests in a fresh
+// sandbox from tests, and decides the verdict from the test process's own channel.
+func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.SandboxFactory, t tasks.Task, opts VerifyOptions) (Verification, error) {
+	v := Verification{Rule: RuleSandboxError}
+	solStarter, ok := sb.(rollout.Starter)
+	if !ok {
+		return v, fmt.Errorf("solution sandbox %T: %w", sb, ErrNoStarter)
+	}
+	if tests == nil {
+		return v, errors.New("no sandbox factory for the tests: pass the rollout's factory to Verify")
+	}
+	tsb, err := tests.NewSandbox(ctx)
+	if err != nil {
+		return v, fmt.Errorf("test sandbox: %w", err)
+	}
+	defer tsb.Close()
+	testStarter, ok := tsb.(rollout.Starter)
+	if !ok {
+		return v, fmt.Errorf("test sandbox %T: %w", tsb, ErrNoStarter)
+	}
+	argv := []string{opts.Python, "-I", "-B", "-u", "-c", testsProgram}
+	for _, s := range []struct{ name, code string }{{visibleScript, t.TestCode}, {hiddenScript, t.HiddenTests}} {
+		if s.code == "" {
+			continue
+		}
+		if err := tsb.WriteFile(s.name, []byte(s.code)); err != nil {
+			return v, fmt.Errorf("write tests: %w", err)
+		}
+		argv = append(argv, s.name)
+	}
+
+	// The solution process may outlive the test process by a little: it is killed as
+	// soon as the tests are done, and its timeout only guards a test process that
+	// was killed while it waited.
+	sol, err := solStarter.Start(ctx, rollout.Command{
+		Argv:    []string{opts.Python, "-I", "-B", "-u", "-c", solutionProgram},
+		Timeout: opts.Timeout + time.Second,
+	})
+	if err != nil {
+		return v, fmt.Errorf("start the solution process: %w", err)
+	}
+	test, err := testStarter.Start(ctx, rollout.Command{Argv: argv, Timeout: opts.Timeout})
+	if err != nil {
+		sol.Kill()
+		_, _ = sol.Wait()
+		return v, fmt.Errorf("start the test process: %w", err)
+	}
+	c, stop := relay(test, sol)
+	sol.Kill()
+	testRes, testErr := test.Wait()
+	solRes, solErr := sol.Wait()
+	stop()
+	if err := errors.Join(testErr, solErr); err != nil {
+		return v, err
+	}
+	if err := harnessFailure(c, testRes, solRes); err != nil {
+		return v, err
+	}
+	return verdict(c, testRes, solRes, opts), nil
+}
+
+// harnessFailure reports a side whose harness never started (it did not say hello)
+// while that mattered: a broken interpreter or sandbox, never the solution's doing,
+// since each harness says hello before any code of the solution or the tests runs.
+func harnessFailure(c conversation, testRes, solRes rollout.CommandResult) error {
+	switch {
+	case testRes.TimedOut:
+		return nil
+	case !c.testReady:
+		return fmt.Errorf("the test harness did not start (exit code %d): %s", testRes.ExitCode, tail(testRes.Stderr))
+	case c.fault != "" && !c.solReady && !solRes.TimedOut:
+		return fmt.Errorf("the solution harness did not start (exit code %d): %s", solRes.ExitCode, tail(solRes.Stderr))
+	}
+	return nil
+}
+
+// tail is the end of a process's output, for an error message.
+func tail(b []byte) string {
+	const n = 2000
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// verdict applies the correctness table to what the relay saw and what the two
+// processes did.
+func verdict(c conversation, testRes, solRes rollout.CommandResult, opts VerifyOptions) Verification {
+	out := string(testRes.Stderr)
+	v := Verification{
+		ExitCode:        testRes.ExitCode,
+		TimedOut:        testRes.TimedOut,
+		Output:          capOutput(out, opts.MaxOutput),
+		SolutionOutput:  capOutput(string(solRes.Stderr), opts.MaxOutput),
+		OutputTruncated: testRes.OutputTruncated || testRes.OutputKilled,
+		Completed:       c.completed,
+		Calls:           c.calls,
+		Unconfined:      testRes.Unconfined || solRes.Unconfined,
+	}
+	switch {
+	case testRes.TimedOut:
+		v.Correctness, v.Rule = 0.1, RuleFailed
+		v.Reason = fmt.Sprintf("the tests did not end within %v", opts.Timeout)
+	case c.fault != "":
+		v.Correctness, v.Rule = 0.1, RuleSolutionFault
+		v.Reason = c.fault
+		v.TimedOut = solRes.TimedOut
+	case testRes.ExitCode == 0 && !c.completed:
+		v.Correctness, v.Rule = 0.1, RuleIncomplete
+		v.Reason = "the test process exited with 0 before its scripts ran to their end"
+	default:
+		v.Correctness, v.Rule = Correctness(testRes.ExitCode, out)
+		if c.completed {
+			v.Reason = fmt.Sprintf("the tests ran to their end and exited with %d", testRes.ExitCode)
+		} else {
+			v.Reason = fmt.Sprintf("the tests stopped with exit code %d", testRes.ExitCode)
+		}
+	}
+	return v
+}
+
+// conversation is what the relay saw.
+type conversation struct {
+	// testReady and solReady report that each side's harness said hello: it started.
+	testReady, solReady bool
+	completed           bool
+	calls               int
+	// fault says how the solution process broke the conversation ("" if it did not).
+	fault string
+}
+
+// helloLine is the first message of the solution side's harness, sent before the
+// solution is imported.
+const helloLine = "{\"op\":\"hello\"}\n"
+
+// message is one message read from a process, or the error that ended its stream.
+type message struct {
+	line []byte
+	err  error
+}
+
+// relay passes the test process's requests to the solution process, one at a time,
+// and the checked replies back, until the test process's stdout ends. The verdict's
+// facts come only from the test process's channel and from the checks here. The
+// returned function stops the relay's readers; call it after both processes' Wait.
+func relay(test, sol rollout.Process) (conversation, func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	fromTest, fromSol := make(chan message), make(chan message)
+	wg.Go(func() { readMessages(test.Stdout(), fromTest, done) })
+	wg.Go(func() { readMessages(sol.Stdout(), fromSol, done) })
+	stop := func() { close(done); wg.Wait() }
+
+	var c conversation
+	var pending *request // sent to the solution, not answered yet
+	solEnded := false
+	fail := func(why string) {
+		if c.fault == "" {
+			c.fault = why
+		}
+		sol.Kill()
+	}
+	reply := func(line []byte) bool {
+		_, err := test.Stdin().Write(line)
+		return err == nil
+	}
+	faultReply := func(id int64) []byte {
+		b, _ := json.Marshal(map[string]any{"id": id, "fault": c.fault})
+		return append(b, '\n')
+	}
+	for {
+		select {
+		case m := <-fromTest:
+			if m.err != nil {
+				if !errors.Is(m.err, io.EOF) {
+					// The test process is trusted: a broken message from it ends the
+					// run, and its exit decides.
+					test.Kill()
+				}
+				return c, stop
+			}
+			req, err := parseRequest(m.line)
+			if err != nil || (pending != nil && req.forSolution()) {
+				// Trusted, but one request at a time: the harness broke its own rule.
+				test.Kill()
+				continue
+			}
+			switch req.op {
+			case "hello":
+				c.testReady = true
+				continue
+			case "done":
+				c.completed = true
+				continue
+			case "bad_reply":
+				fail("the test process refused a reply: " + req.why)
+				continue
+			}
+			if c.fault == "" && solEnded {
+				fail("the solution process ended before the tests were done")
+			}
+			if c.fault == "" {
+				c.calls++
+				if _, err := sol.Stdin().Write(m.line); err != nil {
+					fail("the solution process is gone (it ended or closed its input)")
+				} else {
+					pending = &req
+					continue
+				}
+			}
+			if !reply(faultReply(req.id)) {
+				test.Kill()
+			}
+		case m := <-fromSol:
+			if m.err != nil {
+				fromSol, solEnded = nil, true // its reader has stopped
+			}
+			if !c.solReady && m.err == nil && string(m.line) == helloLine {
+				c.solReady = true
+				continue
+			}
+			var why string
+			switch {
+			case pending == nil && m.err == nil:
+				why = "the solution process sent a message nobody asked for"
+			case pending == nil:
+				continue // it ended between requests: a fault only if the tests ask again
+			case errors.Is(m.err, io.EOF):
+				why = "the solution process ended while the tests waited for an answer"
+			case m.err != nil:
+				why = fmt.Sprintf("the solution process sent a broken message: %v", m.err)
+			default:
+				if err := checkReply(m.line, pending.id); err != nil {
+					why = fmt.Sprintf("the solution process sent a malformed reply: %v", err)
+				}
+			}
+			if why != "" {
+				fail(why)
+			}
+			if pending == nil {
+				continue
+			}
+			line := m.line
+			if c.fault != "" {
+				line = faultReply(pending.id)
+			}
+			pending = nil
+			if !reply(line) {
+				test.Kill()
+			}
+		}
+	}
+}
+
+// readMessages sends the messages of r to out until its stream ends or done is closed.
+func readMessages(r io.Reader, out chan<- message, done <-chan struct{}) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readMessage(br)
+		select {
+		case out <- message{line, err}:
+		case <-done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+var errTooLong = fmt.Errorf("message longer than %d bytes", MaxMessage)
+
+// readMessage reads one newline-terminated message of at most MaxMessage bytes. A
+// stream that ends in the middle of a message gives io.ErrUnexpectedEOF.
+func readMessage(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxMessage+1 {
+			return nil, errTooLong
+		}
+		line = append(line, chunk...)
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, err
+		}
+		return line, nil
+	}
+}

@@ -1,0 +1,95 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+)
+
+func TestEnforcementIsReported(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	f := newFactory(t, sandbox.Config{Logger: logger})
+	e := f.Enforcement()
+	if e.Cgroup == sandbox.CgroupNone {
+		// Not an error: the fallback is documented. Say what this machine lacks.
+		t.Logf("no cgroup on this machine: %s", e.CgroupMissing)
+		require.NotEmpty(t, e.PerProcessOnly)
+		require.Contains(t, buf.String(), "per process only")
+		return
+	}
+	require.Empty(t, e.CgroupMissing)
+	require.Empty(t, e.PerProcessOnly)
+	require.NotEmpty(t, e.CgroupDirs)
+	require.Empty(t, buf.String(), "no warning with a cgroup")
+	if os.Geteuid() == 0 {
+		require.Equal(t, sandbox.StorageTmpfs, e.Storage, e.StorageMissing)
+	} else {
+		require.Equal(t, sandbox.StorageWalk, e.Storage)
+	}
+}
+
+func TestRlimitFallbackWarnsOnceNamingPerProcessLimits(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	f := newFactory(t, sandbox.Config{Logger: logger, DisableCgroup: true,
+		Limits: sandbox.Limits{AddressSpace: 256 << 20}})
+	e := f.Enforcement()
+	require.Equal(t, sandbox.CgroupNone, e.Cgroup)
+	require.Contains(t, e.CgroupMissing, "Config.DisableCgroup")
+	require.Len(t, e.PerProcessOnly, 2)
+	require.Contains(t, e.PerProcessOnly[0], "RLIMIT_AS")
+	require.Contains(t, e.PerProcessOnly[1], "RLIMIT_NPROC")
+
+	logs := buf.String()
+	require.Equal(t, 1, strings.Count(logs, "level=WARN"), logs)
+	require.Contains(t, logs, "limits hold per process only")
+	require.Contains(t, logs, "RLIMIT_AS")
+	require.Contains(t, logs, "RLIMIT_NPROC")
+
+	// The rlimits still hold per process, and nothing is reported as a
+	// whole-sandbox limit; sandboxes and commands log nothing more.
+	sb := newSandbox(t, f)
+	res, err := sb.RunDetailed(t.Context(), commandShell(`python3 -c "
+try:
+    b = bytearray(512 << 20); print('allocated')
+except MemoryError:
+    print('MemoryError')"`))
+	require.NoError(t, err)
+	require.Equal(t, "MemoryError\n", string(res.Stdout))
+	require.False(t, res.MemoryLimitHit)
+	require.False(t, res.ProcessLimitHit)
+	newSandbox(t, f)
+	require.Equal(t, 1, strings.Count(buf.String(), "level=WARN"))
+}
+
+func TestStorageFallbackWithoutMount(t *testing.T) {
+	t.Parallel()
+	f := newFactory(t, sandbox.Config{DisableWorkspaceMount: true, DiskQuota: 1 << 20})
+	e := f.Enforcement()
+	require.Equal(t, sandbox.StorageWalk, e.Storage)
+	require.NotEmpty(t, e.StorageMissing) // DisableWorkspaceMount, or not root
+	sb := newSandbox(t, f)
+	// A deleted file held open by a background process of the command counts.
+	res, err := sb.RunDetailed(t.Context(), commandShell(
+		`exec 3>held; rm held; head -c 2000000 /dev/zero >&3; sleep 30`))
+	require.NoError(t, err)
+	require.True(t, res.DiskQuotaExceeded, "stderr: %s", res.Stderr)
+	require.False(t, res.TimedOut)
+
+	// No quota: a plain directory, nothing measured.
+	f = newFactory(t, sandbox.Config{DiskQuota: -1})
+	require.Equal(t, sandbox.StorageNone, f.Enforcement().Storage)
+	sb = newSandbox(t, f)
+	res, err = sb.RunDetailed(t.Context(), commandShell("head -c 2000000 /dev/zero > f; echo ok"))
+	require.NoError(t, err)
+	require.False(t, res.DiskQuotaExceeded)
+}

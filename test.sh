@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The test command: installs what a fresh Debian machine lacks (as root, or through
+# sudo), then checks formatting, vets, and runs every test with the race detector,
+# including the HTML report's check in a real headless Chromium.
+#
+#   ./test.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+export PATH="$PATH:/usr/local/go/bin"
+
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+[ -x /usr/bin/python3 ] || need+=(python3)
+# go test -race needs cgo, so a C compiler and the libc headers (the Go tarball has
+# neither, and without a C compiler the go command turns cgo off: "-race requires cgo").
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+[ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
+# The report's browser test loads a page in Debian's headless Chromium.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    SUDO=()
+  elif command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+  else
+    echo "test.sh: missing ${need[*]}, and neither root nor sudo is available to install them" >&2
+    exit 1
+  fi
+  echo "test.sh: installing ${need[*]}"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+command -v go >/dev/null 2>&1 || { echo "test.sh: go not found: install Go 1.26 (https://go.dev/doc/install)" >&2; exit 1; }
+go version
+# The tracked files (a separate step, so that a failing git stops the script instead of
+# leaving gofmt to read an empty stdin and pass).
+files=$(git ls-files '*.go')
+if [ -z "$files" ]; then
+  echo "test.sh: no Go files tracked: is this a git checkout of the module?" >&2; exit 1
+fi
+unformatted=$(gofmt -l $files)
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+
+# The browser test must run here, not skip: it fails when Chromium cannot be found.
+export AGENTICOPD_REQUIRE_CHROMIUM=1
+go test -race -count=1 ./...
