@@ -54,19 +54,19 @@ func TestFaultInjection(t *testing.T) {
 	const batch, groups = 8, 200
 	api := atropostest.NewServer(t)
 	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(answerScript("fault")))
-	for _, f := range faultMix(time.Second) {
+	for _, f := range faultMix(3 * time.Second) {
 		api.AddFault(atropostest.Fault{Every: f.every, Status: f.status, Drop: f.drop, Malformed: f.malformed, Delay: f.delay})
 		sim.AddFault(vllmtest.Fault{Every: f.every, Status: f.status, Drop: f.drop, Malformed: f.malformed, Delay: f.delay})
 	}
 	policy := sim.Client(vllm.WithRetryMax(1), vllm.WithRetryWait(time.Millisecond, 5*time.Millisecond),
-		vllm.WithAttemptTimeout(300*time.Millisecond), vllm.WithHTTPClient(closingHTTP(t, 0)))
+		vllm.WithAttemptTimeout(1500*time.Millisecond), vllm.WithHTTPClient(closingHTTP(t, 0)))
 	col := &collector{keys: map[string]int{}}
 	env := fastEnv(t, policy, func(c *agenticopd.Config) {
 		c.OnGroup = col.onGroup
 		c.StatusTimeout = 20 * time.Second
 	})
 	client := fastClient(t, api.URL(), t.TempDir(), func(c *atropos.ClientConfig) {
-		c.Retry.AttemptTimeout = 300 * time.Millisecond
+		c.Retry.AttemptTimeout = 1500 * time.Millisecond
 		// Duplicates fill batches too: leave room for them beyond the 200 groups.
 		c.TotalSteps = groups * 2 / batch * 3 / 2
 	})
