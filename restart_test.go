@@ -214,6 +214,10 @@ func TestServeSurvivesRestarts(t *testing.T) {
 		{"trainer late after restart", func(t *testing.T, api *atropostest.Server, p *puller) (bool, int) {
 			api.Kill()
 			before := len(api.Received())
+			// A real run-api takes seconds to start again; a restart within the
+			// instant between an env's /status-env check and its post could take
+			// that post before the trainer registers (see the atropos package doc).
+			time.Sleep(100 * time.Millisecond)
 			require.NoError(t, api.Restart())
 			// No trainer for several StatusTimeouts: the env must wait, not give up,
 			// and post nothing (a post now would wedge the API).
