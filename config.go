@@ -28,6 +28,7 @@ const (
 	DefaultHintMaxNextStateChars = opd.DefaultHintMaxNextStateChars
 	DefaultMaxRollouts           = 8
 	DefaultMaxGroups             = 2
+	DefaultMaxTeacherRequests    = 2
 	DefaultPollInterval          = 100 * time.Millisecond
 	DefaultStatusTimeout         = 2 * time.Minute
 )
@@ -170,6 +171,13 @@ type Config struct {
 	MaxRollouts int
 	// MaxGroups bounds the groups Serve and Process work on at once (2 when zero).
 	MaxGroups int
+	// MaxTeacherRequests bounds the teacher requests in flight across all groups (2
+	// when zero). A teacher's answer carries the top-K logprobs of every position of
+	// its prompt (vLLM cannot return fewer): about 50 MB of JSON per 16k-token sequence
+	// at K = 50, which the client holds while it decodes. The bound keeps that memory
+	// bounded however many groups are collected at once; a group waiting for its turn
+	// holds only its trajectories.
+	MaxTeacherRequests int
 	// PollInterval is the wait between back-pressure polls in Serve (100 ms when zero,
 	// as Atropos's BaseEnv).
 	PollInterval time.Duration
@@ -206,6 +214,7 @@ func (c Config) validate() error {
 		{"HintMaxNextStateChars", float64(c.HintMaxNextStateChars)},
 		{"TeacherMaxLen", float64(c.TeacherMaxLen)}, {"MaxTokenLen", float64(c.MaxTokenLen)},
 		{"MaxRollouts", float64(c.MaxRollouts)}, {"MaxGroups", float64(c.MaxGroups)},
+		{"MaxTeacherRequests", float64(c.MaxTeacherRequests)},
 		{"EvalSize", float64(c.EvalSize)}, {"EvalSplitRatio", c.EvalSplitRatio},
 		{"VerifyTimeout", float64(c.VerifyTimeout)}, {"PollInterval", float64(c.PollInterval)},
 		{"StatusTimeout", float64(c.StatusTimeout)},
@@ -258,6 +267,7 @@ func (c Config) withDefaults() Config {
 	def(&c.HintMaxNextStateChars, DefaultHintMaxNextStateChars)
 	def(&c.MaxRollouts, DefaultMaxRollouts)
 	def(&c.MaxGroups, DefaultMaxGroups)
+	def(&c.MaxTeacherRequests, DefaultMaxTeacherRequests)
 	if c.Temperature <= 0 {
 		c.Temperature = DefaultTemperature
 	}

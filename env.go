@@ -187,7 +187,7 @@ func (e *Env) setupOPD() error {
 	}
 	e.opdCfg = opd.Config{
 		Judge:                 j,
-		Teacher:               countScorer(teacher, e.counts),
+		Teacher:               limitScorer(countScorer(teacher, e.counts), semaphore.NewWeighted(int64(cfg.MaxTeacherRequests))),
 		Templater:             e.agent.Template(),
 		Renderer:              e.agent.Template(),
 		Placement:             cfg.Placement,
@@ -405,6 +405,7 @@ func (e *Env) attachRows(data *atropos.ScoredDataGroup, res opd.Result) error {
 			return fmt.Errorf("opd rows of sequence %d have %d positions for %d tokens", s, rows.Len(), n)
 		}
 		dr := atropos.NewDistillRows(n)
+		dr.Grow(len(rows.IDs))
 		var ref []float64
 		if e.cfg.TeacherLogprobsAsRef {
 			ref = make([]float64, n)
@@ -457,4 +458,16 @@ func (e *Env) Metrics() map[string]float64 {
 		m[k] = v
 	}
 	return m
+}
+
+// limitScorer lets at most sem's size calls of s run at once; a call waiting for its
+// turn ends with ctx.
+func limitScorer(s scorer.LogprobScorer, sem *semaphore.Weighted) scorer.LogprobScorer {
+	return scorer.Func(func(ctx context.Context, req scorer.Request) (scorer.Result, error) {
+		if err := sem.Acquire(ctx, 1); err != nil {
+			return scorer.Result{}, err
+		}
+		defer sem.Release(1)
+		return s.Score(ctx, req)
+	})
 }

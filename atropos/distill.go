@@ -1,6 +1,9 @@
 package atropos
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // DistillRows holds the teacher rows of one sequence in compact form: one row per token
 // position, each row a list of candidate token ids with their teacher logprobs, stored in
@@ -69,6 +72,15 @@ func (r *DistillRows) SetRow(pos int, ids []int32, lps []float32) error {
 	r.ids = append(r.ids, ids...)
 	r.lps = append(r.lps, lps...)
 	return nil
+}
+
+// Grow makes room for n more (id, logprob) entries, so that the SetRow calls that add
+// them do not reallocate the flat arrays: a caller that knows how many entries it will
+// set saves the spare capacity that growing by appending leaves (up to a quarter of
+// the rows' memory). A negative n panics, as with slices.Grow.
+func (r *DistillRows) Grow(n int) {
+	r.ids = slices.Grow(r.ids, n)
+	r.lps = slices.Grow(r.lps, n)
 }
 
 // Row returns the row at pos. The slices alias the compact storage: callers must not

@@ -55,6 +55,13 @@ func (g *ScoredDataGroup) MarshalJSON() ([]byte, error) {
 // AppendJSON appends the JSON encoding of g to dst, as [ScoredDataGroup.MarshalJSON]
 // does; opts may be nil.
 func (g *ScoredDataGroup) AppendJSON(dst []byte, opts *EncodeOptions) ([]byte, error) {
+	if dst == nil {
+		k := 0
+		if opts != nil {
+			k = opts.DenseZeroPad
+		}
+		dst = make([]byte, 0, g.sizeHint(k))
+	}
 	jw := jsonWriter{buf: dst}
 	if err := g.encode(&jw, opts); err != nil {
 		return dst, err

@@ -60,3 +60,20 @@ func TestVerifyWithTheUnconfinedSandbox(t *testing.T) {
 	require.True(t, v.Unconfined, "the verification says the sandboxes isolated nothing")
 	requireFails(t, verifyWork(t, f, task, agentWork{"solution.py": stubFor(task)}))
 }
+
+// TestVerifyConversationIsNotOutput: what the tests and the solution say to each other
+// over the relay's pipes is not output the sandbox caps: a conversation many times the
+// hard output cap still verifies a correct solution at 1.0, and a wrong one fails.
+func TestVerifyConversationIsNotOutput(t *testing.T) {
+	f, err := sandbox.New(context.Background(), sandbox.Config{OutputLimit: 256 << 10, KillOutputLimit: 1 << 20})
+	require.NoError(t, err)
+	task := tasks.Task{ID: "chatty", TestCode: "from solution import f\nxs = 'x' * (64 << 10)\n" +
+		"for i in range(64):\n    assert f(xs) == len(xs) + i\nprint('All tests passed!')\n"}
+	right := "n = 0\ndef f(xs):\n    global n\n    n += 1\n    return len(xs) + n - 1\n"
+	v := verifyWork(t, f, task, agentWork{"solution.py": right})
+	require.Equal(t, reward.RulePassed, v.Rule, v.Reason)
+	require.Equal(t, 1.0, v.Correctness)
+	require.False(t, v.OutputTruncated)
+	v = verifyWork(t, f, task, agentWork{"solution.py": "def f(xs):\n    return len(xs)\n"})
+	require.LessOrEqual(t, v.Correctness, 0.2, v.Reason)
+}

@@ -45,15 +45,36 @@
 //     is not plain data. The test side decodes strictly (canonical forms only,
 //     rebuilding every value from builtin types), so nothing the solution process
 //     does to its own interpreter can change a comparison made on the test side.
+//   - A call that changes its arguments in place (a list it sorts, a dict or set it
+//     fills, as LeetCode's "modify nums in-place" tasks ask) sends them back as they
+//     are now, as plain data, and the test side makes its own objects equal to them,
+//     keeping their identity and, where the shape did not change, that of the lists,
+//     dicts and sets inside them. A change the tests' objects cannot take (another
+//     type, an argument never passed) is a fault.
 //   - Any other object comes back as an opaque handle. Attribute reads, method calls,
-//     and len, bool, str, repr, iter, next, indexing and "in" on it are forwarded; it
-//     compares equal only to itself and hashes by identity; ordering and arithmetic
-//     are not forwarded (TypeError), and introspection (isinstance, inspect) sees the
-//     proxy. Callables cannot be passed to the solution (a TypeError names what can). This keeps LeetCode-style tests working:
-//     Solution().twoSum(…) == [0, 1], s = Stack(); s.push(1); assert s.pop() == 1.
+//     and len, bool, str, repr, iter, next, indexing, "in" and isinstance(x, cls) for
+//     a class cls of the solution are forwarded; it compares equal only to itself and
+//     hashes by identity; arithmetic is not forwarded (TypeError), and other
+//     introspection (type, isinstance(handle, list), inspect) sees the proxy.
+//     Callables cannot be passed to the solution (a TypeError names what can). This
+//     keeps LeetCode-style tests working: Solution().twoSum(…) == [0, 1],
+//     s = Stack(); s.push(1); assert s.pop() == 1.
+//   - A handle to an object of a subclass of a plain type (collections.Counter,
+//     defaultdict, OrderedDict, a namedtuple, an IntEnum member, a user's subclass of
+//     list; also a bytearray, compared as bytes, and the keys() and items() of a dict,
+//     compared as sets) also has contents: the solution process converts it to that plain type
+//     (list(x), int(x), …) when the tests compare it, and the test side compares,
+//     orders and hashes those contents with builtin types, as a correct solution
+//     returning a Counter expects. What the subclass does to comparison never counts:
+//     a rigged __eq__ is not called, and the contents are data like any answer.
 //   - Exceptions cross as the nearest builtin exception type and their arguments, and
-//     are raised again on the test side as that type, so try/except ValueError works
-//     (a subclass of ValueError arrives as ValueError). StopIteration ends an
+//     are raised again on the test side as that type, so try/except ValueError works.
+//     An exception class the solution defines (class InsufficientFunds(ValueError))
+//     reaches the tests, by import or with an exception, as a class of the test
+//     side's own, made by the harness with the same name and the same parents (the
+//     solution's classes down to the nearest builtin exception) and no code of the
+//     solution's, so "except InsufficientFunds" works and catches exactly the
+//     solution's exceptions of that class. StopIteration ends an
 //     iteration only when next() raised it; from any other call it arrives as
 //     RuntimeError, so it cannot cut short a map() or filter() the tests iterate over.
 //     SystemExit, KeyboardInterrupt and other non-Exception exceptions end the
@@ -114,8 +135,18 @@
 // A solution that really computes the answers for the inputs the tests use passes,
 // whether or not it solves the task in general; hidden tests with other inputs are
 // the defence, and only as good as their coverage. A solution may answer from a
-// table indexed by the order of calls. Test code is trusted: what it asserts is what
-// is checked, and a test that prints "passed" without asserting passes anything.
+// table indexed by the order of calls (or of the requests on a handle: bool, len,
+// contents). Test code is trusted: what it asserts is what is checked, and a test
+// that prints "passed" without asserting passes anything. Since arguments changed in
+// place come back as in one process, a test that computes its expected value from an
+// argument after the call (f(xs) == sorted(xs)) can be met by a solution that changes
+// the argument; a test that fixes the expected value first (want = sorted(xs)) cannot.
+// The conversation itself is not output: the sandbox of package rollout/sandbox
+// caps what a process writes to standard error, not what the relay reads from its
+// pipe, so tests may make any number of calls; each message is bounded by
+// [MaxMessage]. An argument the tests pass is a copy in the solution process: a test that checks
+// identity (f(xs) is xs) fails, and objects of the tests' own classes cannot be
+// passed at all.
 //
 // # The reward
 //

@@ -52,6 +52,8 @@ assert s.is_empty()
 assert not s
 t = Stack()
 assert s == s and s != t and t is not s
+assert isinstance(s, Stack) and not isinstance(3, Stack) and not isinstance(object(), Stack)
+assert isinstance(s, (int, Stack)) and not isinstance(Solution(), Stack)
 assert s.push(3) is s, "push returns the stack"
 s.size = 10
 assert s.size == 10
@@ -236,8 +238,11 @@ def same():
 func TestVerifyValuesCross(t *testing.T) {
 	runKind(t, valuesTask, []kindCase{
 		{name: "exact values", solution: goodValues, rule: reward.RulePassed},
-		{name: "an int subclass where an int belongs", rule: reward.RuleAssertion,
-			solution: goodValues + "class I(int):\n    pass\n_values = values\ndef values():\n    v = _values()\n    v['neg'] = I(-7)\n    return v\n"},
+		{name: "an int subclass where the test wants exactly an int", rule: reward.RuleAssertion,
+			solution: goodValues + "class I(int):\n    pass\n_values = values\ndef values():\n    v = _values()\n    v['int'] = I(2 ** 200)\n    return v\n"},
+		{name: "a wrong int subclass that equals anything", rule: reward.RuleAssertion,
+			solution: goodValues + "class I(int):\n    __eq__ = lambda s, o: True\n    __hash__ = lambda s: 0\n" +
+				"_values = values\ndef values():\n    v = _values()\n    v['neg'] = I(-8)\n    return v\n"},
 		{name: "True where 1 belongs", rule: reward.RuleAssertion,
 			solution: goodValues + "_echo = echo\ndef echo(*a, **k):\n    return True if a == (1,) else _echo(*a, **k)\n"},
 		{name: "a list where a tuple belongs", rule: reward.RuleAssertion,
@@ -330,4 +335,221 @@ func TestSameOutput(t *testing.T) {
 	} {
 		require.Equal(t, tc.same, reward.SameOutput(tc.got, tc.want), "%q vs %q", tc.got, tc.want)
 	}
+}
+
+// inPlaceTask tests functions that change their arguments in place, as LeetCode's "do
+// not return anything, modify nums in-place" tasks do: the tests' own objects must
+// change as if the solution ran in their process.
+var inPlaceTask = tasks.Task{ID: "in_place", TestCode: `from solution import sort_colors, rotate, add_edge, tag, fail_after_clearing, Box
+
+nums = [2, 0, 2, 1, 1, 0]
+alias = nums
+assert sort_colors(nums) is None
+assert nums == [0, 0, 1, 1, 2, 2] and alias is nums
+m = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+row = m[0]
+rotate(m)
+assert m == [[7, 4, 1], [8, 5, 2], [9, 6, 3]]
+assert row is m[0], "rows keep their identity"
+g = {1: [2]}
+add_edge(g, 2, 3)
+add_edge(g, 1, 3)
+assert g == {1: [2, 3], 2: [3]}
+seen, pair = set(), (1, [2])
+tag(pair, seen=seen)
+assert seen == {"tagged"} and pair == (1, [2, "tagged"])
+data = [1, 2, 3]
+try:
+    fail_after_clearing(data)
+except ValueError:
+    pass
+assert data == []
+b = Box()
+items = [3, 1, 2]
+b.put_sorted(items)
+assert items == [1, 2, 3]
+print("All tests passed!")
+`, HiddenTests: `from solution import sort_colors
+for n in range(0, 30):
+    nums = [(i * 7) % 3 for i in range(n)]
+    sort_colors(nums)
+    assert nums == sorted((i * 7) % 3 for i in range(n))
+`}
+
+const goodInPlace = `def sort_colors(nums):
+    nums.sort()
+
+def rotate(m):
+    n = len(m)
+    for i in range(n):
+        for j in range(i + 1, n):
+            m[i][j], m[j][i] = m[j][i], m[i][j]
+    for r in m:
+        r.reverse()
+
+def add_edge(g, a, b):
+    g.setdefault(a, []).append(b)
+
+def tag(pair, seen):
+    pair[1].append("tagged")
+    seen.add("tagged")
+
+def fail_after_clearing(data):
+    data.clear()
+    raise ValueError("cleared")
+
+class Box:
+    def put_sorted(self, items):
+        items.sort()
+`
+
+func TestVerifyInPlaceArguments(t *testing.T) {
+	runKind(t, inPlaceTask, []kindCase{
+		{name: "correct", solution: goodInPlace, rule: reward.RulePassed},
+		{name: "a sorted copy instead of sorting in place", rule: reward.RuleAssertion,
+			solution: goodInPlace + "def sort_colors(nums):\n    return sorted(nums)\n"},
+		{name: "rotated the other way", rule: reward.RuleAssertion,
+			solution: goodInPlace + "def rotate(m):\n    m[:] = [list(r) for r in zip(*m)][::-1]\n"},
+		{name: "a dict argument left as it was", rule: reward.RuleAssertion,
+			solution: goodInPlace + "def add_edge(g, a, b):\n    g = dict(g)\n    g.setdefault(a, []).append(b)\n"},
+	})
+}
+
+// subclassTask tests results of the standard library's subclasses of plain types
+// (Counter, defaultdict, OrderedDict, namedtuple, IntEnum), dict views and bytearray,
+// which compare by their contents in the tests' process too.
+var subclassTask = tasks.Task{ID: "subclasses", TestCode: `from solution import counts, graph, ordered, point, color, words, keys, items, raw, points, by_point
+
+assert counts("abca") == {"a": 2, "b": 1, "c": 1}
+c = counts("aab")
+assert c["a"] == 2 and c.most_common(1) == [("a", 2)]
+assert {"a": 2, "b": 1} == c and not (c != {"a": 2, "b": 1})
+assert graph([(1, 2), (1, 3)]) == {1: [2, 3]}
+assert ordered() == {"x": 1, "y": 2}
+p = point()
+assert p == (1, 2) and p.x == 1 and sorted([point(), (0, 5)]) == [(0, 5), (1, 2)]
+assert p in {(1, 2)} and (1, 2) in {p}
+assert color() == 2 and [color()] == [2]
+assert words() == ["a", "b"]
+assert keys() == {1, 2} and items() == {(1, "a"), (2, "b")} and raw() == b"ab"
+assert points() == {(1, 2), (3, 4)} and by_point() == {(1, 2): "p"}
+print("All tests passed!")
+`, HiddenTests: `from solution import counts
+assert counts("") == {}
+assert counts("zz") == {"z": 2}
+`}
+
+const goodSubclasses = `import collections, enum
+
+def counts(s):
+    return collections.Counter(s)
+
+def graph(edges):
+    g = collections.defaultdict(list)
+    for a, b in edges:
+        g[a].append(b)
+    return g
+
+def ordered():
+    return collections.OrderedDict([("y", 2), ("x", 1)])
+
+Point = collections.namedtuple("Point", "x y")
+
+def point():
+    return Point(1, 2)
+
+class Color(enum.IntEnum):
+    RED = 1
+    GREEN = 2
+
+def color():
+    return Color.GREEN
+
+class Words(list):
+    pass
+
+def words():
+    return Words(["a", "b"])
+
+def keys():
+    return {1: "a", 2: "b"}.keys()
+
+def items():
+    return {1: "a", 2: "b"}.items()
+
+def raw():
+    return bytearray(b"ab")
+
+def points():
+    return {Point(1, 2), Point(3, 4)}
+
+def by_point():
+    return {Point(1, 2): "p"}
+`
+
+func TestVerifyBuiltinSubclasses(t *testing.T) {
+	runKind(t, subclassTask, []kindCase{
+		{name: "correct", solution: goodSubclasses, rule: reward.RulePassed},
+		{name: "wrong counts with a rigged comparison", rule: reward.RuleAssertion,
+			solution: goodSubclasses + "class C(collections.Counter):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n" +
+				"def counts(s):\n    return C('zzz')\n"},
+		{name: "a rigged str subclass for a list element", rule: reward.RuleAssertion,
+			solution: goodSubclasses + "class S(str):\n    __eq__ = lambda s, o: True\n    __hash__ = lambda s: 0\n" +
+				"def words():\n    return Words([S('x'), S('y')])\n"},
+		{name: "an object that lies about its class", rule: reward.RuleAssertion,
+			solution: anything + goodSubclasses + "class Liar(Anything):\n    __class__ = property(lambda s: dict)\n" +
+				"def ordered():\n    return Liar()\n"},
+	})
+}
+
+// accountTask tests exception classes of the solution: the tests catch them by name.
+var accountTask = tasks.Task{ID: "account", TestCode: `import solution
+from solution import Account, InsufficientFunds, AccountError
+
+a = Account(10)
+try:
+    a.withdraw(50)
+except InsufficientFunds as e:
+    assert e.args == (40,) and isinstance(e, AccountError) and isinstance(e, ValueError)
+    assert type(e) is InsufficientFunds and type(e).__name__ == "InsufficientFunds"
+else:
+    raise AssertionError("no InsufficientFunds")
+try:
+    a.withdraw(-1)
+except InsufficientFunds:
+    raise AssertionError("the wrong error")
+except AccountError:
+    pass
+assert a.withdraw(4) == 6
+assert solution.InsufficientFunds is InsufficientFunds and issubclass(InsufficientFunds, AccountError)
+print("All tests passed!")
+`}
+
+const goodAccount = `class AccountError(ValueError):
+    pass
+
+class InsufficientFunds(AccountError):
+    pass
+
+class Account:
+    def __init__(self, balance):
+        self.balance = balance
+    def withdraw(self, n):
+        if n < 0:
+            raise AccountError("negative")
+        if n > self.balance:
+            raise InsufficientFunds(n - self.balance)
+        self.balance -= n
+        return self.balance
+`
+
+func TestVerifyExceptionClassesOfTheSolution(t *testing.T) {
+	runKind(t, accountTask, []kindCase{
+		{name: "correct", solution: goodAccount, rule: reward.RulePassed},
+		{name: "raises the base class", rule: reward.RuleAssertion,
+			solution: goodAccount + "InsufficientFunds = AccountError\n"},
+		{name: "an exception class that claims to be another", rule: reward.RuleFailed,
+			solution: goodAccount + "class Fake(ValueError):\n    __name__ = 'InsufficientFunds'\n" +
+				"def _w(self, n):\n    raise Fake(40)\nAccount.withdraw = _w\n"},
+	})
 }

@@ -47,7 +47,8 @@ func parseRequest(line []byte) (request, error) {
 
 // checkReply checks a message from the solution process: a JSON object with exactly
 // the keys "id" (equal to id) and "ok" (a value) or "exc" (a builtin exception's name
-// and a tuple of arguments). Values follow the grammar of harness/codec.py: null,
+// and a tuple of arguments, and the exception's class when the solution defined
+// it), and "out" when a call changed arguments in place. Values follow the grammar of harness/codec.py: null,
 // true, false or [tag, payload] in canonical form, containers at most MaxDepth deep,
 // set elements and dict keys of hashable kinds. The test process decodes the reply
 // again, as strictly; the two checks agree, so the relay and the tests see the same
@@ -62,8 +63,15 @@ func checkReply(line []byte, id int64) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("text after the JSON object")
 	}
-	if len(m) != 2 {
-		return fmt.Errorf("%d keys, want 2", len(m))
+	want := 2
+	if out, ok := m["out"]; ok {
+		if err := checkChanged(out); err != nil {
+			return err
+		}
+		want = 3
+	}
+	if len(m) != want {
+		return fmt.Errorf("%d keys, want %d", len(m), want)
 	}
 	got, ok := m["id"].(json.Number)
 	if !ok || got.String() != fmt.Sprint(id) {
@@ -74,8 +82,17 @@ func checkReply(line []byte, id int64) error {
 		return err
 	}
 	exc, ok := m["exc"].([]any)
-	if !ok || len(exc) != 2 {
+	if !ok || len(exc) != 2 && len(exc) != 3 {
 		return errors.New(`neither "ok" nor "exc"`)
+	}
+	if len(exc) == 3 {
+		// The exception's class, when the solution defined it.
+		if c, ok := exc[2].([]any); !ok || len(c) != 2 || c[0] != "x" {
+			return errors.New("an exception class that is not one")
+		}
+		if _, err := checkValue(exc[2], 0); err != nil {
+			return err
+		}
 	}
 	name, ok := exc[0].(string)
 	if !ok || !identifier.MatchString(name) {
@@ -86,6 +103,35 @@ func checkReply(line []byte, id int64) error {
 	}
 	_, err := checkValue(exc[1], 0)
 	return err
+}
+
+// checkChanged checks the "out" of a reply: the arguments a call changed in place, a
+// non-empty list of [position or keyword, value]. The test process checks that each
+// was passed and can take the value.
+func checkChanged(v any) error {
+	items, ok := v.([]any)
+	if !ok || len(items) == 0 {
+		return errors.New(`"out" is not a list of changed arguments`)
+	}
+	for _, it := range items {
+		kv, ok := it.([]any)
+		if !ok || len(kv) != 2 {
+			return errors.New("a changed argument is not a pair")
+		}
+		switch k := kv[0].(type) {
+		case json.Number:
+			if i, err := k.Int64(); err != nil || i < 0 {
+				return fmt.Errorf("changed argument %v", k)
+			}
+		case string:
+		default:
+			return fmt.Errorf("changed argument %v", kv[0])
+		}
+		if _, err := checkValue(kv[1], 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var (
@@ -121,6 +167,32 @@ func checkValue(v any, depth int) (hashable bool, err error) {
 			n, ok := p.(json.Number)
 			if i, err := n.Int64(); !ok || err != nil || i < 0 {
 				return false, errors.New("bad handle")
+			}
+			return true, nil
+		case "x":
+			// An exception class: [handle, base, name], base the name of a builtin
+			// exception or the parent class.
+			x, ok := p.([]any)
+			if !ok || len(x) != 3 {
+				return false, errors.New(`bad "x" payload`)
+			}
+			if _, err := checkValue([]any{"h", x[0]}, depth); err != nil {
+				return false, err
+			}
+			if name, ok := x[2].(string); !ok || !identifier.MatchString(name) {
+				return false, fmt.Errorf("exception class name %v", x[2])
+			}
+			if base, ok := x[1].(string); ok {
+				if !identifier.MatchString(base) {
+					return false, fmt.Errorf("exception base %q", base)
+				}
+				return true, nil
+			}
+			if b, ok := x[1].([]any); !ok || len(b) != 2 || b[0] != "x" {
+				return false, errors.New("an exception class's base is not a class")
+			}
+			if _, err := checkValue(x[1], depth+1); err != nil {
+				return false, err
 			}
 			return true, nil
 		case "t", "l", "S", "F":

@@ -90,6 +90,12 @@ func TestVerifyResistsValuesThatEqualAnything(t *testing.T) {
 			solution: anything + "def fizzbuzz(n):\n    return [Anything()] * n\n"},
 		{name: "an object that lies about its class", task: fizzbuzz,
 			solution: anything + "class Liar(Anything):\n    __class__ = property(lambda s: list)\ndef fizzbuzz(n):\n    return Liar()\n"},
+		{name: "a Counter subclass with rigged comparison", task: fizzbuzz, check: requireRule(reward.RuleAssertion),
+			solution: "import collections\nclass C(collections.Counter):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n" +
+				"def fizzbuzz(n):\n    return C('x')\n"},
+		{name: "a list subclass with rigged comparison and iteration", task: fizzbuzz, check: requireRule(reward.RuleAssertion),
+			solution: "class L(list):\n    __eq__ = lambda s, o: True\n    def __iter__(s):\n        return iter(['FizzBuzz'])\n" +
+				"def fizzbuzz(n):\n    return L()\n"},
 		{name: "a patched builtin type in the solution's interpreter", task: fizzbuzz,
 			solution: "import builtins\nclass list2(list):\n    __eq__ = lambda s, o: True\nbuiltins.list = list2\n" +
 				"def fizzbuzz(n):\n    return list2()\n"},
@@ -296,6 +302,8 @@ def fizzbuzz(n):
 		{"a message over the size limit", `b'{"id":1,"ok":["s","' + b"x" * (17 << 20) + b'"]}\n'`},
 		{"an exception that is not a builtin", `'{"id":%d,"exc":["Bogus",["t",[]]]}\n' % (f.f_locals["req"]["id"])`},
 		{"a forged completion", `b'{"op":"done"}\n'`},
+		{"a change to an argument never passed", `'{"id":%d,"ok":["l",[]],"out":[[3,["l",[]]]]}\n' % (f.f_locals["req"]["id"])`},
+		{"an int argument changed into a list", `'{"id":%d,"ok":["l",[]],"out":[[0,["l",[]]]]}\n' % (f.f_locals["req"]["id"])`},
 	} {
 		hacks = append(hacks, hack{name: g.name, task: fizzbuzz, solution: forge(g.data), check: fault})
 	}
@@ -304,6 +312,28 @@ def fizzbuzz(n):
 	// sees first.
 	hacks = append(hacks, hack{name: "a valid answer followed by the real one", task: fizzbuzz,
 		solution: forge(`'{"id":%d,"ok":["l",[]]}\n' % (f.f_locals["req"]["id"])`)})
+	// Answers from a forked child or sent ahead race the real ones: a fault or a failed
+	// assertion, depending on which the relay sees first.
+	hacks = append(hacks, hack{name: "a forked child answering every id", task: fizzbuzz, solution: `import os, sys
+def fizzbuzz(n):
+    f = sys._getframe()
+    while "pout" not in f.f_locals:
+        f = f.f_back
+    if os.fork() == 0:
+        for i in range(1, 50):
+            os.write(f.f_locals["pout"], b'{"id":%d,"ok":["l",[]]}\n' % i)
+        os._exit(0)
+    return []
+`})
+	hacks = append(hacks, hack{name: "answers sent ahead for the next ids", task: fizzbuzz, solution: `import os, sys
+def fizzbuzz(n):
+    f = sys._getframe()
+    while "pout" not in f.f_locals:
+        f = f.f_back
+    first = f.f_locals["req"]["id"] + 1
+    os.write(f.f_locals["pout"], b"".join(b'{"id":%d,"ok":["l",[]]}\n' % i for i in range(first, first + 30)))
+    return []
+`})
 	hacks = append(hacks, hack{name: "garbage on every descriptor at import", task: fizzbuzz, solution: `import os
 for fd in range(0, 20):
     try:

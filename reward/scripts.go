@@ -153,6 +153,13 @@ func verdict(c conversation, testRes, solRes rollout.CommandResult, opts VerifyO
 			v.Reason = fmt.Sprintf("the tests stopped with exit code %d", testRes.ExitCode)
 		}
 	}
+	if testRes.OutputKilled || solRes.OutputKilled {
+		side := "test"
+		if !testRes.OutputKilled {
+			side = "solution"
+		}
+		v.Reason += fmt.Sprintf("; the sandbox killed the %s process for output past its hard cap", side)
+	}
 	return v
 }
 

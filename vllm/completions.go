@@ -278,11 +278,15 @@ func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice) error {
 		case "stop_reason":
 			return s.UnmarshalNext(&ch.StopReason)
 		case "token_ids":
-			return s.UnmarshalNext(&ch.TokenIDs)
+			ids, err := s.Int32s()
+			ch.TokenIDs = ids
+			return err
 		case "prompt_token_ids":
-			return s.UnmarshalNext(&ch.PromptTokenIDs)
+			ids, err := s.Int32s()
+			ch.PromptTokenIDs = ids
+			return err
 		case "logprobs":
-			return s.UnmarshalNext(&ch.Logprobs)
+			return decodeCompletionLogprobs(s, &ch.Logprobs)
 		case "prompt_logprobs":
 			pl, err := decodeOptPromptLogprobs(s)
 			if pl != nil { // a null after a list keeps the list

@@ -166,7 +166,7 @@ func TestDecodeCompletionResponseRejects(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"not an object", `[]`, `want '{'`},
 		{"index out of order", `{"choices":[{"index":1}]}`, "choices[0] has index 1"},
-		{"bad token_ids", `{"choices":[{"index":0,"token_ids":["a"]}]}`, "cannot unmarshal"},
+		{"bad token_ids", `{"choices":[{"index":0,"token_ids":["a"]}]}`, "want a number"},
 		{"bad prompt_logprobs", `{"choices":[{"index":0,"prompt_logprobs":[null,{"1":{}}]}]}`, "choices[0]: prompt_logprobs[1]: token 1: no logprob"},
 		{"truncated", `{"choices":[{"index":0`, "unexpected end"},
 	} {

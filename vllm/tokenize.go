@@ -76,9 +76,9 @@ func (c *Client) Tokenize(ctx context.Context, req TokenizeRequest) (*TokenizeRe
 	if err != nil {
 		return nil, err
 	}
-	var out TokenizeResponse
-	if err := decodeInto(http.MethodPost, path, raw, &out); err != nil {
-		return nil, err
+	out, err := decodeTokenizeResponse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
 	}
 	if out.Count != 0 && out.Count != len(out.Tokens) {
 		return nil, fmt.Errorf("vllm: POST %s: count %d but %d tokens", path, out.Count, len(out.Tokens))

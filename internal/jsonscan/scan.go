@@ -266,6 +266,62 @@ func (s *Scanner) Int32() (int32, error) {
 	return ParseInt32(num)
 }
 
+// Int32s consumes an array of integers that fit an int32 (as [Scanner.Int32] reads
+// each), or a null, which gives nil. It reads what json.Unmarshal into a []int32 reads
+// (a null element is 0), without its reflection and its validating pre-pass; ids
+// written the way servers write them (digits followed by ',' or ']') take a shorter
+// path.
+func (s *Scanner) Int32s() ([]int32, error) {
+	if s.Null() {
+		return nil, nil
+	}
+	if err := s.Expect('['); err != nil {
+		return nil, err
+	}
+	out := []int32{}
+	if s.Consume(']') {
+		return out, nil
+	}
+	for {
+		s.WS()
+		n, ok := s.plainInt32()
+		if !ok && !s.Null() {
+			var err error
+			if n, err = s.Int32(); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, n)
+		if s.Consume(',') {
+			continue
+		}
+		if err := s.Expect(']'); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+// plainInt32 consumes a non-negative integer of at most nine digits, without a
+// leading zero, that is followed at once by ',' or ']'; ok is false, and nothing is
+// consumed, for anything else.
+func (s *Scanner) plainInt32() (n int32, ok bool) {
+	d, i := s.Data, s.Pos
+	j := i
+	for j < len(d) && j-i < 10 && d[j] >= '0' && d[j] <= '9' {
+		n = n*10 + int32(d[j]-'0')
+		j++
+	}
+	switch {
+	case j == i, j-i == 10, j-i > 1 && d[i] == '0':
+		return 0, false
+	case j < len(d) && (d[j] == ',' || d[j] == ']'):
+		s.Pos = j
+		return n, true
+	}
+	return 0, false
+}
+
 // ParseInt32 parses decimal digits with an optional minus sign, nothing else, into an
 // int32. Its errors carry no offset.
 func ParseInt32(b []byte) (int32, error) {

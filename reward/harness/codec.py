@@ -8,9 +8,15 @@
 #   ["t"|"l"|"S"|"F", [v...]]  tuple, list, set, frozenset
 #   ["d", [[k, v]...]]         dict
 #   ["h", n]                   a handle: any other object, kept by the side that owns it
+#   ["x", [n, base, name]]     an exception class of the solution (handle n): the test
+#                              side makes a class of that name deriving from base (the
+#                              name of a builtin exception, or the parent class as
+#                              ["x", ...]), so that "except Name" works
 # Encoding checks exact types (type(x) is int, not isinstance), so an object of a user
 # class never passes as plain data, whatever it claims. Decoding accepts the canonical
 # form only and rebuilds every value from builtin types.
+import builtins as _builtins
+
 MAX_DEPTH = 100
 MAX_LINE = 16 << 20
 
@@ -41,6 +47,20 @@ def encode(x, handle, depth=0):
             return [tag, [encode(v, handle, depth + 1) for v in x]]
         if t is dict:
             return ["d", [[encode(k, handle, depth + 1), encode(v, handle, depth + 1)] for k, v in x.items()]]
+    if t is type and issubclass(x, Exception) and depth < MAX_DEPTH:
+        name = x.__name__
+        if getattr(_builtins, name, None) is x:
+            return ["x", [handle(x), name, name]]
+        parent = x.__mro__[1]
+        if getattr(_builtins, parent.__name__, None) is parent:
+            base = parent.__name__
+        else:
+            base = encode(parent, handle, depth + 1)
+            if base[0] != "x":
+                return ["h", handle(x)]
+        if not (name.isascii() and name.isidentifier() and len(name) <= 100):
+            name = "Error"
+        return ["x", [handle(x), base, name]]
     return ["h", handle(x)]
 
 
@@ -77,6 +97,10 @@ def decode(v, handle, depth=0):
             return d
         elif tag == "h" and tp is int and p >= 0:
             return handle(p)
+        elif tag == "x" and tp is list and len(p) == 3 and type(p[0]) is int and p[0] >= 0 \
+                and type(p[2]) is str:
+            base = p[1] if type(p[1]) is str else decode(p[1], handle, depth + 1)
+            return handle((p[0], base, p[2]))
     except (ValueError, TypeError, OverflowError) as e:
         raise BadValue(str(e)) from None
     raise BadValue("bad %r value" % tag)

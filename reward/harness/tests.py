@@ -31,17 +31,51 @@ def _tests_main():
 
     seq = [0]
     remotes = {}
-    lock = _thread.allocate_lock()  # tests may call the solution from several threads
+    # Tests may call the solution from several threads. Re-entrant: decoding a reply
+    # may hash or compare a handle in a set or a dict key, which asks the solution
+    # for its contents (the reply before was read in full, so a request may nest).
+    lock = _thread.RLock()
+
+    classes = {}  # handle → the tests' class for an exception class of the solution
+    class_handles = {}
 
     def remote(h):
+        if type(h) is tuple:
+            return exception_class(*h)
         r = remotes.get(h)
         if r is None:
             r = remotes[h] = Remote(h)
         return r
 
+    def exception_class(h, base, name):
+        # A class of the tests' own, named like the solution's and deriving from the
+        # same builtin exception, made once per class: no code of the solution's.
+        c = classes.get(h)
+        if c is None:
+            if type(base) is str:
+                b = getattr(builtins, base, None)
+                if not (isinstance(b, type) and issubclass(b, Exception) and b.__name__ == base):
+                    raise BadValue("not a builtin exception: %r" % base)
+            elif base in class_handles and type(base) is type:
+                b = base
+            else:
+                raise BadValue("not an exception class")
+            if name == base:
+                c = b
+            elif name.isascii() and name.isidentifier():
+                c = type(name, (b,), {"__module__": "solution", "__qualname__": name})
+            else:
+                raise BadValue("not a class name: %r" % name)
+            classes[h] = c
+            class_handles.setdefault(c, h)
+        return c
+
     def local(x):
         if type(x) is Remote:
             return object.__getattribute__(x, "_h")
+        h = class_handles.get(x) if type(x) is type else None
+        if h is not None:
+            return h
         raise TypeError("cannot pass a %s to the solution: only plain data (None, bool, int, float, "
                         "str, bytes, tuple, list, dict, set, frozenset) and objects the solution "
                         "returned cross" % type(x).__name__)
@@ -51,6 +85,7 @@ def _tests_main():
             return exchange(op, h, kw)
 
     def exchange(op, h, kw):
+        passed = kw.pop("passed", None)
         seq[0] += 1
         kw.update(id=seq[0], op=op, h=h)
         send(kw)
@@ -61,9 +96,11 @@ def _tests_main():
             msg = loads(line)
         except (ValueError, RecursionError):
             bad("a reply that is not JSON")
-        if type(msg) is not dict or msg.get("id") != seq[0] or len(msg) != 2:
+        if type(msg) is not dict or msg.get("id") != seq[0] or len(msg) != 2 + ("out" in msg):
             bad("a malformed reply")
         try:
+            if "out" in msg:
+                refill_arguments(passed, msg["out"])
             if "ok" in msg:
                 return decode(msg["ok"], remote)
             if "exc" in msg:
@@ -81,16 +118,68 @@ def _tests_main():
             raise RuntimeError("the solution raised %s outside next()" % type(exc).__name__) from exc
         raise exc
 
+    def refill_arguments(passed, out):
+        # The solution changed some arguments of a call in place: make the tests' own
+        # objects equal to what they became, keeping their identity.
+        if passed is None or type(out) is not list:
+            raise BadValue("changed arguments of a request that passed none")
+        args, kwargs = passed
+        for item in out:
+            if type(item) is not list or len(item) != 2:
+                raise BadValue("not a changed argument")
+            key, v = item
+            if type(key) is int and 0 <= key < len(args):
+                a = args[key]
+            elif type(key) is str and key in kwargs:
+                a = kwargs[key]
+            else:
+                raise BadValue("a changed argument that was not passed")
+            refill(a, decode(v, remote))
+
+    def refill(a, v):
+        t = type(a)
+        if type(v) is not t:
+            raise BadValue("an argument changed its type")
+        if t is list:
+            if len(a) != len(v):
+                a[:] = v
+                return
+            for i, (x, y) in enumerate(zip(a, v)):
+                if type(x) in (list, dict, set) and type(y) is type(x):
+                    refill(x, y)
+                else:
+                    a[i] = y
+        elif t is dict or t is set:
+            a.clear()
+            a.update(v)
+        elif t is tuple:
+            # Immutable itself: only the containers in it can have changed.
+            if len(a) != len(v):
+                raise BadValue("a tuple argument changed its length")
+            for x, y in zip(a, v):
+                if type(x) in (list, dict, set, tuple):
+                    refill(x, y)
+        else:
+            raise BadValue("an argument that cannot change changed")
+
     def bad(why):
         send({"op": "bad_reply", "why": why})
         stop("the verifier sent " + why)
 
     def exception(v):
-        if type(v) is not list or len(v) != 2 or type(v[0]) is not str:
+        if type(v) is not list or len(v) not in (2, 3) or type(v[0]) is not str:
             raise BadValue("not an exception")
         cls = getattr(builtins, v[0], None)
         if not (isinstance(cls, type) and issubclass(cls, Exception)):
             raise BadValue("not a builtin exception: %r" % v[0])
+        if len(v) == 3:
+            # An exception class of the solution, which the tests may catch by name.
+            if type(v[2]) is not list or v[2][:1] != ["x"]:
+                raise BadValue("not an exception class")
+            own = decode(v[2], remote)
+            if not issubclass(own, cls):
+                raise BadValue("an exception class that does not derive from %s" % v[0])
+            cls = own
         args = decode(v[1], remote)
         if type(args) is not tuple:
             raise BadValue("exception arguments are not a tuple")
@@ -109,6 +198,27 @@ def _tests_main():
         if want is not None and type(r) is not want:
             raise TypeError("%s() of a solution object returned %s, not %s" % (name, type(r).__name__, want.__name__))
         return r
+
+    NONE = object()
+
+    def contents(r):
+        # An object of a subclass of a plain type (Counter, namedtuple, IntEnum) is
+        # compared by its contents, as that plain type, here: what the subclass does
+        # to comparison never counts. Any other object has none (NONE): it equals only
+        # itself.
+        v = op("value", object.__getattribute__(r, "_h"))
+        if type(v) is tuple and len(v) == 1:
+            return v[0]
+        if type(v) is not tuple or v:
+            raise TypeError("value() of a solution object returned %s" % type(v).__name__)
+        return NONE
+
+    def order(r, other, cmp):
+        a = contents(r)
+        b = contents(other) if type(other) is Remote else other
+        if a is NONE or b is NONE:
+            return NotImplemented
+        return cmp(a, b)
 
     class Remote:
         # An object of the solution process. It equals only itself; attribute reads,
@@ -131,15 +241,38 @@ def _tests_main():
 
         def __call__(self, *args, **kwargs):
             return request("call", self._h, args=[enc(a) for a in args],
-                           kwargs=[[k, enc(v)] for k, v in kwargs.items()])
+                           kwargs=[[k, enc(v)] for k, v in kwargs.items()], passed=(args, kwargs))
 
         def __eq__(self, other):
-            return self is other
+            if self is other:
+                return True
+            a = contents(self)
+            b = contents(other) if type(other) is Remote else other
+            return a is not NONE and b is not NONE and a == b
 
         def __ne__(self, other):
-            return self is not other
+            return not self.__eq__(other)
 
-        __hash__ = object.__hash__
+        def __hash__(self):
+            v = contents(self)
+            if v is not NONE:
+                try:
+                    return hash(v)
+                except TypeError:
+                    pass
+            return object.__hash__(self)
+
+        def __lt__(self, other):
+            return order(self, other, lambda a, b: a < b)
+
+        def __le__(self, other):
+            return order(self, other, lambda a, b: a <= b)
+
+        def __gt__(self, other):
+            return order(self, other, lambda a, b: a > b)
+
+        def __ge__(self, other):
+            return order(self, other, lambda a, b: a >= b)
 
         def __bool__(self):
             return op("bool", self._h, want=bool)
@@ -170,6 +303,16 @@ def _tests_main():
 
         def __contains__(self, x):
             return op("contains", self._h, x, want=bool)
+
+        def __instancecheck__(self, x):
+            # isinstance(x, cls) with cls a class of the solution. An object of the
+            # tests cannot be an instance of it.
+            if type(x) is not Remote:
+                try:
+                    enc(x)
+                except TypeError:
+                    return False
+            return op("isinstance", self._h, x, want=bool)
 
     class RemoteModule(types.ModuleType):
         def __getattr__(self, name):

@@ -352,7 +352,7 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	cmd.WaitDelay = waitDelay
 	p, all := &proc{}, new(atomic.Int64)
 	if spec.stream != nil {
-		p, all = spec.stream.proc, spec.stream.all
+		p = spec.stream.proc
 	}
 	over := sync.OnceFunc(func() { p.kill(reasonOutput) })
 	stdout := newCapture(cfg.OutputLimit, all, cfg.KillOutputLimit, over)

@@ -5,19 +5,17 @@ import (
 	"io"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"github.com/agentic-opd/agenticopd/rollout"
 )
 
 var _ rollout.Starter = (*Sandbox)(nil)
 
-// stream is what a started command adds to a runSpec: its kill switch and output
-// counter, shared with the caller's Stdout reader, and the child's ends of the stdin
-// and stdout pipes, which execute passes to the command and then closes.
+// stream is what a started command adds to a runSpec: its kill switch and the
+// child's ends of the stdin and stdout pipes, which execute passes to the command and
+// then closes.
 type stream struct {
 	proc                    *proc
-	all                     *atomic.Int64
 	childStdin, childStdout *os.File
 }
 
@@ -25,8 +23,11 @@ type stream struct {
 // for the bubblewrap and the unconfined sandbox. The command is built, limited and
 // killed exactly as by [Sandbox.RunDetailed] (the same flags, cgroup, rlimits, timeout,
 // process-group and pid-namespace kill, disk quota and output caps), with its standard
-// input and output connected to the returned [rollout.Process]; the bytes read from
-// its Stdout count towards Config.KillOutputLimit together with its standard error.
+// input and output connected to the returned [rollout.Process]. Its standard error is
+// collected and capped as Run's; its standard output is the caller's: the caller bounds
+// what it reads, and a command that writes faster than it is read blocks on the pipe,
+// so the bytes read from Stdout do not count towards Config.KillOutputLimit (a
+// conversation over the pipes may move any amount in all, as a verification's does).
 // Errors of a command that could not be set up (a bad command [ErrInvalidCommand], a
 // closed sandbox [ErrClosed]) come back here; bubblewrap failing later ([ErrStart]),
 // ctx ending and the like come back from Wait, as from RunDetailed.
@@ -51,14 +52,13 @@ func (s *Sandbox) Start(ctx context.Context, c rollout.Command) (rollout.Process
 		closeAll(inR, inW)
 		return nil, err
 	}
-	st := &stream{proc: &proc{}, all: new(atomic.Int64), childStdin: inR, childStdout: outW}
+	st := &stream{proc: &proc{}, childStdin: inR, childStdout: outW}
 	spec.stream = st
 	sp := &startedProcess{
-		stdin:  inW,
-		stdout: &countingReader{f: outR, all: st.all, hard: s.f.cfg.KillOutputLimit, over: func() { st.proc.kill(reasonOutput) }},
-		out:    outR,
-		proc:   st.proc,
-		done:   make(chan struct{}),
+		stdin: inW,
+		out:   outR,
+		proc:  st.proc,
+		done:  make(chan struct{}),
 	}
 	go func() {
 		defer s.active.Done()
@@ -76,18 +76,17 @@ func closeAll(fs ...*os.File) {
 
 // startedProcess implements rollout.Process.
 type startedProcess struct {
-	stdin  *os.File
-	stdout *countingReader
-	out    *os.File
-	proc   *proc
-	done   chan struct{}
-	res    Result
-	err    error
-	once   sync.Once
+	stdin *os.File
+	out   *os.File
+	proc  *proc
+	done  chan struct{}
+	res   Result
+	err   error
+	once  sync.Once
 }
 
 func (p *startedProcess) Stdin() io.WriteCloser { return p.stdin }
-func (p *startedProcess) Stdout() io.Reader     { return p.stdout }
+func (p *startedProcess) Stdout() io.Reader     { return p.out }
 func (p *startedProcess) Kill()                 { p.proc.kill(reasonKilled) }
 
 // Wait implements [rollout.Process].
@@ -95,21 +94,4 @@ func (p *startedProcess) Wait() (rollout.CommandResult, error) {
 	<-p.done
 	p.once.Do(func() { closeAll(p.stdin, p.out) })
 	return p.res.CommandResult, p.err
-}
-
-// countingReader counts what is read from a started command's stdout against the
-// hard output cap and kills the command past it.
-type countingReader struct {
-	f    *os.File
-	all  *atomic.Int64
-	hard int64
-	over func()
-}
-
-func (r *countingReader) Read(b []byte) (int, error) {
-	n, err := r.f.Read(b)
-	if n > 0 && r.all.Add(int64(n)) > r.hard {
-		r.over()
-	}
-	return n, err
 }

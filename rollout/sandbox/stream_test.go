@@ -89,15 +89,25 @@ func TestStartedCommandsGetRunsLimits(t *testing.T) {
 			require.False(t, res.TimedOut)
 			require.Empty(t, hostProcs(t, "sleep", m), "processes left on the host")
 		})
-		t.Run(mode.name+"/streamed output counts towards the hard cap", func(t *testing.T) {
+		t.Run(mode.name+"/streamed output is the caller's, standard error counts towards the hard cap", func(t *testing.T) {
 			t.Parallel()
 			sb := newSandbox(t, newFactory(t, withKillLimit(mode.cfg, 1<<20)))
-			p, err := sb.Start(t.Context(), rollout.Command{Shell: "yes", Timeout: 30 * time.Second})
+			// 8 MiB through the pipe, read by the caller: not the sandbox's to cap.
+			p, err := sb.Start(t.Context(), rollout.Command{Shell: "head -c 8388608 /dev/zero", Timeout: 30 * time.Second})
 			require.NoError(t, err)
 			n, err := io.Copy(io.Discard, p.Stdout())
 			require.NoError(t, err)
-			require.Less(t, n, int64(8<<20))
+			require.Equal(t, int64(8<<20), n)
 			res, err := p.Wait()
+			require.NoError(t, err)
+			require.False(t, res.OutputKilled)
+			require.Equal(t, 0, res.ExitCode)
+			// Standard error is collected by the sandbox and capped as Run's.
+			p, err = sb.Start(t.Context(), rollout.Command{Shell: "yes >&2", Timeout: 30 * time.Second})
+			require.NoError(t, err)
+			_, err = io.Copy(io.Discard, p.Stdout())
+			require.NoError(t, err)
+			res, err = p.Wait()
 			require.NoError(t, err)
 			require.True(t, res.OutputKilled)
 			require.False(t, res.TimedOut)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
 
 type completionRequest struct {
@@ -45,6 +46,12 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, *apiError) {
 	empty := badRequest("Either prompt or prompt_embeds must be provided and non-empty.")
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, empty
+	}
+	if flat, ok := int32Array(raw); ok { // the common case, without trying every shape
+		if len(flat) == 0 {
+			return nil, empty
+		}
+		return [][]int32{flat}, s.checkIDs(flat)
 	}
 	var str string
 	if json.Unmarshal(raw, &str) == nil {
@@ -90,6 +97,19 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, *apiError) {
 		}
 	}
 	return batch, nil
+}
+
+// int32Array reads raw as a flat list of ids; ok is false when it is anything else.
+func int32Array(raw json.RawMessage) ([]int32, bool) {
+	sc := jsonscan.Scanner{Data: raw}
+	if sc.Peek() != '[' {
+		return nil, false
+	}
+	ids, err := sc.Int32s()
+	if err != nil || ids == nil || sc.End() != nil {
+		return nil, false
+	}
+	return ids, true
 }
 
 func (s *Server) checkIDs(ids []int32) *apiError {

@@ -24,7 +24,16 @@ type Request struct {
 }
 
 // Requests returns a copy of the requests received so far, in arrival order.
-func (s *Server) Requests() []Request { return s.log.All() }
+func (s *Server) Requests() []Request {
+	reqs := s.log.All()
+	for i := range reqs {
+		var obj map[string]any
+		if json.Unmarshal(reqs[i].Body, &obj) == nil {
+			reqs[i].JSON = obj
+		}
+	}
+	return reqs
+}
 
 // RequestCount returns how many requests were received for path ("" counts all).
 func (s *Server) RequestCount(path string) int { return s.log.Count(path) }
@@ -33,11 +42,7 @@ func (s *Server) RequestCount(path string) int { return s.log.Count(path) }
 func (s *Server) ResetRequests() { s.log.Reset() }
 
 func (s *Server) record(r *http.Request, body []byte) *fakehttp.Entry[Request] {
-	rec := Request{Method: r.Method, Path: r.URL.Path, Body: body}
-	var obj map[string]any
-	if json.Unmarshal(body, &obj) == nil {
-		rec.JSON = obj
-	}
+	rec := Request{Method: r.Method, Path: r.URL.Path, Body: body} // JSON is decoded by Requests
 	return s.log.Add(rec.Path, rec)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -49,8 +50,10 @@ type tokenizer struct {
 	// jsonPiece holds each id's decoded string as a JSON string literal.
 	jsonPiece [][]byte
 
-	cacheMu sync.Mutex
-	cache   map[string][]int32
+	// cache maps a pre-tokenized chunk to its ids; it is read far more than written,
+	// from every request goroutine, so it is a sync.Map rather than a locked map.
+	cache    sync.Map // string -> []int32
+	cacheLen atomic.Int64
 }
 
 var (
@@ -71,7 +74,7 @@ func (t *tokenizer) vocabSize() int { return len(t.pieces) }
 // adjacent pair wins, ties go to the smallest pair of ids. Merges never cross
 // pre-tokenization chunks nor special tokens.
 func trainTokenizer(text string, n int) *tokenizer {
-	t := &tokenizer{ranks: map[[2]int32]int32{}, cache: map[string][]int32{}}
+	t := &tokenizer{ranks: map[[2]int32]int32{}}
 	for b := 0; b < 256; b++ {
 		t.pieces = append(t.pieces, []byte{byte(b)})
 	}
@@ -219,13 +222,10 @@ func (t *tokenizer) encode(text string) []int32 {
 }
 
 func (t *tokenizer) encodeChunk(c string) []int32 {
-	t.cacheMu.Lock()
-	ids, ok := t.cache[c]
-	t.cacheMu.Unlock()
-	if ok {
-		return ids
+	if v, ok := t.cache.Load(c); ok {
+		return v.([]int32)
 	}
-	ids = make([]int32, len(c))
+	ids := make([]int32, len(c))
 	for i := 0; i < len(c); i++ {
 		ids[i] = int32(c[i])
 	}
@@ -241,12 +241,11 @@ func (t *tokenizer) encodeChunk(c string) []int32 {
 		}
 		ids = mergePair(ids, [2]int32{ids[bestAt], ids[bestAt+1]}, bestID)
 	}
-	t.cacheMu.Lock()
-	if len(t.cache) > 1<<16 {
-		clear(t.cache)
+	if t.cacheLen.Add(1) > 1<<16 {
+		t.cache.Clear()
+		t.cacheLen.Store(0)
 	}
-	t.cache[c] = ids
-	t.cacheMu.Unlock()
+	t.cache.Store(c, ids)
 	return ids
 }
 
