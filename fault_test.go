@@ -49,7 +49,9 @@ func faultMix(timeout time.Duration) []faultKind {
 // trajectory API both fail about 20% of requests (5xx, dropped connections, timeouts,
 // malformed JSON, slow responses), the API is killed and restarted twice, and the
 // trainer pulls throughout. Every collected group reaches the trainer; duplicates are
-// counted; rollouts whose policy calls failed are counted as such.
+// counted; rollouts whose policy calls failed are counted as such. The test stops Serve
+// once 200 groups were collected and starts the env's next client on the same spool,
+// which sends what the stop cut short.
 func TestFaultInjection(t *testing.T) {
 	const batch, groups = 8, 200
 	api := atropostest.NewServer(t)
@@ -65,14 +67,14 @@ func TestFaultInjection(t *testing.T) {
 		c.OnGroup = col.onGroup
 		c.StatusTimeout = 20 * time.Second
 	})
-	client := fastClient(t, api.URL(), t.TempDir(), func(c *atropos.ClientConfig) {
+	spool := t.TempDir()
+	client := fastClient(t, api.URL(), spool, func(c *atropos.ClientConfig) {
 		c.Retry.AttemptTimeout = 1500 * time.Millisecond
-		// Duplicates fill batches too: leave room for them beyond the 200 groups.
-		c.TotalSteps = groups * 2 / batch * 3 / 2
+		c.TotalSteps = -1 // the test stops Serve once it collected the groups
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	p := newPuller(t, api, batch, groups*2/batch*3/2)
+	p := newPuller(t, api, batch, 1000)
 	p.tr, _ = atropos.NewTrainer(api.URL(), atropos.WithHTTPClient(closingHTTP(t, 5*time.Second)))
 	for p.register(ctx) != nil { // the registration itself may meet a fault
 	}
@@ -81,7 +83,8 @@ func TestFaultInjection(t *testing.T) {
 	go func() { defer close(pulled); p.run(ctx, pctx) }()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- env.Serve(ctx, client) }()
+	sctx, stopServing := context.WithCancel(ctx)
+	go func() { serveErr <- env.Serve(sctx, client) }()
 	for _, at := range []int{groups / 3, 2 * groups / 3} {
 		require.Eventually(t, func() bool { return col.count() >= at }, 8*time.Minute, 5*time.Millisecond)
 		p.mu.Lock() // no pull in flight when the API dies
@@ -90,7 +93,12 @@ func TestFaultInjection(t *testing.T) {
 		require.NoError(t, api.Restart())
 		p.mu.Unlock()
 	}
-	require.NoError(t, <-serveErr, "Serve ends by the stop rule")
+	require.Eventually(t, func() bool { return col.count() >= groups }, 8*time.Minute, 5*time.Millisecond)
+	stopServing()
+	require.ErrorIs(t, <-serveErr, context.Canceled)
+	// Groups whose Send the stop cut short are in the spool: the env's next run sends them.
+	next := fastClient(t, api.URL(), spool, nil)
+	require.NoError(t, next.Register(ctx))
 	stopPulling()
 	<-pulled
 	api.ClearFaults()
@@ -106,8 +114,8 @@ func TestFaultInjection(t *testing.T) {
 	assert.GreaterOrEqual(t, client.Resets(), 2, "both restarts were noticed")
 	assert.Positive(t, m["env/policy_failures"], "rollouts whose policy calls failed are counted")
 	assert.GreaterOrEqual(t, m["env/failed_groups"], float64(1), "their groups failed and were not sent")
-	assert.Zero(t, m["env/send_failures"], "a Send retries until it delivers")
-	spooled, err := client.Spooled()
+	assert.Zero(t, m["env/send_failures"], "a Send retries until it delivers or is cancelled")
+	spooled, err := next.Spooled()
 	require.NoError(t, err)
 	assert.Zero(t, spooled)
 }
