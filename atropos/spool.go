@@ -239,6 +239,10 @@ func (c *Client) post(ctx context.Context, groups []*ScoredDataGroup) ([][]byte,
 			body = append([]byte{'['}, bytes.Join(lines, []byte{','})...)
 			body = append(body, ']')
 		}
+		// Encoding takes time: another request may have shown a reset meanwhile.
+		if _, e, st, ok := c.current(); !ok || e != epoch || st == regLost {
+			return errStaleRegistration
+		}
 		sendTick := c.tick()
 		var reply struct {
 			Status string `json:"status"`
