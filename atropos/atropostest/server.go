@@ -40,6 +40,7 @@ type Server struct {
 	faults   fakehttp.Faults
 	down     bool
 	restarts int
+	gen      int // counts API processes: a request of a killed one changes nothing
 }
 
 // state mirrors upstream's app.state.
@@ -167,6 +168,7 @@ func (s *Server) Kill() {
 	s.stop()
 	s.mu.Lock()
 	s.st = freshState()
+	s.gen++
 	s.mu.Unlock()
 }
 
@@ -185,6 +187,7 @@ func (s *Server) Restart() error {
 	s.mu.Lock()
 	s.st = freshState()
 	s.restarts++
+	s.gen++
 	s.mu.Unlock()
 	var ln net.Listener
 	var err error
