@@ -225,10 +225,7 @@ func (c *Client) Register(ctx context.Context) error {
 		return err
 	}
 	c.mu.Lock()
-	c.reg = reg
-	c.epoch++
-	c.state = regCurrent
-	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
+	c.adopt(reg)
 	c.retained = nil
 	c.mu.Unlock()
 	c.api.logger.Info("atropos: registered", "env_id", reg.EnvID, "wandb_name", reg.WandbName, "batch_size", reg.BatchSize)

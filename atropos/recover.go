@@ -139,10 +139,7 @@ func (c *Client) recover(ctx context.Context) error {
 		return err
 	}
 	c.mu.Lock()
-	c.reg = reg
-	c.epoch++
-	c.state = regCurrent
-	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
+	c.adopt(reg)
 	c.resets++
 	c.mu.Unlock()
 	c.api.logger.Info("atropos: registered again", "env_id", reg.EnvID, "wandb_name", reg.WandbName)
@@ -252,6 +249,15 @@ func (c *Client) once(ctx context.Context, op func(context.Context) error) error
 		defer cancel()
 	}
 	return op(ctx)
+}
+
+// adopt makes reg the current registration; c.mu must be held. It starts a new epoch
+// (a post or poll begun under an older one is stale) and the step it starts from.
+func (c *Client) adopt(reg *Registration) {
+	c.reg = reg
+	c.epoch++
+	c.state = regCurrent
+	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
 }
 
 // registerEnv runs the start-up order: it polls GET /info until a trainer registered,
