@@ -70,8 +70,11 @@
 // [rollout.Stats]; and in [Env.Metrics] only, requests/ per role (render, generate,
 // teacher_score, judge_chat), env/groups (collected), env/sandbox_failures,
 // env/policy_failures, env/failed_groups, env/dropped_groups/REASON, env/groups_sent,
-// env/send_failures and judge/empty_content (judge choices with an empty content, as a
-// thinking judge behind a reasoning parser answers; never read as votes).
+// env/send_failures, env/cancelled_groups (cut short by the caller's ctx; not failures),
+// env/api_resets (times the trajectory API lost the env's registration and Serve
+// registered again), env/groups_resent_on_reset (groups the lost API had accepted, not
+// known to be served, sent again) and judge/empty_content (judge choices with an empty
+// content, as a thinking judge behind a reasoning parser answers; never read as votes).
 //
 // # Sampling
 //

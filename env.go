@@ -280,7 +280,9 @@ func (e *Env) collect(ctx context.Context, task tasks.Task, opts collectOptions)
 		})
 	}
 	if err := eg.Wait(); err != nil {
-		e.metrics.count("env/failed_groups", 1)
+		if ctx.Err() == nil { // a group cut short by the caller is not a failure
+			e.metrics.count("env/failed_groups", 1)
+		}
 		return nil, err
 	}
 	e.metrics.addTrain(g.Rollouts)
@@ -320,7 +322,9 @@ func (e *Env) collect(ctx context.Context, task tasks.Task, opts collectOptions)
 			res, err = d.Distill(ctx, trajs)
 		}
 		if err != nil {
-			e.metrics.count("env/failed_groups", 1)
+			if ctx.Err() == nil {
+				e.metrics.count("env/failed_groups", 1)
+			}
 			return nil, fmt.Errorf("agenticopd: task %s: %w", task.ID, err)
 		}
 		g.OPD = res

@@ -26,21 +26,33 @@ import (
 // [Group.Dropped]) are not sent. When the API says pause, Serve starts no new group;
 // the groups in flight finish and are sent.
 //
+// Restarts of the API (or of the trainer, which restarts it, or a /reset_data) are
+// survived: the client notices that the API lost its registration (see
+// [atropos.Client.Send] for the rules), waits for the trainer, registers again and
+// sends again both the spool and the groups the old API had accepted but not yet
+// served (counted as env/groups_resent_on_reset; env/api_resets counts the resets).
+// No group is posted before the trainer registered again, none under an env id that is
+// not this env's, and pacing uses only figures of the env's current registration.
+// While the API answers but waits for a trainer, Serve waits too, for as long as it
+// takes.
+//
 // Serve returns nil when the API's stop rule holds (total steps reached), ctx.Err()
-// when ctx ends, and an error when the API failed every status poll for
-// Config.StatusTimeout, when a group was invalid for the API (it wraps
-// [atropos.ErrInvalidGroup]; a group size that differs from the client's is the
-// usual cause), or when the teacher server refused DistillTopK logprobs (it wraps
+// when ctx ends, and an error only for what cannot clear by waiting: the API unreachable
+// (every status poll failing with network errors or 5xx) for Config.StatusTimeout, a
+// status poll refused with a 4xx, a group invalid for the API (it wraps
+// [atropos.ErrInvalidGroup]; a group size that differs from the client's is the usual
+// cause), or a teacher server that refused DistillTopK logprobs (it wraps
 // [vllm.ErrMaxLogprobs]): every later group would fail the same way. In every case it
-// waits for the groups in flight, then disconnects; when it gives up it first cancels
+// waits for the groups in flight, then disconnects (only when the registration is known
+// to be current: see [atropos.Client.Disconnect]); when it gives up it first cancels
 // them.
 //
-// Groups whose collection was cut short by ctx are abandoned; a group handed to the
-// client is on disk in the spool: when a Send gives up (the client's retry budget ran
-// out), Serve flushes the spool again once the API answers a status poll, and a group
-// still spooled when Serve ends is sent by the next Register. A group that fails to
-// collect is logged and counted (env/failed_groups), and Serve goes on with the next
-// task.
+// A group whose collection or Send was cut short by ctx is counted as
+// env/cancelled_groups, not as a failure; a group handed to the client is on disk in the
+// spool: when a Send gives up (the client's retry budget ran out), Serve flushes the
+// spool again once the API answers a status poll, and a group still spooled when Serve
+// ends is sent by the next Register. A group that fails to collect is logged and
+// counted (env/failed_groups), and Serve goes on with the next task.
 func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 	if client == nil {
 		return errors.New("agenticopd: serve: nil *atropos.Client")
@@ -64,9 +76,13 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 		}
 		l.wg.Wait()
 		cancelWork()
+		l.syncResets()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(10*time.Second, e.cfg.StatusTimeout))
 		defer cancel()
-		if err := client.Disconnect(dctx); err != nil {
+		switch err := client.Disconnect(dctx); {
+		case errors.Is(err, atropos.ErrRegistrationLost):
+			e.cfg.Logger.Info("not disconnecting: the trajectory API lost this env's registration", "err", err)
+		case err != nil:
 			e.cfg.Logger.Warn("disconnect from the trajectory API failed", "err", err)
 		}
 	}()
@@ -85,6 +101,13 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 		case l.fatalErr() != nil:
 			gaveUp = true
 			return l.fatalErr()
+		case errors.Is(err, atropos.ErrWaitingForTrainer):
+			// The API answers; it lost the trainer and waits for it to register again.
+			failingSince = time.Time{}
+			e.cfg.Logger.Info("waiting for the trainer to register with the trajectory API again")
+		case permanent(err):
+			gaveUp = true
+			return fmt.Errorf("agenticopd: serve: status poll: %w", err)
 		case err != nil:
 			if failingSince.IsZero() {
 				// The run of failures began when this poll began: a poll that hangs
@@ -93,13 +116,21 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 			}
 			if time.Since(failingSince) >= e.cfg.StatusTimeout {
 				gaveUp = true
-				return fmt.Errorf("agenticopd: serve: the trajectory API has failed every status poll for %v (restart the env to register again): %w", e.cfg.StatusTimeout, err)
+				return fmt.Errorf("agenticopd: serve: the trajectory API has failed every status poll for %v (is it running? raise Config.StatusTimeout to wait longer): %w", e.cfg.StatusTimeout, err)
 			}
 			e.cfg.Logger.Warn("status poll failed", "err", err)
 		case dec.Stop:
+			// The groups in flight finish and are sent; then whatever the spool still
+			// holds (groups sent again after a reset, Sends that gave up) is sent too.
+			l.wg.Wait()
+			l.syncResets()
+			if err := client.Flush(ctx); err != nil {
+				e.cfg.Logger.Warn("spool flush at the end failed; the next Register sends what is left", "err", err)
+			}
 			return nil
 		default:
 			failingSince = time.Time{}
+			l.syncResets()
 			l.maybeFlush(work)
 			if !dec.Pause {
 				for range max(min(dec.Start, e.cfg.MaxGroups-l.inFlight()), 0) {
@@ -139,12 +170,36 @@ type serveLoop struct {
 	// spooled is set when a Send gave up with groups left in the spool.
 	spooled atomic.Bool
 
+	// resets and resent are the client's counts already added to the metrics.
+	resets, resent int
+
 	// fatal is closed, once, when a group turned out invalid for the API: every
 	// later group would be too (the groups come from one configuration), so Serve
 	// stops instead of collecting groups it cannot send.
 	fatal     chan struct{}
 	fatalOnce sync.Once
 	fatalE    error
+}
+
+// syncResets adds the client's new resets to the metrics; after a reset the spool holds
+// the groups to send again, so it is flushed.
+func (l *serveLoop) syncResets() {
+	r, n := l.client.Resets(), l.client.Resent()
+	if r == l.resets && n == l.resent {
+		return
+	}
+	l.e.metrics.count("env/api_resets", float64(r-l.resets))
+	l.e.metrics.count("env/groups_resent_on_reset", float64(n-l.resent))
+	l.resets, l.resent = r, n
+	l.spooled.Store(true)
+}
+
+// permanent reports whether a status poll error cannot clear by waiting: a 4xx reply
+// other than 408 and 429 (e.g. a proxy that strips the GET body), or a client that is
+// not registered.
+func permanent(err error) bool {
+	var ae *atropos.APIError
+	return errors.As(err, &ae) && !ae.Temporary() || errors.Is(err, atropos.ErrNotRegistered)
 }
 
 func (l *serveLoop) fail(err error) {
@@ -179,18 +234,24 @@ func (l *serveLoop) start(ctx context.Context, task tasks.Task) {
 		defer l.wg.Done()
 		defer func() { l.mu.Lock(); l.running--; l.mu.Unlock() }()
 		g, err := e.collect(ctx, task, l.opts)
+		if err != nil && ctx.Err() != nil {
+			e.metrics.count("env/cancelled_groups", 1)
+			return
+		}
 		if err != nil {
-			if ctx.Err() == nil {
-				e.cfg.Logger.Warn("group failed", "task", task.ID, "err", err)
-				if errors.Is(err, vllm.ErrMaxLogprobs) {
-					l.fail(fmt.Errorf("agenticopd: serve: the teacher server does not allow DistillTopK logprobs, "+
-						"so every group with a hint would fail: %w", err))
-				}
+			e.cfg.Logger.Warn("group failed", "task", task.ID, "err", err)
+			if errors.Is(err, vllm.ErrMaxLogprobs) {
+				l.fail(fmt.Errorf("agenticopd: serve: the teacher server does not allow DistillTopK logprobs, "+
+					"so every group with a hint would fail: %w", err))
 			}
 			return
 		}
 		if g.Dropped == "" {
-			if err := l.client.Send(ctx, g.Data); err != nil {
+			switch err := l.client.Send(ctx, g.Data); {
+			case err != nil && ctx.Err() != nil:
+				// Cut short at shutdown: the group is in the spool for the next Register.
+				e.metrics.count("env/cancelled_groups", 1)
+			case err != nil:
 				e.cfg.Logger.Warn("send failed", "task", task.ID, "err", err)
 				e.metrics.count("env/send_failures", 1)
 				if errors.Is(err, atropos.ErrSpooled) {
@@ -200,7 +261,7 @@ func (l *serveLoop) start(ctx context.Context, task tasks.Task) {
 					l.fail(fmt.Errorf("agenticopd: serve: a group for task %s is invalid for the trajectory API "+
 						"(do Config.GroupSize and the client's GroupSize agree?): %w", task.ID, err))
 				}
-			} else {
+			default:
 				e.metrics.count("env/groups_sent", 1)
 			}
 		}

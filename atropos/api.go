@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // GzipMinBytes is the body size from which requests are gzipped, as BaseEnv does.
@@ -28,6 +30,9 @@ type APIError struct {
 	Status       int
 	// Message is the server's message: FastAPI's "detail" for JSON errors, or the body.
 	Message string
+	// RetryAfter is the wait a 408, 429 or 503 reply asked for in its Retry-After
+	// header (seconds or an HTTP date); zero when it set none.
+	RetryAfter time.Duration
 }
 
 // Error describes the reply: method, path, status and the server's message.
@@ -35,8 +40,31 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("atropos: %s %s: %d: %s", e.Method, e.Path, e.Status, e.Message)
 }
 
-// Temporary reports whether retrying may help: 5xx and unexpected 200 bodies yes, 4xx no.
-func (e *APIError) Temporary() bool { return e.Status >= 500 || e.Status == http.StatusOK }
+// Temporary reports whether retrying may help: 5xx, 408 Request Timeout, 429 Too Many
+// Requests and unexpected 200 bodies yes, other 4xx no.
+func (e *APIError) Temporary() bool {
+	switch e.Status {
+	case http.StatusOK, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return true
+	}
+	return e.Status >= 500
+}
+
+// retryAfter parses a Retry-After header: delay-seconds or an HTTP date. It returns
+// zero for a missing or malformed header.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(max(n, 0)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
 
 // api is the HTTP plumbing shared by Client and Trainer.
 type api struct {
@@ -95,7 +123,7 @@ func (a *api) do(ctx context.Context, method, path string, body []byte, out any)
 		return fmt.Errorf("atropos: %s %s: reading reply: %w", method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return &APIError{Method: method, Path: path, Status: resp.StatusCode, Message: errorMessage(data)}
+		return &APIError{Method: method, Path: path, Status: resp.StatusCode, Message: errorMessage(data), RetryAfter: retryAfter(resp.Header, time.Now())}
 	}
 	if out == nil {
 		return nil

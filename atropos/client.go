@@ -113,9 +113,23 @@ type Client struct {
 
 	mu       sync.Mutex
 	reg      *Registration
-	inflight map[string]bool // spool files being sent
-	seq      uint64
-	dlMu     sync.Mutex // serialises appends to the dead-letter file
+	state    regState // what is known of reg
+	epoch    uint64   // counts registrations; a post or poll made under another epoch is stale
+	lastStep int      // the highest current_step seen under reg
+	// lastStepTick is the clock when lastStep was seen.
+	lastStepTick uint64
+	resets       int
+	resent       int
+	waiting      bool            // registering, and the API answers: it waits for a trainer
+	clock        uint64          // event clock ordering posts and polls
+	retained     []*sent         // groups accepted under reg, kept until known to be served
+	inflight     map[string]bool // spool files being sent
+	seq          uint64
+	dlMu         sync.Mutex // serialises appends to the dead-letter file
+
+	// recovering is held (a buffered channel, so that waiting honours ctx) by the one
+	// goroutine verifying or renewing the registration.
+	recovering chan struct{}
 }
 
 // NewClient returns a client for the trajectory API at baseURL (e.g.
@@ -177,7 +191,7 @@ func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{api: a, cfg: cfg, inflight: map[string]bool{}}, nil
+	return &Client{api: a, cfg: cfg, inflight: map[string]bool{}, recovering: make(chan struct{}, 1)}, nil
 }
 
 // Registration returns the registration, or nil before [Client.Register] succeeded.
@@ -206,55 +220,13 @@ type Info struct {
 // fails, Register returns the replay's error but the registration stands
 // ([Client.Registration] is set) and [Client.Flush] can be called again.
 func (c *Client) Register(ctx context.Context) error {
-	var info Info
-	for {
-		err := c.retry(ctx, "GET /info", func(ctx context.Context) error {
-			return c.api.do(ctx, http.MethodGet, "/info", nil, &info)
-		})
-		if err != nil {
-			return err
-		}
-		if info.BatchSize > 0 {
-			break
-		}
-		c.api.logger.Debug("atropos: waiting for a trainer to register")
-		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
-			return err
-		}
-	}
-	if c.cfg.GroupSize > info.BatchSize {
-		return fmt.Errorf("atropos: group size %d is larger than the trainer's batch size %d", c.cfg.GroupSize, info.BatchSize)
-	}
-	body := registerEnvRequest{
-		MaxTokenLength:     c.cfg.MaxTokenLength,
-		DesiredName:        c.cfg.EnvName,
-		Weight:             c.cfg.Weight,
-		GroupSize:          c.cfg.GroupSize,
-		MinBatchAllocation: c.cfg.MinBatchAllocation,
-	}
-	var reply registerEnvReply
-	for {
-		err := c.retry(ctx, "POST /register-env", func(ctx context.Context) error {
-			return c.api.postJSON(ctx, "/register-env", body, &reply)
-		})
-		if err != nil {
-			return err
-		}
-		if reply.Status == "success" && reply.EnvID != nil {
-			break
-		}
-		c.api.logger.Debug("atropos: register-env", "status", reply.Status)
-		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
-			return err
-		}
-	}
-	reg := &Registration{
-		EnvID: *reply.EnvID, WandbName: reply.WandbName, CheckpointDir: reply.CheckpointDir,
-		StartingStep: reply.StartingStep, CheckpointInterval: reply.CheckpointInterval,
-		NumSteps: reply.NumSteps, BatchSize: info.BatchSize, MaxTokenLen: info.MaxTokenLen,
+	reg, err := c.registerEnv(ctx)
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
-	c.reg = reg
+	c.adopt(reg)
+	c.retained = nil
 	c.mu.Unlock()
 	c.api.logger.Info("atropos: registered", "env_id", reg.EnvID, "wandb_name", reg.WandbName, "batch_size", reg.BatchSize)
 	return c.Flush(ctx)
@@ -280,44 +252,93 @@ type registerEnvReply struct {
 
 // Disconnect tells the API this env is gone (POST /disconnect-env). Its queued data stays
 // and is still batched. Call it on clean shutdown, after the last Send.
+//
+// Disconnect sends the env id only while the registration is known to be current: after
+// a failed request it first verifies the registration as [Client.Send] does, and when
+// the API lost it (the id may be another env's now) it sends nothing and returns
+// [ErrRegistrationLost]. It never registers again.
 func (c *Client) Disconnect(ctx context.Context) error {
-	reg := c.Registration()
-	if reg == nil {
+	reg, epoch, st, ok := c.current()
+	if !ok {
 		return ErrNotRegistered
+	}
+	if st == regSuspect {
+		select {
+		case c.recovering <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err := c.verify(ctx)
+		<-c.recovering
+		if err != nil {
+			return err
+		}
+		reg, epoch, st, ok = c.current()
+		if !ok {
+			return ErrNotRegistered
+		}
+	}
+	if st != regCurrent {
+		c.mu.Lock()
+		c.reg, c.retained = nil, nil
+		c.mu.Unlock()
+		return ErrRegistrationLost
 	}
 	var reply struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
 	}
 	if err := c.api.postJSON(ctx, "/disconnect-env", map[string]int{"env_id": reg.EnvID}, &reply); err != nil {
+		c.noteFailure(epoch, err)
 		return err
 	}
 	if reply.Status != "success" {
 		return &APIError{Method: http.MethodPost, Path: "/disconnect-env", Status: http.StatusOK, Message: reply.Error}
 	}
 	c.mu.Lock()
-	c.reg = nil
+	c.reg, c.retained = nil, nil
 	c.mu.Unlock()
 	return nil
 }
 
 // retry runs op until it succeeds, fails permanently, or the attempts or ctx run out.
-func (c *Client) retry(ctx context.Context, what string, op func(context.Context) error) error {
+// When needReg is set, each attempt first takes a registration known to be current
+// ([Client.ensure]) and gives it to op; a failed attempt makes the registration suspect.
+// A 408 or 429 reply waits at least its Retry-After.
+func (c *Client) retry(ctx context.Context, what string, needReg bool, op func(ctx context.Context, reg Registration, epoch uint64) error) error {
 	r := c.cfg.Retry
 	for attempt := 1; ; attempt++ {
+		var reg Registration
+		var epoch uint64
+		if needReg {
+			var err error
+			if reg, epoch, err = c.ensure(ctx); err != nil {
+				return fmt.Errorf("atropos: %s: %w", what, err)
+			}
+		}
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if r.AttemptTimeout > 0 {
 			actx, cancel = context.WithTimeout(ctx, r.AttemptTimeout)
 		}
-		err := op(actx)
+		err := op(actx, reg, epoch)
 		cancel()
-		if err == nil || !retryable(ctx, err) {
+		if err == nil {
+			return nil
+		}
+		if needReg && ctx.Err() == nil {
+			c.noteFailure(epoch, err)
+		}
+		if !retryable(ctx, err) {
 			return err
 		}
 		if r.MaxAttempts > 0 && attempt >= r.MaxAttempts {
 			return fmt.Errorf("atropos: %s: giving up after %d attempts: %w", what, attempt, err)
 		}
 		wait := backoff(r, attempt)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.RetryAfter > wait {
+			wait = ae.RetryAfter
+		}
 		c.api.logger.Warn("atropos: retrying", "op", what, "attempt", attempt, "wait", wait, "err", err)
 		if serr := sleep(ctx, wait); serr != nil {
 			return fmt.Errorf("atropos: %s: %w (last error: %v)", what, serr, err)

@@ -48,6 +48,39 @@
 // to the dead-letter file with the server's message ([ErrRejected], [ReadDeadLetters]),
 // never silently dropped. Call [Client.Disconnect] on clean shutdown.
 //
+// # Restarts and resets
+//
+// The API keeps all state in memory: a restart or a /reset_data forgets the trainer,
+// every env and the queue, and hands out env ids from 0 again, so an env that kept its
+// old id may find it belongs to another env. The client therefore never posts a group,
+// paces, or disconnects under a registration it does not know to be current. After any
+// failed request (network error, 5xx, timeout, unexpected body; not 408, 429 or other
+// 4xx) the registration is suspect, and before the next post or poll it is verified:
+//   - a refused connection means the API process was down: lost;
+//   - /info at batch_size -1 means the trainer's registration is gone: lost;
+//   - a /status-env current_step below the highest seen (to a poll begun after it was
+//     seen) means the step counter restarted: lost;
+//   - /status-env failing with a 5xx for the env's id several rounds in a row while
+//     /info shows a trainer means the id no longer exists: lost;
+//   - otherwise (/info shows a trainer, /status-env answers with no step gone back) the
+//     registration stands.
+//
+// Besides, each post is preceded by one GET /status-env, which shows most resets that
+// no failed request revealed. A lost registration is renewed in the start-up order
+// (wait for the trainer, then /register-env), and in-flight posts are stamped with the
+// new id. What cannot be seen: a restart between two requests, after which the trainer
+// registered again at a step not below the last one seen and another env took this
+// env's id, all before this env's next request.
+//
+// "received" means only that a group is in the API's in-memory queue. The client keeps
+// every accepted group in memory until /status-env shows it was served (out of the
+// queue, then a later batch formed: the API forms new batches only once the earlier
+// ones were served), and on a reset puts those not known to be served back in the
+// spool ([Client.Resent]). Nothing accepted is lost to a reset; some groups may reach
+// the trainer twice. The client cannot count the groups a reset really lost: the API
+// never says which accepted groups it served, and /status-env leaves out formed
+// batches not yet served.
+//
 // # Trainer side
 //
 // [Trainer] registers (the 128-bit uuid is decoded into a [math/big.Int]) and polls

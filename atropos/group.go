@@ -64,11 +64,18 @@ type Sequence struct {
 // Len returns the number of sequences in g.
 func (g *ScoredDataGroup) Len() int { return len(g.Tokens) }
 
-// Add appends one sequence to g. The slices are stored, not copied. Optional per-sequence
-// fields stay nil for the whole group until some sequence sets them; then the earlier
-// sequences get empty values (empty lists, empty objects, all-empty distill rows) so that
-// every field keeps one entry per sequence. Add returns an error when the sequence's
-// per-token arrays differ in length from its tokens or a message cannot be encoded.
+// Add appends one sequence to g. The slices are stored, not copied.
+//
+// The per-token fields (inference_logprobs, ref_logprobs, advantages) are all or none
+// for a group: absent means null for the whole group, and Add refuses a sequence that
+// has one of them when earlier sequences did not, or lacks one the earlier sequences
+// had ([ScoredDataGroup.Validate] would refuse such a group anyway: an empty list is
+// not one value per token). The other optional fields stay nil until some sequence sets
+// them; then the earlier sequences get empty values (empty message lists, empty
+// override objects, all-empty distill rows) so that every field keeps one entry per
+// sequence. Add returns an error, and leaves g unchanged, when the sequence's per-token
+// arrays differ in length from its tokens, mix presence as above, or a message cannot
+// be encoded.
 func (g *ScoredDataGroup) Add(s Sequence) error {
 	L := len(s.Tokens)
 	if len(s.Masks) != L {
@@ -80,6 +87,23 @@ func (g *ScoredDataGroup) Add(s Sequence) error {
 	}{{"inference_logprobs", s.InferenceLogprobs}, {"ref_logprobs", s.RefLogprobs}, {"advantages", s.Advantages}} {
 		if f.v != nil && len(f.v) != L {
 			return fmt.Errorf("atropos: Add: %d %s for %d tokens", len(f.v), f.name, L)
+		}
+	}
+	if n := len(g.Tokens); n > 0 {
+		for _, f := range []struct {
+			name     string
+			has, had bool
+		}{
+			{"inference_logprobs", s.InferenceLogprobs != nil, g.InferenceLogprobs != nil},
+			{"ref_logprobs", s.RefLogprobs != nil, g.RefLogprobs != nil},
+			{"advantages", s.Advantages != nil, g.Advantages != nil},
+		} {
+			switch {
+			case f.has && !f.had:
+				return fmt.Errorf("atropos: Add: sequence %d has %s and the earlier ones have none: give every sequence of a group %s, or none", n, f.name, f.name)
+			case !f.has && f.had:
+				return fmt.Errorf("atropos: Add: sequence %d has no %s and the earlier ones have: give every sequence of a group %s, or none", n, f.name, f.name)
+			}
 		}
 	}
 	if s.Distill != nil && s.Distill.Len() != L {

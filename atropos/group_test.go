@@ -328,7 +328,7 @@ func TestDistillRows(t *testing.T) {
 
 func TestAdd(t *testing.T) {
 	var g atropos.ScoredDataGroup
-	require.NoError(t, g.Add(atropos.Sequence{Tokens: []int{1, 2}, Masks: []int{-100, 2}, Score: 1}))
+	require.NoError(t, g.Add(atropos.Sequence{Tokens: []int{1, 2}, Masks: []int{-100, 2}, Score: 1, InferenceLogprobs: []float64{1, -0.4}}))
 	d := atropos.NewDistillRows(3)
 	require.NoError(t, d.SetRow(2, []int32{3, 4}, []float32{-0.5, -1}))
 	require.NoError(t, g.Add(atropos.Sequence{
@@ -339,7 +339,7 @@ func TestAdd(t *testing.T) {
 	require.Equal(t, 2, g.Len())
 	want := &atropos.ScoredDataGroup{
 		Tokens: [][]int{{1, 2}, {1, 2, 3}}, Masks: [][]int{{-100, 2}, {-100, 2, 3}}, Scores: []float64{1, 0},
-		InferenceLogprobs: [][]float64{{}, {1, -0.1, -0.2}},
+		InferenceLogprobs: [][]float64{{1, -0.4}, {1, -0.1, -0.2}},
 		Messages:          [][]json.RawMessage{{}, {json.RawMessage(`{"role":"user","content":"q"}`)}},
 		Overrides:         []map[string]any{{}, {"temperature": 0.5}},
 		Distill:           []*atropos.DistillRows{atropos.NewDistillRows(2), d},
@@ -357,7 +357,7 @@ func TestAdd(t *testing.T) {
 	require.Equal(t, []chat.Message{{Role: "user", Content: "q"}}, msgs)
 
 	// A later sequence without distill rows gets empty rows.
-	require.NoError(t, g.Add(atropos.Sequence{Tokens: []int{7}, Masks: []int{7}}))
+	require.NoError(t, g.Add(atropos.Sequence{Tokens: []int{7}, Masks: []int{7}, InferenceLogprobs: []float64{-0.2}}))
 	require.Equal(t, 1, g.Distill[2].Len())
 	require.Equal(t, 0, g.Distill[2].Entries())
 	require.Len(t, g.InferenceLogprobs, 3)
@@ -378,6 +378,51 @@ func TestAdd(t *testing.T) {
 			require.ErrorContains(t, g.Add(tc.s), tc.want)
 			require.Equal(t, 0, g.Len())
 		})
+	}
+}
+
+// TestAddAgreesWithValidate: a per-token field is all or none per group. Add refuses a
+// mix either way, and every group Add builds without one is valid with it null.
+func TestAddAgreesWithValidate(t *testing.T) {
+	seq := func(lp, ref, adv bool) atropos.Sequence {
+		s := atropos.Sequence{Tokens: []int{1, 2}, Masks: []int{-100, 2}, Score: 1}
+		if lp {
+			s.InferenceLogprobs = []float64{1, -0.5}
+		}
+		if ref {
+			s.RefLogprobs = []float64{-0.1, -0.2}
+		}
+		if adv {
+			s.Advantages = []float64{0, 0.5}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name        string
+		first, then atropos.Sequence
+		want        string
+	}{
+		{"inference_logprobs added", seq(false, false, false), seq(true, false, false), "sequence 1 has inference_logprobs and the earlier ones have none"},
+		{"inference_logprobs dropped", seq(true, false, false), seq(false, false, false), "sequence 1 has no inference_logprobs"},
+		{"ref_logprobs added", seq(true, false, false), seq(true, true, false), "has ref_logprobs"},
+		{"advantages dropped", seq(true, false, true), seq(true, false, false), "has no advantages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g atropos.ScoredDataGroup
+			require.NoError(t, g.Add(tc.first))
+			require.ErrorContains(t, g.Add(tc.then), tc.want)
+			require.Equal(t, 1, g.Len(), "the refused sequence was not added")
+			require.NoError(t, g.Validate(atropos.ValidateOptions{AllowNonPowerOfTwo: true}))
+		})
+	}
+	for _, mask := range []int{0, 1, 2, 4, 7} {
+		var g atropos.ScoredDataGroup
+		for range 2 {
+			require.NoError(t, g.Add(seq(mask&1 != 0, mask&2 != 0, mask&4 != 0)))
+		}
+		require.NoError(t, g.Validate(atropos.ValidateOptions{}), "fields present: %03b", mask)
+		require.Equal(t, mask&2 == 0, g.RefLogprobs == nil)
+		require.Equal(t, mask&4 == 0, g.Advantages == nil)
 	}
 }
 

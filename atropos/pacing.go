@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"time"
 )
 
 // EnvStatus is the reply of GET /status-env: the back-pressure inputs of one env.
@@ -27,18 +28,29 @@ type EnvStatus struct {
 
 // Status polls GET /status-env for this env, retrying network errors and 5xx replies
 // like every call. The API wants the env id as a JSON body on a GET; this is the only
-// place that knows it. After the API was reset the env id no longer exists and the API
-// answers 500 until ctx ends: register again.
+// place that knows it.
+//
+// Status answers only with figures of a registration known to be current: after a
+// failed request it verifies the registration first, and when the API lost it (a
+// restart or /reset_data), Status registers again in the start-up order before polling
+// (see [Client.Send]). A reply whose current_step is below the highest seen shows a
+// reset too: it is not returned, and Status registers again. While the API waits for a
+// trainer, Status waits too, until ctx ends ([ErrWaitingForTrainer]).
 func (c *Client) Status(ctx context.Context) (EnvStatus, error) {
-	reg := c.Registration()
-	if reg == nil {
-		return EnvStatus{}, ErrNotRegistered
+	for {
+		var st EnvStatus
+		var tick, epoch uint64
+		err := c.retry(ctx, "GET /status-env", true, func(ctx context.Context, reg Registration, e uint64) error {
+			epoch, tick = e, c.tick()
+			return c.api.statusEnv(ctx, reg.EnvID, &st)
+		})
+		if err != nil {
+			return EnvStatus{}, err
+		}
+		if c.observe(epoch, st, tick) {
+			return st, nil
+		}
 	}
-	var st EnvStatus
-	err := c.retry(ctx, "GET /status-env", func(ctx context.Context) error {
-		return c.api.statusEnv(ctx, reg.EnvID, &st)
-	})
-	return st, err
 }
 
 // statusEnv sends GET /status-env with the body {"env_id": id}. Should the API move to
@@ -60,7 +72,7 @@ func (a *api) statusEnv(ctx context.Context, envID int, out *EnvStatus) error {
 		return fmt.Errorf("atropos: GET /status-env: reading reply: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return &APIError{Method: http.MethodGet, Path: "/status-env", Status: resp.StatusCode, Message: errorMessage(buf.Bytes())}
+		return &APIError{Method: http.MethodGet, Path: "/status-env", Status: resp.StatusCode, Message: errorMessage(buf.Bytes()), RetryAfter: retryAfter(resp.Header, time.Now())}
 	}
 	if err := json.Unmarshal(buf.Bytes(), out); err != nil {
 		return &APIError{Method: http.MethodGet, Path: "/status-env", Status: http.StatusOK, Message: fmt.Sprintf("unexpected reply %.200q: %v", buf.Bytes(), err)}

@@ -40,6 +40,13 @@ const spoolExt = ".jsonl"
 // there) and Send returns an error matching [ErrRejected]. Send returns
 // [ErrNotRegistered] before [Client.Register] succeeded: data posted before the trainer
 // registered wedges the upstream server.
+//
+// Every attempt first checks the registration with one GET /status-env and, after a
+// failed request, verifies it (see the package doc); when the API lost it, Send waits
+// for the trainer, registers again and stamps the groups with the new env id. While the
+// API has no trainer, Send waits until ctx ends (the error then matches both
+// [ErrSpooled] and [ErrWaitingForTrainer]). 408 and 429 replies are retried, waiting at
+// least their Retry-After.
 func (c *Client) Send(ctx context.Context, groups ...*ScoredDataGroup) error {
 	if len(groups) == 0 {
 		return nil
@@ -68,7 +75,7 @@ func (c *Client) Send(ctx context.Context, groups ...*ScoredDataGroup) error {
 		return err
 	}
 	defer c.release(name)
-	return c.deliver(ctx, name, lines)
+	return c.deliver(ctx, name, groups)
 }
 
 // encode returns the JSON of g with env_id set to envID; g is not modified.
@@ -145,13 +152,13 @@ func (c *Client) release(name string) {
 
 // deliver posts the groups of one spool file and settles the file: removed after
 // success or dead-lettering, kept otherwise.
-func (c *Client) deliver(ctx context.Context, name string, lines [][]byte) error {
-	err := c.post(ctx, lines)
+func (c *Client) deliver(ctx context.Context, name string, groups []*ScoredDataGroup) error {
+	lines, err := c.post(ctx, groups)
 	var ae *APIError
 	switch {
 	case err == nil:
 	case errors.As(err, &ae) && !ae.Temporary():
-		err = c.reject(ctx, lines, ae)
+		err = c.reject(ctx, groups, lines, ae)
 		if errors.Is(err, ErrSpooled) {
 			return err
 		}
@@ -166,24 +173,25 @@ func (c *Client) deliver(ctx context.Context, name string, lines [][]byte) error
 
 // reject handles a 4xx reply: a single group goes to the dead-letter file; a list is
 // split and each group resent alone so that only the groups the API refuses are kept.
-func (c *Client) reject(ctx context.Context, lines [][]byte, ae *APIError) error {
-	if len(lines) == 1 {
+// lines are the groups as last posted.
+func (c *Client) reject(ctx context.Context, groups []*ScoredDataGroup, lines [][]byte, ae *APIError) error {
+	if len(groups) == 1 {
 		if err := c.deadLetter(lines[0], ae); err != nil {
 			return fmt.Errorf("%w: writing the dead letter: %w", ErrSpooled, err)
 		}
 		return fmt.Errorf("%w: %w", ErrRejected, ae)
 	}
 	var rejected []error
-	for i, l := range lines {
-		err := c.post(ctx, [][]byte{l})
-		var one *APIError
+	for i, g := range groups {
+		one, err := c.post(ctx, []*ScoredDataGroup{g})
+		var ae1 *APIError
 		switch {
 		case err == nil:
-		case errors.As(err, &one) && !one.Temporary():
-			if derr := c.deadLetter(l, one); derr != nil {
+		case errors.As(err, &ae1) && !ae1.Temporary():
+			if derr := c.deadLetter(one[0], ae1); derr != nil {
 				return fmt.Errorf("%w: writing the dead letter: %w", ErrSpooled, derr)
 			}
-			rejected = append(rejected, fmt.Errorf("group %d: %w", i, one))
+			rejected = append(rejected, fmt.Errorf("group %d: %w", i, ae1))
 		default:
 			// The earlier groups of the list may be sent again with the rest: at least once.
 			return fmt.Errorf("%w: %w", ErrSpooled, err)
@@ -195,16 +203,47 @@ func (c *Client) reject(ctx context.Context, lines [][]byte, ae *APIError) error
 	return fmt.Errorf("%w: %w", ErrRejected, errors.Join(rejected...))
 }
 
-// post sends lines (each one encoded group) with retries and checks the reply.
-func (c *Client) post(ctx context.Context, lines [][]byte) error {
+// post sends groups with retries and checks the reply. Every attempt takes a
+// registration known to be current and stamps the groups with its env id, so a group
+// is never posted into an API that lost this env's or the trainer's registration, nor
+// under an id that is not this env's. It returns the groups as last encoded.
+func (c *Client) post(ctx context.Context, groups []*ScoredDataGroup) ([][]byte, error) {
 	path := "/scored_data"
-	body := lines[0]
-	if len(lines) > 1 {
+	if len(groups) > 1 {
 		path = "/scored_data_list"
-		body = append([]byte{'['}, bytes.Join(lines, []byte{','})...)
-		body = append(body, ']')
 	}
-	return c.retry(ctx, "POST "+path, func(ctx context.Context) error {
+	lines := make([][]byte, len(groups))
+	err := c.retry(ctx, "POST "+path, true, func(ctx context.Context, reg Registration, epoch uint64) error {
+		// The registration was current at the last request; the API may have been
+		// restarted or reset since without any request failing. One /status-env
+		// first shows most such resets (an unknown id, a step gone back), so that the
+		// group neither wedges a fresh API nor lands under an id re-issued to another
+		// env.
+		var st EnvStatus
+		tick := c.tick()
+		if err := c.api.statusEnv(ctx, reg.EnvID, &st); err != nil {
+			return err
+		}
+		if !c.observe(epoch, st, tick) {
+			return errStaleRegistration
+		}
+		for i, g := range groups {
+			b, err := c.encode(g, reg.EnvID)
+			if err != nil {
+				return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusBadRequest, Message: "encoding the group: " + err.Error()}
+			}
+			lines[i] = b
+		}
+		body := lines[0]
+		if len(lines) > 1 {
+			body = append([]byte{'['}, bytes.Join(lines, []byte{','})...)
+			body = append(body, ']')
+		}
+		// Encoding takes time: another request may have shown a reset meanwhile.
+		if _, e, st, ok := c.current(); !ok || e != epoch || st == regLost {
+			return errStaleRegistration
+		}
+		sendTick := c.tick()
 		var reply struct {
 			Status string `json:"status"`
 		}
@@ -214,8 +253,9 @@ func (c *Client) post(ctx context.Context, lines [][]byte) error {
 		if reply.Status != "received" && reply.Status != "buffered" {
 			return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: fmt.Sprintf("unexpected status %q", reply.Status)}
 		}
-		return nil
+		return c.accepted(epoch, sendTick, slices.Clone(lines))
 	})
+	return lines, err
 }
 
 // DeadLetter is one line of the dead-letter file: a group the API refused, with why.
@@ -320,8 +360,7 @@ func (c *Client) spoolFiles() ([]string, error) {
 // ([ErrRejected]) do not stop it and are reported at the end. Leftover temporary files of
 // an interrupted spool write are removed: their Send never returned.
 func (c *Client) Flush(ctx context.Context) error {
-	reg := c.Registration()
-	if reg == nil {
+	if c.Registration() == nil {
 		return ErrNotRegistered
 	}
 	c.removeTemps()
@@ -338,7 +377,7 @@ func (c *Client) Flush(ctx context.Context) error {
 		if busy {
 			continue
 		}
-		err := c.replay(ctx, name, reg.EnvID)
+		err := c.replay(ctx, name)
 		c.release(name)
 		if errors.Is(err, ErrRejected) {
 			rejected = append(rejected, err)
@@ -351,9 +390,10 @@ func (c *Client) Flush(ctx context.Context) error {
 	return errors.Join(rejected...)
 }
 
-// replay re-encodes the groups of one spool file with envID and delivers them. A file
-// that cannot be read as groups is renamed with a ".corrupt" suffix and reported.
-func (c *Client) replay(ctx context.Context, name string, envID int) error {
+// replay reads the groups of one spool file and delivers them, stamped with the env id
+// current when they are posted. A file that cannot be read as groups is renamed with a
+// ".corrupt" suffix and reported.
+func (c *Client) replay(ctx context.Context, name string) error {
 	path := filepath.Join(c.cfg.SpoolDir, name)
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -362,14 +402,14 @@ func (c *Client) replay(ctx context.Context, name string, envID int) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSpooled, err)
 	}
-	var lines [][]byte
+	var groups []*ScoredDataGroup
 	err = ReadJSONL(f, func(g *ScoredDataGroup) error {
-		b, err := c.encode(g, envID)
-		lines = append(lines, b)
+		_, err := c.encode(g, 0) // a group that cannot be encoded cannot be sent either
+		groups = append(groups, g)
 		return err
 	})
 	f.Close()
-	if err != nil || len(lines) == 0 {
+	if err != nil || len(groups) == 0 {
 		bad := path + ".corrupt"
 		if rerr := os.Rename(path, bad); rerr != nil {
 			return fmt.Errorf("%w: %s: %v (rename: %v)", ErrSpooled, name, err, rerr)
@@ -377,8 +417,8 @@ func (c *Client) replay(ctx context.Context, name string, envID int) error {
 		c.api.logger.Error("atropos: spool: unreadable file set aside", "file", bad, "err", err)
 		return fmt.Errorf("%w: spool file %s is unreadable (moved to %s): %v", ErrRejected, name, bad, err)
 	}
-	c.api.logger.Info("atropos: spool: replaying", "file", name, "groups", len(lines))
-	return c.deliver(ctx, name, lines)
+	c.api.logger.Info("atropos: spool: replaying", "file", name, "groups", len(groups))
+	return c.deliver(ctx, name, groups)
 }
 
 func (c *Client) removeTemps() {

@@ -8,7 +8,9 @@
 // [Server.Served], [Server.Buffered], [Server.Envs], [Server.Step]). Faults are injected
 // as in vllmtest ([Server.AddFault] with delays, dropped connections, truncated bodies
 // and status codes; [Server.SetError], [Server.FailNext]), plus [Server.SetDown] for an
-// API that is gone for a while. Requests are recorded ([Server.Requests],
+// API that drops every connection for a while, and [Server.Kill] / [Server.Restart] for
+// an API process that is killed (connections refused) and started again with empty
+// state. Requests are recorded ([Server.Requests],
 // [Server.RequestCount]).
 //
 // # Faithful to upstream
@@ -22,6 +24,11 @@
 //     /register-env answers "wait for trainer to start" until the trainer's first
 //     /batch; wandb_name is desired_name + "_" + the count of earlier envs with that
 //     name; the uuid is a random 128-bit integer.
+//   - Restarts: [Server.Restart] loses all in-memory state, as upstream's single process
+//     does; /info answers -1 until the trainer registers again, /register-env waits
+//     for its first /batch, env ids are handed out from 0 again (an env that keeps its
+//     old id may find it is another env's), and the step counter restarts at the
+//     trainer's starting_step.
 //   - The wedge: data posted before a trainer registered is accepted and creates the
 //     queue, after which /register no longer initialises anything; /info stays -1 and
 //     /batch keeps answering "Trainer not registered" until /reset_data.

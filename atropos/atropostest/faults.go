@@ -105,11 +105,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.Body = body
 
 	s.mu.Lock()
-	down := s.down
+	down, gen := s.down, s.gen
 	s.mu.Unlock()
 	faults := s.faults.Trigger(r.URL.Path)
 	if down {
-		s.recordAnd(rec, nil)
+		s.recordAnd(rec, gen, nil)
 		fakehttp.Drop(w)
 		return
 	}
@@ -122,35 +122,45 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			delay += f.Delay
 		}
 		if !fakehttp.Wait(r.Context(), delay) {
-			s.recordAnd(rec, nil)
+			s.recordAnd(rec, gen, nil)
 			return
 		}
 		rep = faultReply(faults)
 		if rep.status == -1 {
-			s.recordAnd(rec, nil)
+			s.recordAnd(rec, gen, nil)
 			fakehttp.Drop(w)
 			return
 		}
 	}
-	s.recordAnd(rec, func() reply {
+	if !s.recordAnd(rec, gen, func() reply {
 		if rep.status == 0 {
 			rep = s.route(r, body)
 		}
 		return rep
-	})
+	}) {
+		fakehttp.Drop(w) // the process that took this request was killed meanwhile
+		return
+	}
 	s.logger.Debug("atropostest", "method", rec.Method, "path", rec.Path, "status", rep.status, "gzip", rec.Gzip, "bytes", len(body))
 	s.write(w, r, rep)
 }
 
 // recordAnd runs answer (if any) and records rec with its status, both under s.mu so
 // that state changes and the request log agree.
-func (s *Server) recordAnd(rec Request, answer func() reply) {
+// A request that arrived at an API process since killed changes nothing and gets no
+// answer; recordAnd reports false for it.
+func (s *Server) recordAnd(rec Request, gen int, answer func() reply) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if gen != s.gen {
+		s.log.Add(rec.Path, rec)
+		return false
+	}
 	if answer != nil {
 		rec.Status = answer().status
 	}
 	s.log.Add(rec.Path, rec)
+	return true
 }
 
 // faultReply turns the triggered faults into an answer: status -1 drops the connection,

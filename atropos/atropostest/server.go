@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -20,12 +21,15 @@ import (
 
 // Server is a running fake trajectory API. Its methods are safe for concurrent use.
 type Server struct {
+	url    string
+	addr   string
+	logger *slog.Logger
+
+	life   sync.Mutex // guards ln, hs, done and closed: the process's lifecycle
 	ln     net.Listener
 	hs     *http.Server
-	url    string
-	logger *slog.Logger
-	closed sync.Once
 	done   chan struct{}
+	closed bool
 
 	mu sync.Mutex
 	st state
@@ -35,6 +39,8 @@ type Server struct {
 	log      fakehttp.Log[Request]
 	faults   fakehttp.Faults
 	down     bool
+	restarts int
+	gen      int // counts API processes: a request of a killed one changes nothing
 }
 
 // state mirrors upstream's app.state.
@@ -122,20 +128,87 @@ func Start(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	s := &Server{
-		ln: ln, url: "http://" + ln.Addr().String(), done: make(chan struct{}),
-		logger: slog.New(slog.DiscardHandler),
-	}
+	s := &Server{url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), logger: slog.New(slog.DiscardHandler)}
 	s.st = freshState()
 	for _, o := range opts {
 		o(s)
 	}
-	s.hs = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		defer close(s.done)
-		_ = s.hs.Serve(ln)
-	}()
+	s.serve(ln)
 	return s, nil
+}
+
+// serve starts answering on ln. Called with s.life held, or before s is shared.
+func (s *Server) serve(ln net.Listener) {
+	hs := &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	s.ln, s.hs, s.done = ln, hs, done
+	go func() {
+		defer close(done)
+		_ = hs.Serve(ln)
+	}()
+}
+
+// stop closes the listener and every connection. Called with s.life held.
+func (s *Server) stop() {
+	if s.hs == nil {
+		return
+	}
+	_ = s.hs.Close()
+	<-s.done
+	s.ln, s.hs, s.done = nil, nil, nil
+}
+
+// Kill stops the API process: the listener and every connection close (requests in
+// flight get no answer; new ones have their connection refused) and all in-memory
+// state is lost, as when upstream's run-api is killed. Recorded requests, [Server.Received]
+// and [Server.Served] are kept for inspection. [Server.Restart] brings it back.
+func (s *Server) Kill() {
+	s.life.Lock()
+	defer s.life.Unlock()
+	s.stop()
+	s.mu.Lock()
+	s.st = freshState()
+	s.gen++
+	s.mu.Unlock()
+}
+
+// Restart kills the API process (see [Server.Kill]) if it runs and starts a new one on
+// the same address with empty state, as upstream's run-api after a restart: no trainer
+// (/info answers -1), no envs (env ids are handed out from 0 again), an empty queue and
+// step 0. A group posted before the trainer's next /register wedges it, as upstream.
+// Restart fails only when the address cannot be bound again.
+func (s *Server) Restart() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return errors.New("atropostest: Restart after Close")
+	}
+	s.stop()
+	s.mu.Lock()
+	s.st = freshState()
+	s.restarts++
+	s.gen++
+	s.mu.Unlock()
+	var ln net.Listener
+	var err error
+	for range 50 { // the port was just released; another listener may hold it briefly
+		if ln, err = net.Listen("tcp", s.addr); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("atropostest: restart: %w", err)
+	}
+	s.serve(ln)
+	return nil
+}
+
+// Restarts returns how many times [Server.Restart] started a new API process.
+func (s *Server) Restarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restarts
 }
 
 func freshState() state {
@@ -147,10 +220,10 @@ func (s *Server) URL() string { return s.url }
 
 // Close stops the server and closes its connections. It is idempotent.
 func (s *Server) Close() {
-	s.closed.Do(func() {
-		_ = s.hs.Close()
-		<-s.done
-	})
+	s.life.Lock()
+	defer s.life.Unlock()
+	s.closed = true
+	s.stop()
 }
 
 // RegisterTrainer acts as POST /register with reg (without recording a request).

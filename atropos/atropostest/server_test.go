@@ -519,3 +519,52 @@ func TestResetAsUpstream(t *testing.T) {
 	jsonEq(t, `{"batch_size":-1,"max_token_len":100}`, do(t, srv, "GET", "/info", "").body)
 	jsonEq(t, `{"batch":null}`, do(t, srv, "GET", "/batch", "").body)
 }
+
+// TestRestartLosesEverything: a restarted API holds no trainer, no env and no data,
+// hands out env ids from 0 again and wedges on a group posted before /register.
+func TestRestartLosesEverything(t *testing.T) {
+	srv := started(t, 4)
+	require.Equal(t, 0, registerEnv(t, srv, "a", 2, ""))
+	require.Equal(t, 1, registerEnv(t, srv, "b", 2, ""))
+	jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(2, 1, 0.5)).body)
+
+	require.NoError(t, srv.Restart())
+	require.Equal(t, 1, srv.Restarts())
+	jsonEq(t, `{"batch_size":-1,"max_token_len":-1}`, do(t, srv, "GET", "/info", "").body)
+	jsonEq(t, `{"status":"wait for trainer to start"}`,
+		do(t, srv, "POST", "/register-env", `{"max_token_length":2048,"desired_name":"b","weight":1,"group_size":2}`).body)
+	require.Empty(t, srv.Envs())
+	require.Empty(t, srv.Queue())
+	require.Len(t, srv.Received(), 1, "Received keeps what the killed process got")
+
+	// The trainer again, then its first /batch: env ids start from 0 again.
+	require.Equal(t, 200, do(t, srv, "POST", "/register", registerBody).status)
+	jsonEq(t, `{"batch":null}`, do(t, srv, "GET", "/batch", "").body)
+	require.Equal(t, 0, registerEnv(t, srv, "b", 2, ""))
+	require.Equal(t, 500, do(t, srv, "GET", "/status-env", `{"env_id":1}`).status, "the old id 1 is unknown")
+
+	// Restarted once more, a group arrives before the trainer's /register: wedged.
+	require.NoError(t, srv.Restart())
+	jsonEq(t, `{"status":"received"}`, do(t, srv, "POST", "/scored_data", groupJSON(2, 0, 0.5)).body)
+	require.Equal(t, 200, do(t, srv, "POST", "/register", registerBody).status)
+	jsonEq(t, `{"batch_size":-1,"max_token_len":-1}`, do(t, srv, "GET", "/info", "").body)
+	jsonEq(t, `{"status":"error","message":"Trainer not registered. Call /register first.","batch":[]}`, do(t, srv, "GET", "/batch", "").body)
+	require.Equal(t, 500, do(t, srv, "GET", "/status-env", `{"env_id":0}`).status)
+	// Only /reset_data clears it.
+	require.Equal(t, "Reset successful", do(t, srv, "GET", "/reset_data", "").body)
+	require.Equal(t, 200, do(t, srv, "POST", "/register", registerBody).status)
+	jsonEq(t, `{"batch_size":8,"max_token_len":100}`, do(t, srv, "GET", "/info", "").body)
+}
+
+// TestKillRefusesConnections: while killed, the address refuses connections; Restart
+// serves again on the same address.
+func TestKillRefusesConnections(t *testing.T) {
+	srv := started(t, 4)
+	srv.Kill()
+	_, err := http.Get(srv.URL() + "/info")
+	require.ErrorContains(t, err, "connection refused")
+	require.NoError(t, srv.Restart())
+	jsonEq(t, `{"batch_size":-1,"max_token_len":-1}`, do(t, srv, "GET", "/info", "").body)
+	srv.Close()
+	require.Error(t, srv.Restart(), "no restart after Close")
+}

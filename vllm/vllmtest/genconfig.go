@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 )
 
@@ -137,19 +136,7 @@ func (d *dist) sampleFull(p samplerParams, seq []int32, nOut int, rng *rand.Rand
 			logits[id] -= p.frequency*float64(n) + p.presence
 		}
 	}
-	ids := make([]int32, V)
-	for v := range ids {
-		ids[v] = int32(v)
-	}
-	slices.SortFunc(ids, func(a, b int32) int {
-		if logits[a] != logits[b] {
-			if logits[a] > logits[b] {
-				return -1
-			}
-			return 1
-		}
-		return int(a - b)
-	})
+	ids := byLogit(logits)
 	if p.temperature <= 0 {
 		return ids[0]
 	}

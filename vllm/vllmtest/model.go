@@ -267,19 +267,7 @@ func (d *dist) sample(temperature, topP float64, rng *rand.Rand, buf []float64) 
 		maxL = max(maxL, l)
 	}
 	if topP > 0 && topP < 1 {
-		ids := make([]int32, V)
-		for v := range ids {
-			ids[v] = int32(v)
-		}
-		slices.SortFunc(ids, func(a, b int32) int {
-			if logits[a] != logits[b] {
-				if logits[a] > logits[b] {
-					return -1
-				}
-				return 1
-			}
-			return int(a - b)
-		})
+		ids := byLogit(logits)
 		var total float64
 		w := make([]float64, V)
 		for i, v := range ids {
@@ -371,4 +359,22 @@ func (m *model) force(prompt, ids []int32, maxTokens int) continuation {
 		c.finish = "length"
 	}
 	return c
+}
+
+// byLogit returns the token ids ordered by logit, highest first, ties by id.
+func byLogit(logits []float64) []int32 {
+	ids := make([]int32, len(logits))
+	for v := range ids {
+		ids[v] = int32(v)
+	}
+	slices.SortFunc(ids, func(a, b int32) int {
+		if logits[a] != logits[b] {
+			if logits[a] > logits[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
+	return ids
 }
