@@ -26,8 +26,10 @@ var ErrNotRegistered = errors.New("atropos: not registered")
 // APIError is a reply from the trajectory API with a status other than 200, or a 200
 // reply whose body does not have the expected shape (Status 200).
 type APIError struct {
+	// Method and Path name the request that got the reply ("POST", "/scored_data").
 	Method, Path string
-	Status       int
+	// Status is the reply's HTTP status code.
+	Status int
 	// Message is the server's message: FastAPI's "detail" for JSON errors, or the body.
 	Message string
 	// RetryAfter is the wait a 408, 429 or 503 reply asked for in its Retry-After

@@ -88,12 +88,18 @@ type RetryConfig struct {
 
 // Registration is what the API told the env at registration.
 type Registration struct {
-	EnvID              int
-	WandbName          string
-	CheckpointDir      string
-	StartingStep       int
+	// EnvID is the id the API gave this env; every group it posts carries it.
+	EnvID int
+	// WandbName is the env's unique name in the API (its desired name with a suffix).
+	WandbName string
+	// CheckpointDir is the trainer's checkpoint directory, as the API reports it.
+	CheckpointDir string
+	// StartingStep is the API's step when the env registered.
+	StartingStep int
+	// CheckpointInterval is the trainer's number of steps between checkpoints.
 	CheckpointInterval int
-	NumSteps           int
+	// NumSteps is the number of steps the trainer runs.
+	NumSteps int
 	// BatchSize and MaxTokenLen come from /info.
 	BatchSize, MaxTokenLen int
 }
@@ -207,7 +213,9 @@ func (c *Client) Registration() *Registration {
 
 // Info is the reply of GET /info: -1 for both before a trainer registered.
 type Info struct {
-	BatchSize   int `json:"batch_size"`
+	// BatchSize is the trainer's batch size in sequences.
+	BatchSize int `json:"batch_size"`
+	// MaxTokenLen is the trainer's longest sequence in tokens.
 	MaxTokenLen int `json:"max_token_len"`
 }
 

@@ -44,17 +44,22 @@ type ScoredDataGroup struct {
 
 // Sequence is one sequence of a group, as an env builds it. See [ScoredDataGroup.Add].
 type Sequence struct {
+	// Tokens are the sequence's token ids.
 	Tokens []int
-	Masks  []int
-	Score  float64
+	// Masks are aligned with Tokens: MaskIgnore where the token is not trained on,
+	// else the token id.
+	Masks []int
+	// Score is the sequence's reward.
+	Score float64
 	// InferenceLogprobs are the sampling logprobs aligned with Tokens, MaskedLogprob at
 	// masked positions. Nil when the sequence has none.
 	InferenceLogprobs []float64
 	// Messages is the conversation of the sequence; nil for none.
 	Messages []chat.Message
-	// RefLogprobs and Advantages are optional per-token values.
+	// RefLogprobs are optional per-token reference logprobs, aligned with Tokens.
 	RefLogprobs []float64
-	Advantages  []float64
+	// Advantages are optional per-token advantages, aligned with Tokens.
+	Advantages []float64
 	// Overrides are optional per-sequence knobs ("set_advantage_to_zero", "temperature").
 	Overrides map[string]any
 	// Distill holds the teacher rows; nil when the sequence has none (all rows empty).

@@ -12,6 +12,7 @@ import (
 
 // EnvStatus is the reply of GET /status-env: the back-pressure inputs of one env.
 type EnvStatus struct {
+	// CurrentStep is the API's step: the number of batches formed for the trainer.
 	CurrentStep int `json:"current_step"`
 	// QueueSize counts queued data in groups of this env's size, including other envs'
 	// data beyond their reserved minimums.

@@ -260,11 +260,16 @@ func (c *Client) post(ctx context.Context, groups []*ScoredDataGroup) ([][]byte,
 
 // DeadLetter is one line of the dead-letter file: a group the API refused, with why.
 type DeadLetter struct {
-	Time   time.Time        `json:"time"`
-	Path   string           `json:"path"`
-	Status int              `json:"status"`
-	Error  string           `json:"error"`
-	Group  *ScoredDataGroup `json:"group"`
+	// Time is when the API refused the group.
+	Time time.Time `json:"time"`
+	// Path is the endpoint that refused it ("/scored_data").
+	Path string `json:"path"`
+	// Status is the refusal's HTTP status code.
+	Status int `json:"status"`
+	// Error is the API's message.
+	Error string `json:"error"`
+	// Group is the refused group, as it was sent.
+	Group *ScoredDataGroup `json:"group"`
 }
 
 // deadLetter appends a group (its encoded JSON) to the dead-letter file durably.

@@ -48,14 +48,22 @@ func NewTrainer(baseURL string, opts ...TrainerOption) (*Trainer, error) {
 
 // TrainerRegistration is the body of POST /register; every field is sent.
 type TrainerRegistration struct {
-	WandbGroup             string `json:"wandb_group"`
-	WandbProject           string `json:"wandb_project"`
-	BatchSize              int    `json:"batch_size"`
-	MaxTokenLen            int    `json:"max_token_len"`
-	CheckpointDir          string `json:"checkpoint_dir"`
-	SaveCheckpointInterval int    `json:"save_checkpoint_interval"`
-	StartingStep           int    `json:"starting_step"`
-	NumSteps               int    `json:"num_steps"`
+	// WandbGroup names the trainer's Weights & Biases run group.
+	WandbGroup string `json:"wandb_group"`
+	// WandbProject names the trainer's Weights & Biases project.
+	WandbProject string `json:"wandb_project"`
+	// BatchSize is the number of sequences in each batch the trainer takes.
+	BatchSize int `json:"batch_size"`
+	// MaxTokenLen is the longest sequence the trainer takes, in tokens.
+	MaxTokenLen int `json:"max_token_len"`
+	// CheckpointDir is where the trainer saves checkpoints.
+	CheckpointDir string `json:"checkpoint_dir"`
+	// SaveCheckpointInterval is the number of steps between checkpoints.
+	SaveCheckpointInterval int `json:"save_checkpoint_interval"`
+	// StartingStep is the step the trainer starts from (0, or a resumed run's).
+	StartingStep int `json:"starting_step"`
+	// NumSteps is the number of steps the trainer runs.
+	NumSteps int `json:"num_steps"`
 }
 
 // Register registers the trainer (POST /register) and returns the 128-bit uuid the API
@@ -118,8 +126,10 @@ func (t *Trainer) Batch(ctx context.Context) ([]*ScoredDataGroup, error) {
 // Status is the reply of GET /status: the trainer step and the number of queued groups
 // (not sequences; formed batches waiting to be served are not counted).
 type Status struct {
+	// CurrentStep is the API's step: the number of batches formed for the trainer.
 	CurrentStep int `json:"current_step"`
-	QueueSize   int `json:"queue_size"`
+	// QueueSize is the number of groups queued.
+	QueueSize int `json:"queue_size"`
 }
 
 // Status reads GET /status.

@@ -16,7 +16,7 @@ type InvalidGroupError struct {
 	Field  string // JSON key, e.g. "masks"
 	Seq    int    // sequence index, or -1
 	Pos    int    // position index, or -1
-	Reason string
+	Reason string // what is wrong, in words
 }
 
 // Error names the field, its indexes and the problem.

@@ -14,8 +14,10 @@ import (
 
 // Request is one request the server received.
 type Request struct {
+	// Method is the request's HTTP method.
 	Method string
-	Path   string
+	// Path is the request's URL path.
+	Path string
 	// Body is the request body, after gzip decoding.
 	Body []byte
 	// Gzip is true when the body arrived gzip-encoded.
@@ -42,8 +44,11 @@ func (s *Server) ResetRequests() { s.log.Reset() }
 // if the client goes away), then does the first of: Drop, Malformed, Status. A fault with
 // only a Delay lets the request proceed normally afterwards.
 type Fault struct {
-	Path  string
+	// Path is the URL path the fault applies to; empty matches every path.
+	Path string
+	// Every triggers the fault on every Every-th matching request (0 or 1: each one).
 	Every int
+	// Times bounds how often the fault triggers (0: no limit).
 	Times int
 
 	// Delay is latency added before answering; it honours the request's context.
@@ -56,7 +61,8 @@ type Fault struct {
 	// shape for that status: text/plain "Internal Server Error" style for 5xx, a
 	// FastAPI {"detail": ...} object otherwise.
 	Status int
-	Body   string
+	// Body is the body of a Status answer; empty means the API's shape for it.
+	Body string
 }
 
 // AddFault installs f; the returned function removes it.

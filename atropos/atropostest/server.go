@@ -84,14 +84,23 @@ type envState struct {
 
 // Env is a snapshot of one registered env.
 type Env struct {
-	ID                 int
-	DesiredName        string
-	RealName           string
-	MaxContextLen      int
-	Weight             float64
-	GroupSize          int // may grow: /status-env writes back the largest queued size
+	// ID is the env_id the fake gave the env.
+	ID int
+	// DesiredName is the name the env asked for at /register-env.
+	DesiredName string
+	// RealName is the unique name the fake gave it (DesiredName with a suffix).
+	RealName string
+	// MaxContextLen is the env's max_token_length from /register-env.
+	MaxContextLen int
+	// Weight is the env's weight from /register-env.
+	Weight float64
+	// GroupSize is the env's group size; it may grow: /status-env writes back the
+	// largest queued size.
+	GroupSize int
+	// MinBatchAllocation is the share of each batch reserved for the env; nil for none.
 	MinBatchAllocation *float64
-	Connected          bool
+	// Connected is false once the env called /disconnect-env.
+	Connected bool
 }
 
 // Option configures a Server.
