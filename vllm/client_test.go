@@ -248,6 +248,7 @@ func TestCompletionsBadRequests(t *testing.T) {
 		{"empty prompt", vllm.CompletionRequest{Prompts: [][]int32{{1}, {}}}, "prompt 1 is empty"},
 		{"negative n", vllm.CompletionRequest{Prompts: [][]int32{{1}}, N: -1}, "negative N"},
 		{"extra collides", vllm.CompletionRequest{Prompts: [][]int32{{1}}, Extra: map[string]any{"model": "x"}}, `Extra key "model"`},
+		{"extra sets the prompt", vllm.CompletionRequest{Prompts: [][]int32{{1}}, Extra: map[string]any{"prompt": "x"}}, `Extra key "prompt"`},
 		{"extra unencodable", vllm.CompletionRequest{Prompts: [][]int32{{1}}, Extra: map[string]any{"f": func() {}}}, `Extra key "f"`},
 		{"choice count", vllm.CompletionRequest{Prompts: [][]int32{{1}}}, "4 choices for 1 prompts"},
 	} {

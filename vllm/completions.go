@@ -67,7 +67,6 @@ type CompletionRequest struct {
 
 type completionBody struct {
 	Model                      string   `json:"model"`
-	Prompt                     any      `json:"prompt"`
 	N                          int      `json:"n,omitempty"`
 	MaxTokens                  int      `json:"max_tokens,omitempty"`
 	Temperature                *float64 `json:"temperature,omitempty"`
@@ -145,6 +144,20 @@ type CompletionLogprobs struct {
 
 // Completions calls POST /v1/completions.
 func (c *Client) Completions(ctx context.Context, req CompletionRequest) (*CompletionResponse, error) {
+	return c.completions(ctx, req, decodeAll)
+}
+
+// decodeMode says which parts of a completion reply are decoded.
+type decodeMode int
+
+const (
+	decodeAll decodeMode = iota
+	// decodeNoTopLogprobs checks the syntax of each choice's top_logprobs and leaves
+	// TopLogprobs nil: a map per generated token that Generate never reads.
+	decodeNoTopLogprobs
+)
+
+func (c *Client) completions(ctx context.Context, req CompletionRequest, mode decodeMode) (*CompletionResponse, error) {
 	const path = "/v1/completions"
 	body, err := c.completionBody(ctx, req)
 	if err != nil {
@@ -166,7 +179,7 @@ func (c *Client) Completions(ctx context.Context, req CompletionRequest) (*Compl
 	if err != nil {
 		return nil, err
 	}
-	resp, err := DecodeCompletionResponse(raw)
+	resp, err := decodeCompletionResponse(raw, mode)
 	if err != nil {
 		return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
 	}
@@ -201,22 +214,65 @@ func (c *Client) completionBody(ctx context.Context, req CompletionRequest) ([]b
 		ReturnTokensAsTokenIDs: req.ReturnTokensAsTokenIDs, SkipSpecialTokens: req.SkipSpecialTokens,
 		SpacesBetweenSpecialTokens: req.SpacesBetweenSpecialTokens,
 	}
-	if len(req.Prompts) == 1 {
-		b.Prompt = req.Prompts[0]
-	} else {
-		b.Prompt = req.Prompts
+	if _, dup := req.Extra["prompt"]; dup {
+		return nil, errors.New(`vllm: POST /v1/completions: Extra key "prompt" is already set by a request field`)
 	}
-	out, err := mergeExtra(b, req.Extra)
+	rest, err := mergeExtra(b, req.Extra)
 	if err != nil {
 		return nil, fmt.Errorf("vllm: POST /v1/completions: %w", err)
 	}
-	return out, nil
+	return appendPrompt(rest, req.Prompts), nil
+}
+
+// appendPrompt adds the "prompt" member to the encoded object obj: one prompt as a
+// flat list of ids, several as a list of lists. The ids are written by hand, not
+// through encoding/json: a prompt is up to a context's worth of ids, sent every turn.
+func appendPrompt(obj []byte, prompts [][]int32) []byte {
+	n := len(obj) + len(`,"prompt":[]`) + 2*len(prompts)
+	for _, p := range prompts {
+		n += 7 * len(p) // six digits and a comma cover a vocabulary below 10⁶
+	}
+	out := make([]byte, 0, n)
+	out = append(out, obj[:len(obj)-1]...) // without the closing brace
+	if len(obj) > 2 {
+		out = append(out, ',')
+	}
+	out = append(out, `"prompt":`...)
+	if len(prompts) == 1 {
+		out = appendIDs(out, prompts[0])
+	} else {
+		out = append(out, '[')
+		for i, p := range prompts {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendIDs(out, p)
+		}
+		out = append(out, ']')
+	}
+	return append(out, '}')
+}
+
+// appendIDs appends ids as a JSON list of numbers.
+func appendIDs(dst []byte, ids []int32) []byte {
+	dst = append(dst, '[')
+	for i, id := range ids {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(id), 10)
+	}
+	return append(dst, ']')
 }
 
 // DecodeCompletionResponse decodes a /v1/completions response body. prompt_logprobs
 // are read by a scanner straight into flat arrays; the small fields go through
 // encoding/json.
 func DecodeCompletionResponse(data []byte) (*CompletionResponse, error) {
+	return decodeCompletionResponse(data, decodeAll)
+}
+
+func decodeCompletionResponse(data []byte, mode decodeMode) (*CompletionResponse, error) {
 	out := &CompletionResponse{}
 	err := decodeResponse(data, &out.ID, &out.Model, &out.Usage, func(s *jsonscan.Scanner, k []byte) (bool, error) {
 		if string(k) != "choices" {
@@ -224,7 +280,7 @@ func DecodeCompletionResponse(data []byte) (*CompletionResponse, error) {
 		}
 		return true, s.Array(true, func(i int) error {
 			var ch CompletionChoice
-			if err := decodeChoice(s, &ch); err != nil {
+			if err := decodeChoice(s, &ch, mode); err != nil {
 				return fmt.Errorf("choices[%d]: %w", i, err)
 			}
 			out.Choices = append(out.Choices, ch)
@@ -283,7 +339,7 @@ func checkIndex(i, index int) error {
 	return nil
 }
 
-func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice) error {
+func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice, mode decodeMode) error {
 	return s.Object(false, func(k []byte) error {
 		switch string(k) {
 		case "index":
@@ -303,7 +359,7 @@ func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice) error {
 			ch.PromptTokenIDs = ids
 			return err
 		case "logprobs":
-			return decodeCompletionLogprobs(s, &ch.Logprobs)
+			return decodeCompletionLogprobs(s, &ch.Logprobs, mode)
 		case "prompt_logprobs":
 			pl, err := decodeOptPromptLogprobs(s)
 			if pl != nil { // a null after a list keeps the list

@@ -17,7 +17,9 @@ var errSlowPath = errors.New("vllm: logprobs block needs encoding/json")
 // json.Unmarshal would, without reflection on the common shape (exact lower-case keys,
 // each once). Any other shape, and any malformed value, goes through json.Unmarshal,
 // so results and errors are those of encoding/json.
-func decodeCompletionLogprobs(s *jsonscan.Scanner, dst **CompletionLogprobs) error {
+//
+// With decodeNoTopLogprobs, top_logprobs is left nil on either path.
+func decodeCompletionLogprobs(s *jsonscan.Scanner, dst **CompletionLogprobs, mode decodeMode) error {
 	raw, err := s.Skip()
 	if err != nil {
 		return err
@@ -25,16 +27,22 @@ func decodeCompletionLogprobs(s *jsonscan.Scanner, dst **CompletionLogprobs) err
 	if string(raw) == "null" {
 		return nil
 	}
-	if lp, err := fastCompletionLogprobs(raw); err == nil {
+	if lp, err := fastCompletionLogprobs(raw, mode); err == nil {
 		*dst = lp
 		return nil
 	}
-	return json.Unmarshal(raw, dst)
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return err
+	}
+	if mode == decodeNoTopLogprobs && *dst != nil {
+		(*dst).TopLogprobs = nil
+	}
+	return nil
 }
 
 var logprobsKeys = []string{"tokens", "token_logprobs", "top_logprobs", "text_offset"}
 
-func fastCompletionLogprobs(raw []byte) (*CompletionLogprobs, error) {
+func fastCompletionLogprobs(raw []byte, mode decodeMode) (*CompletionLogprobs, error) {
 	s := &jsonscan.Scanner{Data: raw}
 	out := &CompletionLogprobs{}
 	seen := map[string]bool{}
@@ -50,7 +58,7 @@ func fastCompletionLogprobs(raw []byte) (*CompletionLogprobs, error) {
 		case "token_logprobs":
 			return fastOptFloats(s, &out.TokenLogprobs)
 		case "top_logprobs":
-			return fastTopLogprobs(s, &out.TopLogprobs)
+			return fastTopLogprobs(s, &out.TopLogprobs, mode != decodeNoTopLogprobs)
 		case "text_offset":
 			return fastInts(s, &out.TextOffset)
 		}
@@ -94,42 +102,57 @@ func fastOptFloats(s *jsonscan.Scanner, dst *[]*float32) error {
 		return nil
 	}
 	out := []*float32{}
+	var vals []float32 // the values out points into, allocated a block at a time
 	err := s.Array(false, func(int) error {
 		if s.Null() {
 			out = append(out, nil)
 			return nil
 		}
 		f, err := fastFloat32(s)
-		out = append(out, &f)
+		if len(vals) == cap(vals) {
+			vals = make([]float32, 0, min(max(2*cap(vals), 64), 4096))
+		}
+		vals = append(vals, f)
+		out = append(out, &vals[len(vals)-1])
 		return err
 	})
 	*dst = out
 	return err
 }
 
-func fastTopLogprobs(s *jsonscan.Scanner, dst *[]map[string]float32) error {
+// fastTopLogprobs reads top_logprobs into *dst when keep, and otherwise only checks
+// it as strictly, leaving *dst nil.
+func fastTopLogprobs(s *jsonscan.Scanner, dst *[]map[string]float32, keep bool) error {
 	if s.Null() {
 		return nil
 	}
 	out := []map[string]float32{}
 	err := s.Array(false, func(int) error {
 		if s.Null() {
-			out = append(out, nil)
+			if keep {
+				out = append(out, nil)
+			}
 			return nil
 		}
-		m := map[string]float32{}
-		out = append(out, m)
+		var m map[string]float32
+		if keep {
+			m = map[string]float32{}
+			out = append(out, m)
+		}
 		return s.Object(false, func(k []byte) error {
 			if !utf8.Valid(k) {
 				return errSlowPath // encoding/json replaces invalid UTF-8
 			}
-			key := string(k)
 			f, err := fastFloat32(s)
-			m[key] = f
+			if keep {
+				m[string(k)] = f
+			}
 			return err
 		})
 	})
-	*dst = out
+	if keep {
+		*dst = out
+	}
 	return err
 }
 

@@ -74,7 +74,7 @@ func (c *Client) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 		SpacesBetweenSpecialTokens: Ptr(false),
 	}
 	creq.SetSampling(req.Sampling)
-	resp, err := c.Completions(ctx, creq)
+	resp, err := c.completions(ctx, creq, decodeNoTopLogprobs)
 	if err != nil {
 		return rollout.Generation{}, err
 	}

@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -266,6 +267,8 @@ func (s *Scanner) Int32() (int32, error) {
 	return ParseInt32(num)
 }
 
+var comma = []byte{','}
+
 // Int32s consumes an array of integers that fit an int32 (as [Scanner.Int32] reads
 // each), or a null, which gives nil. It reads what json.Unmarshal into a []int32 reads
 // (a null element is 0), without its reflection and its validating pre-pass; ids
@@ -278,10 +281,17 @@ func (s *Scanner) Int32s() ([]int32, error) {
 	if err := s.Expect('['); err != nil {
 		return nil, err
 	}
-	out := []int32{}
 	if s.Consume(']') {
-		return out, nil
+		return []int32{}, nil
 	}
+	// A list of numbers holds no ']' before its own: the commas up to the first one
+	// size the result once (a guess only: the loop below still reads every element).
+	// Each element takes two bytes at least, which bounds the guess on garbage.
+	n := 1
+	if end := bytes.IndexByte(s.Data[s.Pos:], ']'); end >= 0 {
+		n += min(bytes.Count(s.Data[s.Pos:s.Pos+end], comma), end/2)
+	}
+	out := make([]int32, 0, n)
 	for {
 		s.WS()
 		n, ok := s.plainInt32()
