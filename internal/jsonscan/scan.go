@@ -295,7 +295,15 @@ func (s *Scanner) Int32s() ([]int32, error) {
 	for {
 		s.WS()
 		n, ok := s.plainInt32()
-		if !ok && !s.Null() {
+		if ok { // then a ',' or a ']' follows at once
+			out = append(out, n)
+			s.Pos++
+			if s.Data[s.Pos-1] == ',' {
+				continue
+			}
+			return out, nil
+		}
+		if !s.Null() {
 			var err error
 			if n, err = s.Int32(); err != nil {
 				return nil, err
