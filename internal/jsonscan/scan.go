@@ -2,10 +2,12 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 )
 
@@ -325,6 +327,25 @@ func (s *Scanner) Int32s() ([]int32, error) {
 // consumed, for anything else.
 func (s *Scanner) plainInt32() (n int32, ok bool) {
 	d, i := s.Data, s.Pos
+	if i+8 <= len(d) {
+		// Eight bytes at once: token ids have one to six digits, and a byte loop
+		// mispredicts the end of almost every one.
+		v := binary.LittleEndian.Uint64(d[i:])
+		u := v - 0x3030303030303030 // each digit's value; a byte below '0' borrows
+		// A byte's top bit ends up set when it is below '0' (u), above '9' (the
+		// addition) or at least 0x80 (v). Borrows and carries run towards later
+		// bytes only, so the bytes before the first non-digit are exact.
+		k := bits.TrailingZeros64((u|(v+0x4646464646464646)|v)&0x8080808080808080) / 8
+		if k == 0 || k == 8 || k > 1 && d[i] == '0' || d[i+k] != ',' && d[i+k] != ']' {
+			return 0, false // what the byte loop below would refuse too, or eight digits and more
+		}
+		x := (u << (64 - 8*k)) & 0x0F0F0F0F0F0F0F0F // digits at the top, zeros before them
+		x = (x * (1 + 10<<8)) >> 8 & 0x00FF00FF00FF00FF
+		x = (x * (1 + 100<<16)) >> 16 & 0x0000FFFF0000FFFF
+		x = (x * (1 + 10000<<32)) >> 32
+		s.Pos = i + k
+		return int32(x), true
+	}
 	j := i
 	for j < len(d) && j-i < 10 && d[j] >= '0' && d[j] <= '9' {
 		n = n*10 + int32(d[j]-'0')
