@@ -37,15 +37,21 @@ func (j *jw) logprob(f float64) {
 	_, _ = j.w.Write(j.buf)
 }
 
+// ids writes a list of ids, formatted a few thousand at a time into one buffer.
 func (j *jw) ids(ids []int32) {
-	j.raw("[")
+	b := append(j.buf[:0], '[')
 	for i, id := range ids {
 		if i > 0 {
-			j.raw(",")
+			b = append(b, ',')
 		}
-		j.int(int64(id))
+		b = strconv.AppendInt(b, int64(id), 10)
+		if len(b) >= 32<<10 {
+			j.bytes(b)
+			b = b[:0]
+		}
 	}
-	j.raw("]")
+	j.buf = append(b, ']')
+	j.bytes(j.buf)
 }
 
 // idsOrNull writes ids when ok, null otherwise.

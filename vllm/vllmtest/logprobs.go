@@ -63,9 +63,15 @@ func (s *Server) tokenKey(id int32, asIDs bool) string {
 
 // writeLegacyLogprobs writes the OpenAI completions logprobs block: top_logprobs maps
 // hold the chosen token first, then the top-k (k or k+1 entries).
+//
+// The chosen token's logprob is c.logprobs[i], computed when the token was generated
+// or forced; the model is asked again only for the top-k. With token-id keys
+// ("token_id:N", distinct for distinct ids) the block is written without building
+// strings or maps.
 func (s *Server) writeLegacyLogprobs(j *jw, c genChoice, k int, asIDs bool) {
 	k = s.topK(k)
-	seq := append(append([]int32(nil), c.prompt...), c.ids...)
+	tail := contextTail(c.prompt, c.ids)
+	at := len(tail) - len(c.ids) // the position of c.ids[0] in tail
 	j.raw(`{"text_offset":[`)
 	off := 0
 	for i, id := range c.ids {
@@ -73,7 +79,11 @@ func (s *Server) writeLegacyLogprobs(j *jw, c genChoice, k int, asIDs bool) {
 			j.raw(",")
 		}
 		j.int(int64(off))
-		off += utf8.RuneCountInString(s.tokenKey(id, asIDs))
+		if asIDs {
+			off += len("token_id:") + decimalLen(id)
+		} else {
+			off += utf8.RuneCountInString(s.tokenKey(id, false))
+		}
 	}
 	j.raw(`],"token_logprobs":[`)
 	for i := range c.ids {
@@ -87,7 +97,7 @@ func (s *Server) writeLegacyLogprobs(j *jw, c genChoice, k int, asIDs bool) {
 		if i > 0 {
 			j.raw(",")
 		}
-		j.str(s.tokenKey(id, asIDs))
+		s.writeTokenKey(j, id, asIDs)
 	}
 	j.raw(`],"top_logprobs":[`)
 	var top []int32
@@ -95,27 +105,71 @@ func (s *Server) writeLegacyLogprobs(j *jw, c genChoice, k int, asIDs bool) {
 		if i > 0 {
 			j.raw(",")
 		}
-		d := s.lm.at(seq, len(c.prompt)+i)
 		j.raw("{")
-		j.str(s.tokenKey(id, asIDs))
+		s.writeTokenKey(j, id, asIDs)
 		j.raw(":")
-		j.logprob(d.logprob(id))
-		top = d.topK(k, top[:0])
-		seen := map[string]bool{s.tokenKey(id, asIDs): true}
-		for _, t := range top {
-			key := s.tokenKey(t, asIDs)
-			if seen[key] {
-				continue // string keys collide as they do in vLLM
+		j.logprob(c.logprobs[i])
+		if k > 0 {
+			d := s.lm.at(tail, at+i)
+			top = d.topK(k, top[:0])
+			var seen map[string]bool
+			if !asIDs {
+				seen = map[string]bool{s.tokenKey(id, false): true}
 			}
-			seen[key] = true
-			j.raw(",")
-			j.str(key)
-			j.raw(":")
-			j.logprob(d.logprob(t))
+			for _, t := range top {
+				if asIDs {
+					if t == id {
+						continue
+					}
+				} else {
+					key := s.tokenKey(t, false)
+					if seen[key] {
+						continue // string keys collide as they do in vLLM
+					}
+					seen[key] = true
+				}
+				j.raw(",")
+				s.writeTokenKey(j, t, asIDs)
+				j.raw(":")
+				j.logprob(d.logprob(t))
+			}
 		}
 		j.raw("}")
 	}
 	j.raw("]}")
+}
+
+// writeTokenKey writes id's key of the legacy logprobs block as a JSON string.
+func (s *Server) writeTokenKey(j *jw, id int32, asIDs bool) {
+	if !asIDs {
+		j.str(s.tokenKey(id, false))
+		return
+	}
+	b := append(j.buf[:0], `"token_id:`...)
+	b = strconv.AppendInt(b, int64(id), 10)
+	j.buf = append(b, '"')
+	j.bytes(j.buf)
+}
+
+// decimalLen is the number of characters of id in decimal.
+func decimalLen(id int32) int {
+	n := 1
+	if id < 0 {
+		n++
+	}
+	for v := int64(id); v >= 10 || v <= -10; v /= 10 {
+		n++
+	}
+	return n
+}
+
+// contextTail is prompt followed by ids, keeping of prompt only the ids the model
+// looks back at from ids[0]: the model's distribution at a position depends on the
+// three ids before it only (see model.at), so that positions of ids are scored
+// without copying a long prompt.
+func contextTail(prompt, ids []int32) []int32 {
+	keep := prompt[max(0, len(prompt)-contextLen):]
+	return append(append(make([]int32, 0, len(keep)+len(ids)), keep...), ids...)
 }
 
 // chatLogprobs builds logprobs.content: per token, top_logprobs holds the sampled token

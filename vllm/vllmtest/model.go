@@ -134,10 +134,14 @@ type dist struct {
 	logZ float64
 }
 
-// at returns the distribution of the token that follows ids[:i].
+// contextLen is how many ids before a position the model looks at.
+const contextLen = 3
+
+// at returns the distribution of the token that follows ids[:i]; only ids[i-3:i]
+// matter.
 func (m *model) at(ids []int32, i int) dist {
-	ctx := [3]int32{-1, -1, -1}
-	for k := 0; k < 3 && i-1-k >= 0; k++ {
+	ctx := [contextLen]int32{-1, -1, -1}
+	for k := 0; k < contextLen && i-1-k >= 0; k++ {
 		ctx[k] = ids[i-1-k]
 	}
 	var d dist
@@ -349,10 +353,11 @@ func (m *model) force(prompt, ids []int32, maxTokens int) continuation {
 		ids = ids[:maxTokens]
 		c.finish = "length"
 	}
-	seq := append(slices.Clip(prompt), ids...)
+	seq := contextTail(prompt, ids)
+	at := len(seq) - len(ids)
 	c.ids = slices.Clone(ids)
 	for k := range ids {
-		d := m.at(seq, len(prompt)+k)
+		d := m.at(seq, at+k)
 		c.logprobs = append(c.logprobs, d.logprob(ids[k]))
 	}
 	if c.finish == "stop" && (len(ids) == 0 || !isStop(ids[len(ids)-1])) {
