@@ -3,6 +3,7 @@ package vllmtest
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -38,14 +39,23 @@ type completionRequest struct {
 	SkipSpecialTokens      *bool           `json:"skip_special_tokens"`
 	IncludeStopStrInOutput bool            `json:"include_stop_str_in_output"`
 	Stream                 bool            `json:"stream"`
+
+	promptIDs []int32 // Prompt read as a flat list of ids, when decodeIDPrompt did
 }
 
 // parsePrompts reads the prompt field: a string, a list of strings, a list of ids or a
 // list of id lists.
-func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, *apiError) {
+// ids, when not nil, are raw already read as a flat list of ids (decodeIDPrompt).
+func (s *Server) parsePrompts(raw json.RawMessage, ids []int32) ([][]int32, *apiError) {
 	empty := badRequest("Either prompt or prompt_embeds must be provided and non-empty.")
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, empty
+	}
+	if ids != nil {
+		if len(ids) == 0 {
+			return nil, empty
+		}
+		return [][]int32{ids}, s.checkIDs(ids)
 	}
 	if flat, ok := int32Array(raw); ok { // the common case, without trying every shape
 		if len(flat) == 0 {
@@ -99,6 +109,51 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, *apiError) {
 	return batch, nil
 }
 
+// decodeIDPrompt decodes a request whose prompt is a flat list of ids, as
+// encoding/json would, without encoding/json reading the ids: the other members go
+// through encoding/json with the prompt replaced by null, and the ids are read by the
+// scanner, which takes exactly the lists of integers encoding/json takes. It reports
+// false, having decoded nothing, for any other body (another prompt shape, a key that
+// encoding/json would also match to the prompt, malformed JSON); decodeBody then
+// decodes it, errors and all.
+func decodeIDPrompt(body []byte, req *completionRequest) bool {
+	sc := jsonscan.Scanner{Data: body}
+	start, end := -1, -1
+	err := sc.Object(false, func(k []byte) error {
+		if !strings.EqualFold(string(k), "prompt") {
+			_, err := sc.Skip()
+			return err
+		}
+		if string(k) != "prompt" || start >= 0 {
+			return errNotIDPrompt
+		}
+		raw, err := sc.Skip()
+		if err != nil {
+			return err
+		}
+		start, end = sc.Pos-len(raw), sc.Pos
+		return nil
+	})
+	if err != nil || sc.End() != nil || start < 0 {
+		return false
+	}
+	ids, ok := int32Array(body[start:end])
+	if !ok {
+		return false
+	}
+	rest := make([]byte, 0, len(body)-(end-start)+len("null"))
+	rest = append(append(append(rest, body[:start]...), "null"...), body[end:]...)
+	var out completionRequest
+	if json.Unmarshal(rest, &out) != nil {
+		return false
+	}
+	out.Prompt, out.promptIDs = body[start:end], ids
+	*req = out
+	return true
+}
+
+var errNotIDPrompt = errors.New("not a request with one prompt member")
+
 // int32Array reads raw as a flat list of ids; ok is false when it is anything else.
 func int32Array(raw json.RawMessage) ([]int32, bool) {
 	sc := jsonscan.Scanner{Data: raw}
@@ -123,7 +178,7 @@ func (s *Server) checkIDs(ids []int32) *apiError {
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req completionRequest
-	if !s.decodeBody(w, body, &req) {
+	if !decodeIDPrompt(body, &req) && !s.decodeBody(w, body, &req) {
 		return
 	}
 	sp, prompts, e := s.validateCompletion(&req)
@@ -167,7 +222,7 @@ func (s *Server) validateCompletion(req *completionRequest) (sampling, [][]int32
 	if sp.promptLogprobs, e = logprobsWidth(req.PromptLogprobs, "prompt_logprobs", sp.promptLogprobs); e != nil {
 		return sp, nil, e
 	}
-	prompts, e := s.parsePrompts(req.Prompt)
+	prompts, e := s.parsePrompts(req.Prompt, req.promptIDs)
 	if e != nil {
 		return sp, nil, e
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -231,15 +232,37 @@ func (s *Server) handleTokenize(w http.ResponseWriter, _ *http.Request, body []b
 		s.writeAPIError(w, badRequest("1 validation error: either `prompt` or `messages` must be given"))
 		return
 	}
-	resp := map[string]any{"count": len(ids), "max_model_len": s.cfg.maxModelLen, "tokens": nonNil(ids), "token_strs": nil}
-	if req.ReturnTokenStrs {
-		strs := make([]string, len(ids))
-		for i, id := range ids {
-			strs[i] = string(s.tok.pieces[id])
-		}
-		resp["token_strs"] = strs
+	if !req.ReturnTokenStrs {
+		writeTokenized(w, ids, s.cfg.maxModelLen)
+		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	strs := make([]string, len(ids))
+	for i, id := range ids {
+		strs[i] = string(s.tok.pieces[id])
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"count": len(ids), "max_model_len": s.cfg.maxModelLen, "tokens": nonNil(ids), "token_strs": strs})
+}
+
+// writeTokenized answers a /tokenize request without token strings: the bytes
+// writeJSON writes for its map (keys in sorted order, a final newline), with the ids
+// formatted straight into one buffer.
+func writeTokenized(w http.ResponseWriter, ids []int32, maxModelLen int) {
+	b := make([]byte, 0, 64+7*len(ids))
+	b = append(b, `{"count":`...)
+	b = strconv.AppendInt(b, int64(len(ids)), 10)
+	b = append(b, `,"max_model_len":`...)
+	b = strconv.AppendInt(b, int64(maxModelLen), 10)
+	b = append(b, `,"token_strs":null,"tokens":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(id), 10)
+	}
+	b = append(b, "]}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
 
 func nonNil(ids []int32) []int32 {

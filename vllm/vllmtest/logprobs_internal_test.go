@@ -66,7 +66,6 @@ func (s *Server) writeLegacyLogprobsReference(j *jw, c genChoice, k int, asIDs b
 	j.raw("]}")
 }
 
-
 // TestLegacyLogprobsLikeReference checks writeLegacyLogprobs, byte for byte, against
 // the reference writing on generated and scripted choices, with both key forms and
 // several widths.

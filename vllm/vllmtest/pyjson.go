@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -150,6 +151,35 @@ func objectMembers(raw []byte) ([]member, error) {
 // extras…}, with an absent description or parameters written as null and extra keys
 // after the declared ones, in request order.
 func toolJSON(raw []byte) (string, error) {
+	toolJSONCache.mu.RLock()
+	r, ok := toolJSONCache.m[string(raw)]
+	toolJSONCache.mu.RUnlock()
+	if ok {
+		return r.text, r.err
+	}
+	text, err := renderToolJSON(raw)
+	toolJSONCache.mu.Lock()
+	if len(toolJSONCache.m) >= 1<<10 {
+		clear(toolJSONCache.m)
+	}
+	toolJSONCache.m[string(raw)] = toolJSONResult{text, err}
+	toolJSONCache.mu.Unlock()
+	return text, err
+}
+
+// toolJSONCache remembers toolJSON's results: the same tool definitions come with
+// every request of a conversation, and the rendering is a pure function of their bytes.
+var toolJSONCache = struct {
+	mu sync.RWMutex
+	m  map[string]toolJSONResult
+}{m: map[string]toolJSONResult{}}
+
+type toolJSONResult struct {
+	text string
+	err  error
+}
+
+func renderToolJSON(raw []byte) (string, error) {
 	top, err := objectMembers(raw)
 	if err != nil {
 		return "", err
