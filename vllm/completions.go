@@ -2,12 +2,9 @@ package vllm
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -242,54 +239,18 @@ func appendPrompt(obj []byte, prompts [][]int32) []byte {
 	}
 	out = append(out, `"prompt":`...)
 	if len(prompts) == 1 {
-		out = appendIDs(out, prompts[0])
+		out = jsonscan.AppendInt32s(out, prompts[0])
 	} else {
 		out = append(out, '[')
 		for i, p := range prompts {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = appendIDs(out, p)
+			out = jsonscan.AppendInt32s(out, p)
 		}
 		out = append(out, ']')
 	}
 	return append(out, '}')
-}
-
-// appendIDs appends ids as a JSON list of numbers.
-func appendIDs(dst []byte, ids []int32) []byte {
-	dst = append(dst, '[')
-	for i, id := range ids {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendID(dst, id)
-	}
-	return append(dst, ']')
-}
-
-// appendID appends id in decimal, as strconv.AppendInt does. Ids below 10⁸ (every
-// vocabulary's) are turned into eight digit bytes at once, without a division per
-// digit, and written with one store.
-func appendID(dst []byte, id int32) []byte {
-	if uint32(id) >= 1e8 {
-		return strconv.AppendInt(dst, int64(id), 10)
-	}
-	v := uint64(id)
-	hi := v / 10000
-	x := hi | (v-hi*10000)<<32                  // the high and the low four digits, one per 32-bit lane
-	a := (x * 10486 >> 20) & 0x0000007F0000007F // each lane over 100 (exact below 43,699)
-	x = a | (x-a*100)<<16                       // pairs of digits, one per 16-bit lane
-	c := (x * 103 >> 10) & 0x000F000F000F000F   // each lane over 10 (exact below 179)
-	x = c | (x-c*10)<<8                         // one digit per byte, the first digit lowest
-	lead := 7                                   // leading zeros, keeping one digit for 0
-	if x != 0 {
-		lead = bits.TrailingZeros64(x) / 8
-	}
-	l := len(dst)
-	dst = slices.Grow(dst, 8)[:l+8]
-	binary.LittleEndian.PutUint64(dst[l:], (x|0x3030303030303030)>>(8*lead))
-	return dst[:l+8-lead]
 }
 
 // DecodeCompletionResponse decodes a /v1/completions response body. prompt_logprobs

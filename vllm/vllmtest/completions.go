@@ -119,26 +119,22 @@ func (s *Server) parsePrompts(raw json.RawMessage, ids []int32) ([][]int32, *api
 func decodeIDPrompt(body []byte, req *completionRequest) bool {
 	sc := jsonscan.Scanner{Data: body}
 	start, end := -1, -1
+	var ids []int32
 	err := sc.Object(false, func(k []byte) error {
 		if !strings.EqualFold(string(k), "prompt") {
 			_, err := sc.Skip()
 			return err
 		}
-		if string(k) != "prompt" || start >= 0 {
+		if string(k) != "prompt" || start >= 0 || sc.Peek() != '[' {
 			return errNotIDPrompt
 		}
-		raw, err := sc.Skip()
-		if err != nil {
-			return err
-		}
-		start, end = sc.Pos-len(raw), sc.Pos
-		return nil
+		start = sc.Pos
+		var err error
+		ids, err = sc.Int32s()
+		end = sc.Pos
+		return err
 	})
 	if err != nil || sc.End() != nil || start < 0 {
-		return false
-	}
-	ids, ok := int32Array(body[start:end])
-	if !ok {
 		return false
 	}
 	rest := make([]byte, 0, len(body)-(end-start)+len("null"))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentic-opd/agenticopd/internal/fakehttp"
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
 
 // statusWriter records the answered status before any byte reaches the client, so a
@@ -252,14 +253,9 @@ func writeTokenized(w http.ResponseWriter, ids []int32, maxModelLen int) {
 	b = strconv.AppendInt(b, int64(len(ids)), 10)
 	b = append(b, `,"max_model_len":`...)
 	b = strconv.AppendInt(b, int64(maxModelLen), 10)
-	b = append(b, `,"token_strs":null,"tokens":[`...)
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(id), 10)
-	}
-	b = append(b, "]}\n"...)
+	b = append(b, `,"token_strs":null,"tokens":`...)
+	b = jsonscan.AppendInt32s(b, ids)
+	b = append(b, "}\n"...)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)

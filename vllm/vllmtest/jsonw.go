@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
 
 // jw writes JSON by hand, for responses that hold ordered objects (prompt_logprobs,
@@ -44,7 +46,7 @@ func (j *jw) ids(ids []int32) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendInt(b, int64(id), 10)
+		b = jsonscan.AppendInt32(b, id)
 		if len(b) >= 32<<10 {
 			j.bytes(b)
 			b = b[:0]
