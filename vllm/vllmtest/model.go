@@ -23,6 +23,7 @@ type model struct {
 	sortedBase []float64 // base[order[i]]
 	maxBase    float64
 	zBase      float64   // Σ exp(base - maxBase)
+	expBase    []float64 // exp(base[v] - maxBase)
 	succ       [][]boost // corpus successors of each id
 	ordinary   []int32   // ids the hashed boosts may pick
 }
@@ -104,8 +105,10 @@ func newModel(tok *tokenizer, seed uint64) *model {
 		m.sortedBase[i] = m.base[v]
 	}
 	m.maxBase = m.sortedBase[0]
-	for _, b := range m.base {
-		m.zBase += math.Exp(b - m.maxBase)
+	m.expBase = make([]float64, V)
+	for v, b := range m.base {
+		m.expBase[v] = math.Exp(b - m.maxBase)
+		m.zBase += m.expBase[v]
 	}
 	return m
 }
@@ -128,10 +131,11 @@ func unitFloat(h uint64) float64 { return float64(h>>11) / (1 << 53) }
 
 // dist is the model's distribution at one position.
 type dist struct {
-	m    *model
-	n    int
-	bs   [maxBoosts]boost
-	logZ float64
+	m      *model
+	n      int
+	bs     [maxBoosts]boost // in the order added until sortBoosts
+	sorted bool
+	logZ   float64
 }
 
 // contextLen is how many ids before a position the model looks at.
@@ -159,10 +163,20 @@ func (m *model) at(ids []int32, i int) dist {
 	}
 	z := m.zBase
 	for _, b := range d.bs[:d.n] {
-		z += math.Exp(m.base[b.id]+b.b-m.maxBase) - math.Exp(m.base[b.id]-m.maxBase)
+		z += math.Exp(m.base[b.id]+b.b-m.maxBase) - m.expBase[b.id]
 	}
 	d.logZ = m.maxBase + math.Log(z)
-	// boosted ids sorted by logit, highest first
+	return d
+}
+
+// sortBoosts orders the boosted ids by logit, highest first, as topK needs them; the
+// other methods do not depend on the order, so forced tokens are scored without it.
+func (d *dist) sortBoosts() {
+	if d.sorted {
+		return
+	}
+	d.sorted = true
+	m := d.m
 	bs := d.bs[:d.n]
 	slices.SortFunc(bs, func(a, b boost) int {
 		la, lb := m.base[a.id]+a.b, m.base[b.id]+b.b
@@ -174,7 +188,6 @@ func (m *model) at(ids []int32, i int) dist {
 		}
 		return int(a.id - b.id)
 	})
-	return d
 }
 
 func (d *dist) add(id int32, b float64) {
@@ -228,6 +241,7 @@ func (d *dist) rank(id int32) int {
 
 // topK appends the k most likely ids, by rank, to out.
 func (d *dist) topK(k int, out []int32) []int32 {
+	d.sortBoosts()
 	bs := d.bs[:d.n]
 	bi := 0
 	m := d.m
