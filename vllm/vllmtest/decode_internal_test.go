@@ -2,8 +2,11 @@ package vllmtest
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,4 +73,33 @@ func TestTokenizedLikeWriteJSON(t *testing.T) {
 		require.Equal(t, want.Code, got.Code)
 		require.Equal(t, want.Header(), got.Header())
 	}
+}
+
+// TestGenerationResponseLength checks that a generation response states its length,
+// as vLLM's do, unless it is too large to hold (then it is streamed, and whole).
+func TestGenerationResponseLength(t *testing.T) {
+	s := NewServer(t)
+	post := func(body string) *http.Response {
+		resp, err := http.Post(s.URL+"/v1/completions", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return resp
+	}
+	small := post(`{"prompt":[1,2,3],"max_tokens":4,"seed":1,"logprobs":1}`)
+	raw, err := io.ReadAll(small.Body)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(raw)), small.ContentLength)
+	require.True(t, json.Valid(raw))
+
+	ids := make([]string, 6000)
+	for i := range ids {
+		ids[i] = strconv.Itoa(100 + i%500)
+	}
+	large := post(`{"prompt":[` + strings.Join(ids, ",") + `],"max_tokens":1,"prompt_logprobs":20}`)
+	require.Equal(t, int64(-1), large.ContentLength, "a response over 4 MiB is streamed")
+	raw, err = io.ReadAll(large.Body)
+	require.NoError(t, err)
+	require.Greater(t, len(raw), maxSized)
+	require.True(t, json.Valid(raw))
 }
