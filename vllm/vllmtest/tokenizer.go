@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -51,9 +50,10 @@ type tokenizer struct {
 	jsonPiece [][]byte
 
 	// cache maps a pre-tokenized chunk to its ids; it is read far more than written,
-	// from every request goroutine, so it is a sync.Map rather than a locked map.
-	cache    sync.Map // string -> []int32
-	cacheLen atomic.Int64
+	// from every request goroutine. A map under a read lock is looked up with the
+	// chunk's bytes as they are, where a sync.Map boxes every key.
+	cacheMu sync.RWMutex
+	cache   map[string][]int32
 }
 
 var (
@@ -74,7 +74,7 @@ func (t *tokenizer) vocabSize() int { return len(t.pieces) }
 // adjacent pair wins, ties go to the smallest pair of ids. Merges never cross
 // pre-tokenization chunks nor special tokens.
 func trainTokenizer(text string, n int) *tokenizer {
-	t := &tokenizer{ranks: map[[2]int32]int32{}}
+	t := &tokenizer{ranks: map[[2]int32]int32{}, cache: map[string][]int32{}}
 	for b := 0; b < 256; b++ {
 		t.pieces = append(t.pieces, []byte{byte(b)})
 	}
@@ -222,8 +222,11 @@ func (t *tokenizer) encode(text string) []int32 {
 }
 
 func (t *tokenizer) encodeChunk(c string) []int32 {
-	if v, ok := t.cache.Load(c); ok {
-		return v.([]int32)
+	t.cacheMu.RLock()
+	v, ok := t.cache[c]
+	t.cacheMu.RUnlock()
+	if ok {
+		return v
 	}
 	ids := make([]int32, len(c))
 	for i := 0; i < len(c); i++ {
@@ -241,22 +244,28 @@ func (t *tokenizer) encodeChunk(c string) []int32 {
 		}
 		ids = mergePair(ids, [2]int32{ids[bestAt], ids[bestAt+1]}, bestID)
 	}
-	if t.cacheLen.Add(1) > 1<<16 {
-		t.cache.Clear()
-		t.cacheLen.Store(0)
+	t.cacheMu.Lock()
+	if len(t.cache) >= 1<<16 {
+		clear(t.cache)
 	}
-	t.cache.Store(c, ids)
+	t.cache[c] = ids
+	t.cacheMu.Unlock()
 	return ids
 }
 
 // decode returns the bytes of ids as a string (special tokens as their literals unless
 // skipSpecial). It reports the first id outside the vocabulary.
 func (t *tokenizer) decode(ids []int32, skipSpecial bool) (string, error) {
-	var b strings.Builder
+	n := 0
 	for _, id := range ids {
 		if id < 0 || int(id) >= len(t.pieces) {
 			return "", fmt.Errorf("token id %d is out of vocabulary (size %d)", id, len(t.pieces))
 		}
+		n += len(t.pieces[id])
+	}
+	var b strings.Builder
+	b.Grow(n) // once: a prompt's text is up to a context's worth of pieces
+	for _, id := range ids {
 		if skipSpecial && isSkippedSpecial(id) {
 			continue
 		}
