@@ -228,7 +228,7 @@ func (c *Client) completionBody(ctx context.Context, req CompletionRequest) ([]b
 // flat list of ids, several as a list of lists. The ids are written by hand, not
 // through encoding/json: a prompt is up to a context's worth of ids, sent every turn.
 func appendPrompt(obj []byte, prompts [][]int32) []byte {
-	n := len(obj) + len(`,"prompt":[]`) + 2*len(prompts)
+	n := len(obj) + len(`,"prompt":[]`) + 2*len(prompts) + 8 // jsonscan.AppendInt32 wants 8 bytes of room
 	for _, p := range prompts {
 		n += 7 * len(p) // six digits and a comma cover a vocabulary below 10⁶
 	}

@@ -417,8 +417,8 @@ func (s *Server) writeCompletion(w http.ResponseWriter, req *completionRequest, 
 // its choices array; flush must run once the response is complete.
 func (s *Server) startGeneration(w http.ResponseWriter, id, object string) (j *jw, flush func()) {
 	w.Header().Set("Content-Type", "application/json")
-	sw := &sizedWriter{w: w}
-	bw := bufio.NewWriterSize(sw, 64<<10)
+	sw := &sizedWriter{w: w, buf: make([]byte, 0, streamChunk)}
+	bw := bufio.NewWriterSize(sw, 4<<10) // sw holds the response: this only batches small writes
 	j = &jw{w: bw}
 	j.raw(`{"id":`)
 	j.str(id)
@@ -437,40 +437,43 @@ func (s *Server) startGeneration(w http.ResponseWriter, id, object string) (j *j
 
 // sizedWriter answers 200 with a Content-Length, as vLLM does (it renders a whole
 // response before sending it), for responses of up to maxSized bytes; a larger one
-// (prompt logprobs of a long prompt) is streamed in chunks from the first byte past
-// that, so that the simulator never holds it whole.
+// (prompt logprobs of a long prompt) is streamed in chunks of streamChunk bytes from
+// the first byte past that, so that the simulator never holds it whole.
 type sizedWriter struct {
 	w       http.ResponseWriter
 	buf     []byte
 	started bool // headers sent without a length: streaming
 }
 
-const maxSized = 4 << 20
+const (
+	maxSized    = 4 << 20
+	streamChunk = 64 << 10
+)
 
 func (s *sizedWriter) Write(p []byte) (int, error) {
-	if !s.started && len(s.buf)+len(p) <= maxSized {
-		s.buf = append(s.buf, p...)
-		return len(p), nil
-	}
-	if !s.started {
+	s.buf = append(s.buf, p...)
+	if !s.started && len(s.buf) > maxSized {
 		s.started = true
 		s.w.WriteHeader(http.StatusOK)
+	}
+	if s.started && len(s.buf) >= streamChunk {
 		if _, err := s.w.Write(s.buf); err != nil {
 			return 0, err
 		}
-		s.buf = nil
+		s.buf = s.buf[:0]
 	}
-	return s.w.Write(p)
+	return len(p), nil
 }
 
-// close sends a response that was never streamed, with its length.
+// close sends what is left: a response that was never streamed, with its length.
 func (s *sizedWriter) close() {
-	if s.started {
-		return
+	if !s.started {
+		s.w.Header().Set("Content-Length", strconv.Itoa(len(s.buf)))
+		s.w.WriteHeader(http.StatusOK)
 	}
-	s.w.Header().Set("Content-Length", strconv.Itoa(len(s.buf)))
-	s.w.WriteHeader(http.StatusOK)
-	_, _ = s.w.Write(s.buf)
+	if len(s.buf) > 0 {
+		_, _ = s.w.Write(s.buf)
+	}
 }
 
 // choiceEnd writes the fields both endpoints close a choice with: finish_reason,

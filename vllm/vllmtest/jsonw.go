@@ -41,6 +41,9 @@ func (j *jw) logprob(f float64) {
 
 // ids writes a list of ids, formatted a few thousand at a time into one buffer.
 func (j *jw) ids(ids []int32) {
+	if cap(j.buf) < 40<<10 {
+		j.buf = make([]byte, 0, 40<<10) // a block and the longest id, without regrowing
+	}
 	b := append(j.buf[:0], '[')
 	for i, id := range ids {
 		if i > 0 {
