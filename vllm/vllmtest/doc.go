@@ -101,6 +101,8 @@
 //
 // # Simplified
 //
+//   - generation responses carry a Content-Length, as vLLM's do, up to 4 MiB; a larger
+//     one (prompt logprobs of a long prompt) is sent chunked, never held whole;
 //   - no streaming (400), no echo logprobs (echo only prepends the prompt text, and
 //     echo with max_tokens 0 is rejected like any max_tokens 0), no embeddings, no LoRA,
 //     no API keys;
