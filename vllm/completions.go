@@ -152,8 +152,8 @@ type decodeMode int
 
 const (
 	decodeAll decodeMode = iota
-	// decodeNoTopLogprobs checks the syntax of each choice's top_logprobs and leaves
-	// TopLogprobs nil: a map per generated token that Generate never reads.
+	// decodeNoTopLogprobs checks each choice's top_logprobs as strictly as decodeAll
+	// and leaves TopLogprobs nil: a map per generated token that Generate never reads.
 	decodeNoTopLogprobs
 )
 

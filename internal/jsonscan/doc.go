@@ -9,7 +9,8 @@
 // ([Scanner.String], [Scanner.RawString], [Scanner.Key]), numbers under JSON's grammar
 // rather than strconv's ([Scanner.Number], [ValidNumber], [Scanner.Float32],
 // [Scanner.Int32]), whole values ([Scanner.Skip], [Scanner.UnmarshalNext]) and
-// containers ([Scanner.Object], [Scanner.Array]).
+// containers ([Scanner.Object], [Scanner.Array]). [AppendInt32s] writes the lists of ids
+// that [Scanner.Int32s] reads, for the request bodies that carry long prompts.
 //
 // # Errors
 //
