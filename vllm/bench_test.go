@@ -1,6 +1,7 @@
 package vllm_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -156,4 +157,51 @@ func ExampleDecodePromptLogprobs() {
 	lp, rank, _ := pl.Lookup(1, 13)
 	fmt.Println(ids, lps, lp, rank)
 	// Output: [40 9707] [-0.75 -1.5] -9999 151000
+}
+
+// BenchmarkDecodePromptLogprobsStream reads the answer of BenchmarkDecodePromptLogprobs
+// as the client reads a scoring answer, from a reader, two ways in the same run: into
+// a buffer of the body's size and then decoded (how the client read it before), and
+// decoded as it arrives ([vllm.DecodeCompletionStream], how it reads it now). It
+// reports each one's CPU time and bytes allocated per answer (the decoded arrays are
+// the same in both; the buffer is what streaming saves), and stream-cpu-ratio, the
+// streaming decode's CPU time over the buffered one's.
+func BenchmarkDecodePromptLogprobsStream(b *testing.B) {
+	data := promptLogprobsPayload(16384, 50)
+	b.SetBytes(int64(len(data)) * 2)
+	var bufCPU, streamCPU time.Duration
+	var bufAlloc, streamAlloc uint64
+	var ms runtime.MemStats
+	measure := func(cpu *time.Duration, alloc *uint64, decode func() (*vllm.CompletionResponse, error)) {
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		a0, c0 := ms.TotalAlloc, processCPU()
+		resp, err := decode()
+		if err != nil || resp.Choices[0].PromptLogprobs.Len() != 16384 {
+			b.Fatal(err)
+		}
+		*cpu += processCPU() - c0
+		runtime.ReadMemStats(&ms)
+		*alloc += ms.TotalAlloc - a0
+	}
+	for b.Loop() {
+		measure(&bufCPU, &bufAlloc, func() (*vllm.CompletionResponse, error) {
+			var buf bytes.Buffer
+			buf.Grow(len(data) + bytes.MinRead) // as for an answer with a Content-Length
+			if _, err := buf.ReadFrom(bytes.NewReader(data)); err != nil {
+				return nil, err
+			}
+			return vllm.DecodeCompletionResponse(buf.Bytes())
+		})
+		measure(&streamCPU, &streamAlloc, func() (*vllm.CompletionResponse, error) {
+			return vllm.DecodeCompletionStream(bytes.NewReader(data))
+		})
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(len(data))/1e6, "payload-MB")
+	b.ReportMetric(bufCPU.Seconds()*1e3/n, "buffered-cpu-ms/op")
+	b.ReportMetric(streamCPU.Seconds()*1e3/n, "stream-cpu-ms/op")
+	b.ReportMetric(float64(bufAlloc)/1e6/n, "buffered-alloc-MB/op")
+	b.ReportMetric(float64(streamAlloc)/1e6/n, "stream-alloc-MB/op")
+	b.ReportMetric(streamCPU.Seconds()/bufCPU.Seconds(), "stream-cpu-ratio")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/agentic-opd/agenticopd/chat"
@@ -115,13 +116,24 @@ func (c *Client) ChatCompletions(ctx context.Context, req ChatCompletionRequest)
 	if maxTokens == 0 {
 		maxTokens = 32768 // the server fills the context
 	}
-	raw, err := c.call(withLimit(ctx, c.to.generate(maxTokens)), c.retry, http.MethodPost, path, body)
-	if err != nil {
-		return nil, err
-	}
-	out, err := DecodeChatCompletionResponse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
+	var out *ChatCompletionResponse
+	if req.PromptLogprobs != nil { // read as it arrives, as Completions does
+		err = c.callDecoding(ctx, c.to.generate(maxTokens), c.retry, http.MethodPost, path, body, func(r io.Reader) error {
+			var derr error
+			out, derr = DecodeChatCompletionStream(r)
+			return derr
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		raw, err := c.call(withLimit(ctx, c.to.generate(maxTokens)), c.retry, http.MethodPost, path, body)
+		if err != nil {
+			return nil, err
+		}
+		if out, err = DecodeChatCompletionResponse(raw); err != nil {
+			return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
+		}
 	}
 	if out.PromptLogprobs != nil && out.PromptTokenIDs != nil && out.PromptLogprobs.Len() != len(out.PromptTokenIDs) {
 		return nil, fmt.Errorf("vllm: POST %s: prompt_logprobs has %d positions, prompt_token_ids %d", path, out.PromptLogprobs.Len(), len(out.PromptTokenIDs))
@@ -132,8 +144,23 @@ func (c *Client) ChatCompletions(ctx context.Context, req ChatCompletionRequest)
 // DecodeChatCompletionResponse decodes a /v1/chat/completions response body, with
 // the top-level prompt_logprobs read by the same scanner as for completions.
 func DecodeChatCompletionResponse(data []byte) (*ChatCompletionResponse, error) {
+	return decodeChatCompletion(&jsonscan.Scanner{Data: data})
+}
+
+// DecodeChatCompletionStream is [DecodeChatCompletionResponse] for a body read from r
+// as it arrives, as [DecodeCompletionStream] is for completions.
+func DecodeChatCompletionStream(r io.Reader) (*ChatCompletionResponse, error) {
+	s := jsonscan.NewStream(r, 0)
+	out, err := decodeChatCompletion(s)
+	if rerr := s.ReadErr(); rerr != nil {
+		return nil, fmt.Errorf("read: %w", rerr)
+	}
+	return out, err
+}
+
+func decodeChatCompletion(s *jsonscan.Scanner) (*ChatCompletionResponse, error) {
 	out := &ChatCompletionResponse{}
-	err := decodeResponse(data, &out.ID, &out.Model, &out.Usage, func(s *jsonscan.Scanner, k []byte) (bool, error) {
+	err := decodeResponse(s, &out.ID, &out.Model, &out.Usage, func(s *jsonscan.Scanner, k []byte) (bool, error) {
 		var err error
 		switch string(k) {
 		case "choices":

@@ -201,14 +201,49 @@ func (c *Client) BaseURL() string { return c.base.String() }
 // returns the response body of a 2xx answer. Any other answer becomes an *APIError.
 // Errors are wrapped with "vllm: METHOD PATH: ".
 func (c *Client) call(ctx context.Context, rc *retryablehttp.Client, method, path string, body any) ([]byte, error) {
-	raw, err := c.exchange(withLimit(ctx, c.to.Request), rc, method, path, body)
+	var raw []byte
+	err := c.exchange(withLimit(ctx, c.to.Request), rc, method, path, body, func(resp *http.Response, r io.Reader) error {
+		var buf bytes.Buffer
+		if resp.ContentLength > 0 {
+			buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+		}
+		_, err := buf.ReadFrom(r)
+		raw = buf.Bytes()
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("vllm: %s %s: %w", method, path, err)
 	}
 	return raw, nil
 }
 
-func (c *Client) exchange(ctx context.Context, rc *retryablehttp.Client, method, path string, body any) ([]byte, error) {
+// callDecoding is call for an answer read as it arrives: decode reads the body of a
+// 2xx answer from r, to its end. The body is never held whole, and a failure to read
+// it is a transport error, as in call. limit bounds the whole exchange.
+func (c *Client) callDecoding(ctx context.Context, limit time.Duration, rc *retryablehttp.Client, method, path string, body any, decode func(r io.Reader) error) error {
+	err := c.exchange(withLimit(ctx, limit), rc, method, path, body, func(_ *http.Response, r io.Reader) error {
+		if err := decode(r); err != nil {
+			return &decodeError{err}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("vllm: %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// decodeError is a 2xx answer whose body does not decode.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return "decode response: " + e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+// exchange sends the request and hands the body of a 2xx answer to read. Whatever
+// read returns, a failure to read the body (the connection broke, or the attempt
+// timed out, in the middle of the answer) is reported as such: a transport error, or
+// the end of ctx.
+func (c *Client) exchange(ctx context.Context, rc *retryablehttp.Client, method, path string, body any, read func(resp *http.Response, r io.Reader) error) error {
 	var payload any
 	switch b := body.(type) {
 	case nil:
@@ -217,7 +252,7 @@ func (c *Client) exchange(ctx context.Context, rc *retryablehttp.Client, method,
 	default:
 		buf, err := json.Marshal(body)
 		if err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
+			return fmt.Errorf("encode request: %w", err)
 		}
 		payload = buf
 	}
@@ -225,7 +260,7 @@ func (c *Client) exchange(ctx context.Context, rc *retryablehttp.Client, method,
 	u.Path += path
 	req, err := retryablehttp.NewRequestWithContext(ctx, method, u.String(), payload)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if payload != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -241,30 +276,41 @@ func (c *Client) exchange(ctx context.Context, rc *retryablehttp.Client, method,
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			if errors.Is(err, ctxErr) {
-				return nil, err
+				return err
 			}
-			return nil, fmt.Errorf("%w (%v)", ctxErr, err)
+			return fmt.Errorf("%w (%v)", ctxErr, err)
 		}
-		return nil, &transportError{err}
+		return &transportError{err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
-		return nil, DecodeError(resp.StatusCode, raw)
+		return DecodeError(resp.StatusCode, raw)
 	}
-	var buf bytes.Buffer
-	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
-	}
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
+	br := &bodyReader{r: resp.Body}
+	err = read(resp, br)
+	if br.err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, fmt.Errorf("read response: %w", ctxErr)
+			return fmt.Errorf("read response: %w", ctxErr)
 		}
-		// the connection broke, or the attempt timed out, in the middle of the answer
-		return nil, &transportError{fmt.Errorf("read response: %w", err)}
+		return &transportError{fmt.Errorf("read response: %w", br.err)}
 	}
-	return buf.Bytes(), nil
+	return err
+}
+
+// bodyReader remembers the first error, other than io.EOF, of reading a body.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
 }
 
 // transportError is a failure to exchange a request with the server at all (the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -175,13 +176,26 @@ func (c *Client) completions(ctx context.Context, req CompletionRequest, mode de
 		}
 		limit = c.to.score(n)
 	}
-	raw, err := c.call(withLimit(ctx, limit), c.retry, http.MethodPost, path, body)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := decodeCompletionResponse(raw, mode)
-	if err != nil {
-		return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
+	var resp *CompletionResponse
+	if req.PromptLogprobs != nil {
+		// The top-K of every prompt position: about 54 MB of JSON for 16k tokens at
+		// K = 50, read as it arrives into arrays a fifth of its size.
+		err := c.callDecoding(ctx, limit, c.retry, http.MethodPost, path, body, func(r io.Reader) error {
+			var derr error
+			resp, derr = decodeCompletionStream(r, mode)
+			return derr
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		raw, err := c.call(withLimit(ctx, limit), c.retry, http.MethodPost, path, body)
+		if err != nil {
+			return nil, err
+		}
+		if resp, err = decodeCompletionResponse(raw, mode); err != nil {
+			return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
+		}
 	}
 	n := max(req.N, 1)
 	if want := len(req.Prompts) * n; len(resp.Choices) != want {
@@ -261,8 +275,32 @@ func DecodeCompletionResponse(data []byte) (*CompletionResponse, error) {
 }
 
 func decodeCompletionResponse(data []byte, mode decodeMode) (*CompletionResponse, error) {
+	return decodeCompletion(&jsonscan.Scanner{Data: data}, mode)
+}
+
+// DecodeCompletionStream is [DecodeCompletionResponse] for a body read from r as it
+// arrives, through a window of tens of KiB instead of the whole body; the client
+// reads the answers that carry prompt_logprobs this way. On the same bytes it gives
+// the same response, or the same error. A failed read of r ends decoding with an
+// error that wraps the read's.
+func DecodeCompletionStream(r io.Reader) (*CompletionResponse, error) {
+	return decodeCompletionStream(r, decodeAll)
+}
+
+func decodeCompletionStream(r io.Reader, mode decodeMode) (*CompletionResponse, error) {
+	s := jsonscan.NewStream(r, 0)
+	resp, err := decodeCompletion(s, mode)
+	if rerr := s.ReadErr(); rerr != nil {
+		return nil, fmt.Errorf("read: %w", rerr)
+	}
+	return resp, err
+}
+
+// decodeCompletion reads a /v1/completions response body from s, in memory or
+// streamed.
+func decodeCompletion(s *jsonscan.Scanner, mode decodeMode) (*CompletionResponse, error) {
 	out := &CompletionResponse{}
-	err := decodeResponse(data, &out.ID, &out.Model, &out.Usage, func(s *jsonscan.Scanner, k []byte) (bool, error) {
+	err := decodeResponse(s, &out.ID, &out.Model, &out.Usage, func(s *jsonscan.Scanner, k []byte) (bool, error) {
 		if string(k) != "choices" {
 			return false, nil
 		}
@@ -296,8 +334,7 @@ func decodeCompletionResponse(data []byte, mode decodeMode) (*CompletionResponse
 // decodeResponse reads the top-level object of a response body: id, model and usage
 // into the given fields, the keys member takes (it reports whether it took k and then
 // consumed the value), skipping the others; then it checks that nothing follows.
-func decodeResponse(data []byte, id, model *string, usage *Usage, member func(s *jsonscan.Scanner, k []byte) (bool, error)) error {
-	s := &jsonscan.Scanner{Data: data}
+func decodeResponse(s *jsonscan.Scanner, id, model *string, usage *Usage, member func(s *jsonscan.Scanner, k []byte) (bool, error)) error {
 	err := s.Object(false, func(k []byte) error {
 		switch string(k) {
 		case "id":

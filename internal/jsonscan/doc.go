@@ -1,9 +1,13 @@
-// Package jsonscan is the in-memory JSON reader under the hand-written decoders of
+// Package jsonscan is the JSON reader under the hand-written decoders of
 // atropos (groups) and vllm (prompt_logprobs and the responses that carry them). Those
 // decoders walk a document and put its large parts straight into flat arrays instead of
 // building nested slices and maps; this package holds the machinery they share.
 //
-// A [Scanner] is a document and an offset. Its methods consume one token or value each
+// A [Scanner] is a document and an offset, or, made by [NewStream], a reader and a
+// window on what it has read: a streaming Scanner holds the token it is reading (a
+// whole value for [Scanner.Skip]) rather than the document, and its methods behave as
+// over the same bytes in memory. The vllm client reads scoring answers, tens of MB
+// of prompt_logprobs each, this way. Its methods consume one token or value each
 // and never panic on any input: white space ([Scanner.WS], [Scanner.Peek]), punctuation
 // ([Scanner.Consume], [Scanner.Expect]), literals ([Scanner.Null]), strings
 // ([Scanner.String], [Scanner.RawString], [Scanner.Key]), numbers under JSON's grammar

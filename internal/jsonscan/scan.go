@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
 	"strconv"
@@ -31,27 +32,41 @@ func (e *SyntaxError) Error() string {
 }
 
 // Scanner reads the JSON document Data from offset Pos. The zero value with Data set
-// reads Data from its start. Each method consumes what it reads and advances Pos; after
-// an error, Pos is where reading stopped. A Scanner is not safe for concurrent use.
+// reads Data from its start; [NewStream] makes one that reads a stream. Each method
+// consumes what it reads and advances Pos; after an error, Pos is where reading
+// stopped. A Scanner is not safe for concurrent use.
 type Scanner struct {
-	// Data is the document; the scanner never modifies it, and the byte slices it
-	// returns alias it.
+	// Data is the document, or a streaming Scanner's window on it; the scanner never
+	// modifies a document given to it, and the byte slices it returns alias Data.
 	Data []byte
-	// Pos is the offset of the next byte to read.
+	// Pos is the offset of the next byte to read in Data.
 	Pos int
 	// MaxDepth bounds the nesting of values Skip consumes, so that hostile input cannot
 	// exhaust the stack; 0 means DefaultMaxDepth.
 	MaxDepth int
+
+	// A streaming Scanner's state (see stream.go).
+	r       io.Reader
+	eof     bool  // r has no more bytes to give
+	readErr error // why reading r stopped early
+	base    int   // bytes of the document before Data[0]
+	pin     int   // where the value Skip is reading starts, when pinned
+	pinned  bool
 }
 
 // Errorf returns a [*SyntaxError] at the current offset.
 func (s *Scanner) Errorf(format string, args ...any) error {
-	return &SyntaxError{Offset: s.Pos, Msg: fmt.Sprintf(format, args...)}
+	return &SyntaxError{Offset: s.base + s.Pos, Msg: fmt.Sprintf(format, args...)}
 }
 
 // WS skips white space.
 func (s *Scanner) WS() {
-	for s.Pos < len(s.Data) {
+	for {
+		if s.Pos >= len(s.Data) {
+			if _, ok := s.more(s.Pos); !ok {
+				return
+			}
+		}
 		switch s.Data[s.Pos] {
 		case ' ', '\t', '\n', '\r':
 			s.Pos++
@@ -85,7 +100,7 @@ func (s *Scanner) Expect(c byte) error {
 		return nil
 	}
 	if s.Pos >= len(s.Data) {
-		return ErrUnexpectedEnd
+		return s.endErr()
 	}
 	return s.Errorf("want %q, found %q", c, s.Data[s.Pos])
 }
@@ -94,6 +109,11 @@ func (s *Scanner) Expect(c byte) error {
 // space, and reports whether it did.
 func (s *Scanner) Literal(lit string) bool {
 	s.WS()
+	for len(s.Data)-s.Pos < len(lit) {
+		if _, ok := s.more(s.Pos); !ok {
+			break
+		}
+	}
 	if len(s.Data)-s.Pos >= len(lit) && string(s.Data[s.Pos:s.Pos+len(lit)]) == lit {
 		s.Pos += len(lit)
 		return true
@@ -111,7 +131,14 @@ func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
 		return nil, false, err
 	}
 	start := s.Pos
-	for s.Pos < len(s.Data) {
+	for {
+		if s.Pos >= len(s.Data) {
+			dropped, ok := s.more(start - 1) // keep the quote, for Unquote
+			if !ok {
+				return nil, false, s.endErr()
+			}
+			start -= dropped
+		}
 		c := s.Data[s.Pos]
 		if plainStringByte[c] {
 			s.Pos++
@@ -123,6 +150,13 @@ func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
 			s.Pos++
 			return raw, escaped, nil
 		case c == '\\':
+			if s.Pos+1 >= len(s.Data) {
+				dropped, ok := s.more(start - 1)
+				if !ok {
+					return nil, false, s.endErr()
+				}
+				start -= dropped
+			}
 			escaped = true
 			s.Pos += 2
 		case c < 0x20:
@@ -131,7 +165,6 @@ func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
 			s.Pos++
 		}
 	}
-	return nil, false, ErrUnexpectedEnd
 }
 
 // plainStringByte marks the bytes that need no attention inside a string.
@@ -151,7 +184,6 @@ func Unquote(quoted []byte) (string, error) {
 
 // String consumes a string and returns its value.
 func (s *Scanner) String() (string, error) {
-	start := s.Pos
 	raw, esc, err := s.RawString()
 	if err != nil {
 		return "", err
@@ -159,7 +191,7 @@ func (s *Scanner) String() (string, error) {
 	if !esc {
 		return string(raw), nil
 	}
-	out, err := Unquote(s.Data[start:s.Pos])
+	out, err := Unquote(s.Data[s.Pos-len(raw)-2 : s.Pos])
 	if err != nil {
 		return "", s.Errorf("bad string: %v", err)
 	}
@@ -175,19 +207,29 @@ func (s *Scanner) KnownKey(quotedColon string) bool { return s.Literal(quotedCol
 // Key consumes an object key and its colon. The returned bytes alias Data when the key
 // has no escapes.
 func (s *Scanner) Key() ([]byte, error) {
-	start := s.Pos
 	raw, esc, err := s.RawString()
 	if err != nil {
 		return nil, err
 	}
 	if esc {
-		out, err := Unquote(s.Data[start:s.Pos])
+		out, err := Unquote(s.Data[s.Pos-len(raw)-2 : s.Pos])
 		if err != nil {
 			return nil, s.Errorf("bad key: %v", err)
 		}
-		raw = []byte(out)
+		return []byte(out), s.Expect(':')
 	}
-	return raw, s.Expect(':')
+	if s.r == nil {
+		return raw, s.Expect(':')
+	}
+	// A streaming scanner may read on for the colon: the key stays in the window.
+	at := s.Offset() - 1 - len(raw)
+	pinned := s.pinned
+	if !pinned { // else a Skip under way holds an earlier offset
+		s.pin, s.pinned = at-s.base, true
+	}
+	err = s.Expect(':')
+	s.pinned = pinned
+	return s.Data[at-s.base : at-s.base+len(raw)], err
 }
 
 // Number consumes a number and returns its text, checked against the JSON grammar
@@ -195,7 +237,27 @@ func (s *Scanner) Key() ([]byte, error) {
 // space is consumed.
 func (s *Scanner) Number() ([]byte, error) {
 	s.WS()
-	d, i := s.Data, s.Pos
+	for {
+		end, bad := numberEnd(s.Data, s.Pos)
+		if end == len(s.Data) {
+			// The number may go on past the window: read on and scan it again (also
+			// when the window only moved, which leaves end stale).
+			if dropped, more := s.more(s.Pos); more || dropped > 0 {
+				continue
+			}
+		}
+		if bad != "" {
+			return nil, s.Errorf("%s", bad)
+		}
+		num := s.Data[s.Pos:end]
+		s.Pos = end
+		return num, nil
+	}
+}
+
+// numberEnd returns where the number at d[i:] ends, or what is wrong with it. It
+// returns len(d) whenever it reached the end of d, for a caller that may read on.
+func numberEnd(d []byte, i int) (end int, bad string) {
 	start := i
 	if i < len(d) && d[i] == '-' {
 		i++
@@ -208,7 +270,10 @@ func (s *Scanner) Number() ([]byte, error) {
 			i++
 		}
 	default:
-		return nil, s.Errorf("want a number")
+		if i == len(d) {
+			return i, "want a number"
+		}
+		return start, "want a number"
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
@@ -217,7 +282,7 @@ func (s *Scanner) Number() ([]byte, error) {
 			i++
 		}
 		if i == j {
-			return nil, s.Errorf("bad number")
+			return i, "bad number"
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
@@ -230,11 +295,10 @@ func (s *Scanner) Number() ([]byte, error) {
 			i++
 		}
 		if i == j {
-			return nil, s.Errorf("bad number")
+			return i, "bad number"
 		}
 	}
-	s.Pos = i
-	return d[start:i], nil
+	return i, ""
 }
 
 // ValidNumber reports whether b is exactly one number under the JSON grammar.
@@ -393,15 +457,18 @@ func ParseInt32(b []byte) (int32, error) {
 // nesting deeper than MaxDepth.
 func (s *Scanner) Skip() ([]byte, error) {
 	s.WS()
-	start := s.Pos
 	maxDepth := s.MaxDepth
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
-	if err := s.skipValue(0, maxDepth); err != nil {
+	// A streaming scanner keeps the value in its window while it reads on.
+	s.pin, s.pinned = s.Pos, true
+	err := s.skipValue(0, maxDepth)
+	s.pinned = false
+	if err != nil {
 		return nil, err
 	}
-	return s.Data[start:s.Pos], nil
+	return s.Data[s.pin:s.Pos], nil
 }
 
 func (s *Scanner) skipValue(depth, maxDepth int) error {
@@ -410,7 +477,7 @@ func (s *Scanner) skipValue(depth, maxDepth int) error {
 	}
 	switch c := s.Peek(); c {
 	case 0:
-		return ErrUnexpectedEnd
+		return s.endErr()
 	case '"':
 		_, _, err := s.RawString()
 		return err
@@ -526,7 +593,7 @@ func (s *Scanner) UnmarshalNext(v any) error {
 		return err
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("JSON offset %d: %w", s.Pos-len(raw), err)
+		return fmt.Errorf("JSON offset %d: %w", s.Offset()-len(raw), err)
 	}
 	return nil
 }
