@@ -70,7 +70,11 @@ func (f *Factory) prlimitArgs(timeout time.Duration) []string {
 	if l.AddressSpace > 0 {
 		a = append(a, "--as="+strconv.FormatInt(l.AddressSpace, 10))
 	}
-	if l.Processes > 0 {
+	// With a cgroup, its pids.max holds Limits.Processes (zombies included), and
+	// RLIMIT_NPROC stays the host's: it also counts bubblewrap's own processes,
+	// outside the command's cgroup, so at the same number it refused forks first and
+	// the pids limit's refusals went unseen (Result.ProcessLimitHit unset).
+	if l.Processes > 0 && f.cg == nil {
 		a = append(a, "--nproc="+strconv.Itoa(l.Processes))
 	}
 	if l.FileSize > 0 {

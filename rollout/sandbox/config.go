@@ -144,10 +144,11 @@ type Limits struct {
 	// AddressSpace is RLIMIT_AS in bytes. Default [DefaultAddressSpace] (1 GiB).
 	// Runtimes that reserve large virtual ranges (JVM, Go) may need more.
 	AddressSpace int64
-	// Processes caps the processes and threads of the whole sandbox: the pids.max
-	// of its cgroup, and RLIMIT_NPROC inside as well. Default [DefaultProcesses].
-	// Without a cgroup only RLIMIT_NPROC holds: under bubblewrap it counts per
-	// sandbox, in unconfined mode every process of the uid.
+	// Processes caps the processes and threads of the whole sandbox, zombies
+	// included: the pids.max of its cgroup. Default [DefaultProcesses]. Without a
+	// cgroup, RLIMIT_NPROC holds it instead: under bubblewrap it counts per sandbox,
+	// in unconfined mode every process of the uid. With one, RLIMIT_NPROC is left as
+	// the host has it, so that every refused fork is the cgroup's, and reported.
 	Processes int
 	// FileSize is RLIMIT_FSIZE in bytes, the size of any single file written.
 	// Default [DefaultFileSize] (64 MiB).

@@ -101,8 +101,8 @@
 // inside would be host uid 0 even without capabilities: it could write global
 // sysctls, read root-only files that are bound in, and ignore RLIMIT_NPROC. As a
 // non-root host uid, RLIMIT_NPROC counts per sandbox (it is set inside the user
-// namespace). Workspaces, and every file the host-side file methods write, are owned
-// by that uid.
+// namespace); it is set only where no cgroup holds Limits.Processes. Workspaces,
+// and every file the host-side file methods write, are owned by that uid.
 //
 // # Process control
 //
@@ -150,7 +150,7 @@
 // workspace (read-only root, private /tmp), reads of host files other than /usr and
 // the /etc pieces above, nested user namespaces, capabilities, sysctl writes,
 // signals to host processes (separate pid namespace), fork bombs (the cgroup's pids
-// limit and RLIMIT_NPROC, then the timeout), memory (the cgroup; RLIMIT_AS per
+// limit, or RLIMIT_NPROC without a cgroup, then the timeout), memory (the cgroup; RLIMIT_AS per
 // process), CPU (RLIMIT_CPU and the wall clock), single-file size (RLIMIT_FSIZE),
 // workspace size, output volume, and leftover processes.
 //

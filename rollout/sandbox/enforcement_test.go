@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 )
@@ -92,4 +95,27 @@ func TestStorageFallbackWithoutMount(t *testing.T) {
 	res, err = sb.RunDetailed(t.Context(), commandShell("head -c 2000000 /dev/zero > f; echo ok"))
 	require.NoError(t, err)
 	require.False(t, res.DiskQuotaExceeded)
+}
+
+// Limits.Processes is the cgroup's pids.max where there is a cgroup, and RLIMIT_NPROC
+// only where there is none: RLIMIT_NPROC also counts bubblewrap's own processes, which
+// are outside the command's cgroup, so at the same number it refused forks before the
+// cgroup did and the refusals went unreported.
+func TestProcessesIsTheCgroupsOrRlimitNproc(t *testing.T) {
+	t.Parallel()
+	var host unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NPROC, &host))
+	hostLimit := "-1" // Python's RLIM_INFINITY
+	if host.Cur != unix.RLIM_INFINITY {
+		hostLimit = strconv.FormatUint(host.Cur, 10)
+	}
+	for _, disable := range []bool{false, true} {
+		f := newFactory(t, sandbox.Config{DisableCgroup: disable, Limits: sandbox.Limits{Processes: 40}})
+		res := run(t, newSandbox(t, f), `python3 -c "import resource; print(resource.getrlimit(resource.RLIMIT_NPROC)[0])"`, 10*time.Second)
+		if f.Enforcement().Cgroup == sandbox.CgroupNone {
+			require.Equal(t, "40\n", string(res.Stdout), "without a cgroup, RLIMIT_NPROC holds Limits.Processes")
+		} else {
+			require.Equal(t, hostLimit+"\n", string(res.Stdout), "with a cgroup, RLIMIT_NPROC stays the host's")
+		}
+	}
 }
