@@ -212,6 +212,7 @@ func decodePosition(s *jsonscan.Scanner, p *PromptLogprobs) error {
 // the innermost loop of the decoder, run once per entry, so it tries the two keys it
 // needs as literal bytes before reading a key in general.
 func decodeEntry(s *jsonscan.Scanner) (lp float32, rank int32, err error) {
+	s.Buffer() // read whole when streamed: the loop below reads within the value
 	if err := s.Expect('{'); err != nil {
 		return 0, 0, err
 	}

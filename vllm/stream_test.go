@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"testing/iotest"
@@ -83,7 +84,9 @@ func TestDecodeCompletionStreamLikeMemory(t *testing.T) {
 			checkStreamLikeMemory(t, body[:cut])
 		}
 	}
-	bodies := [][]byte{promptLogprobsPayload(300, 20)}
+	// Positions and entries longer than the 16 KiB a streaming scanner takes whole.
+	long := bytes.Replace(promptLogprobsPayload(30, 5), []byte(`"decoded_token":"tok`), []byte(`"decoded_token":"`+strings.Repeat("x", 40000)+`tok`), 3)
+	bodies := [][]byte{promptLogprobsPayload(300, 20), promptLogprobsPayload(40, 400), long}
 	for _, name := range []string{"completions_batched.json", "completions_generate.json", "completions_token_id_strings.json"} {
 		bodies = append(bodies, readTestdata(t, name))
 	}

@@ -4,11 +4,14 @@
 // building nested slices and maps; this package holds the machinery they share.
 //
 // A [Scanner] is a document and an offset, or, made by [NewStream], a reader and a
-// window on what it has read: a streaming Scanner holds the token it is reading (a
-// whole value for [Scanner.Skip]) rather than the document, and its methods behave as
-// over the same bytes in memory. The vllm client reads scoring answers, tens of MB
-// of prompt_logprobs each, this way. Its methods consume one token or value each
-// and never panic on any input: white space ([Scanner.WS], [Scanner.Peek]), punctuation
+// window on what it has read: a streaming Scanner holds the values it is reading
+// rather than the document, and its methods give what they give over the same bytes
+// in memory. The vllm client reads scoring answers, tens of MB of prompt_logprobs
+// each, this way. The window is filled at the start of each value and of each member
+// or element, never inside the small methods that read within a value, so that a
+// Scanner over a document in memory costs what it did before streaming existed
+// (those methods are inlined where they are called). Its methods consume one token
+// or value each and never panic on any input: white space ([Scanner.WS], [Scanner.Peek]), punctuation
 // ([Scanner.Consume], [Scanner.Expect]), literals ([Scanner.Null]), strings
 // ([Scanner.String], [Scanner.RawString], [Scanner.Key]), numbers under JSON's grammar
 // rather than strconv's ([Scanner.Number], [ValidNumber], [Scanner.Float32],

@@ -45,13 +45,13 @@ type Scanner struct {
 	// exhaust the stack; 0 means DefaultMaxDepth.
 	MaxDepth int
 
-	// A streaming Scanner's state (see stream.go).
+	// A streaming Scanner's state (stream.go).
 	r       io.Reader
 	eof     bool  // r has no more bytes to give
 	readErr error // why reading r stopped early
 	base    int   // bytes of the document before Data[0]
-	pin     int   // where the value Skip is reading starts, when pinned
-	pinned  bool
+	whole   int   // a value that starts before whole is in Data whole (see need)
+	bigAt   int   // where the last object or array too long to take whole starts, plus 1
 }
 
 // Errorf returns a [*SyntaxError] at the current offset.
@@ -61,12 +61,7 @@ func (s *Scanner) Errorf(format string, args ...any) error {
 
 // WS skips white space.
 func (s *Scanner) WS() {
-	for {
-		if s.Pos >= len(s.Data) {
-			if _, ok := s.more(s.Pos); !ok {
-				return
-			}
-		}
+	for s.Pos < len(s.Data) {
 		switch s.Data[s.Pos] {
 		case ' ', '\t', '\n', '\r':
 			s.Pos++
@@ -109,11 +104,6 @@ func (s *Scanner) Expect(c byte) error {
 // space, and reports whether it did.
 func (s *Scanner) Literal(lit string) bool {
 	s.WS()
-	for len(s.Data)-s.Pos < len(lit) {
-		if _, ok := s.more(s.Pos); !ok {
-			break
-		}
-	}
 	if len(s.Data)-s.Pos >= len(lit) && string(s.Data[s.Pos:s.Pos+len(lit)]) == lit {
 		s.Pos += len(lit)
 		return true
@@ -122,23 +112,25 @@ func (s *Scanner) Literal(lit string) bool {
 }
 
 // Null consumes a null if one comes next, and reports whether it did.
-func (s *Scanner) Null() bool { return s.Peek() == 'n' && s.Literal("null") }
+func (s *Scanner) Null() bool {
+	if s.r != nil {
+		s.WS()
+		s.fill(len("null"))
+	}
+	return s.Peek() == 'n' && s.Literal("null")
+}
 
 // RawString consumes a string and returns its bytes between the quotes, and whether it
 // contains escapes (then only [Unquote] gives its value). Escapes are not checked.
 func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
+	if s.r != nil {
+		s.Buffer()
+	}
 	if err := s.Expect('"'); err != nil {
 		return nil, false, err
 	}
 	start := s.Pos
-	for {
-		if s.Pos >= len(s.Data) {
-			dropped, ok := s.more(start - 1) // keep the quote, for Unquote
-			if !ok {
-				return nil, false, s.endErr()
-			}
-			start -= dropped
-		}
+	for s.Pos < len(s.Data) {
 		c := s.Data[s.Pos]
 		if plainStringByte[c] {
 			s.Pos++
@@ -150,13 +142,6 @@ func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
 			s.Pos++
 			return raw, escaped, nil
 		case c == '\\':
-			if s.Pos+1 >= len(s.Data) {
-				dropped, ok := s.more(start - 1)
-				if !ok {
-					return nil, false, s.endErr()
-				}
-				start -= dropped
-			}
 			escaped = true
 			s.Pos += 2
 		case c < 0x20:
@@ -165,6 +150,7 @@ func (s *Scanner) RawString() (raw []byte, escaped bool, err error) {
 			s.Pos++
 		}
 	}
+	return nil, false, s.endErr()
 }
 
 // plainStringByte marks the bytes that need no attention inside a string.
@@ -191,7 +177,7 @@ func (s *Scanner) String() (string, error) {
 	if !esc {
 		return string(raw), nil
 	}
-	out, err := Unquote(s.Data[s.Pos-len(raw)-2 : s.Pos])
+	out, err := Unquote(s.Data[s.Pos-len(raw)-2 : s.Pos]) // raw and its quotes
 	if err != nil {
 		return "", s.Errorf("bad string: %v", err)
 	}
@@ -216,48 +202,20 @@ func (s *Scanner) Key() ([]byte, error) {
 		if err != nil {
 			return nil, s.Errorf("bad key: %v", err)
 		}
-		return []byte(out), s.Expect(':')
+		raw = []byte(out)
 	}
-	if s.r == nil {
-		return raw, s.Expect(':')
-	}
-	// A streaming scanner may read on for the colon: the key stays in the window.
-	at := s.Offset() - 1 - len(raw)
-	pinned := s.pinned
-	if !pinned { // else a Skip under way holds an earlier offset
-		s.pin, s.pinned = at-s.base, true
-	}
-	err = s.Expect(':')
-	s.pinned = pinned
-	return s.Data[at-s.base : at-s.base+len(raw)], err
+	return raw, s.Expect(':')
 }
 
 // Number consumes a number and returns its text, checked against the JSON grammar
 // (strconv alone would accept "Inf", "0x1p3" and "1_0"). On error nothing but white
 // space is consumed.
 func (s *Scanner) Number() ([]byte, error) {
-	s.WS()
-	for {
-		end, bad := numberEnd(s.Data, s.Pos)
-		if end == len(s.Data) {
-			// The number may go on past the window: read on and scan it again (also
-			// when the window only moved, which leaves end stale).
-			if dropped, more := s.more(s.Pos); more || dropped > 0 {
-				continue
-			}
-		}
-		if bad != "" {
-			return nil, s.Errorf("%s", bad)
-		}
-		num := s.Data[s.Pos:end]
-		s.Pos = end
-		return num, nil
+	if s.r != nil {
+		s.Buffer()
 	}
-}
-
-// numberEnd returns where the number at d[i:] ends, or what is wrong with it. It
-// returns len(d) whenever it reached the end of d, for a caller that may read on.
-func numberEnd(d []byte, i int) (end int, bad string) {
+	s.WS()
+	d, i := s.Data, s.Pos
 	start := i
 	if i < len(d) && d[i] == '-' {
 		i++
@@ -270,10 +228,7 @@ func numberEnd(d []byte, i int) (end int, bad string) {
 			i++
 		}
 	default:
-		if i == len(d) {
-			return i, "want a number"
-		}
-		return start, "want a number"
+		return nil, s.Errorf("want a number")
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
@@ -282,7 +237,7 @@ func numberEnd(d []byte, i int) (end int, bad string) {
 			i++
 		}
 		if i == j {
-			return i, "bad number"
+			return nil, s.Errorf("bad number")
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
@@ -295,10 +250,11 @@ func numberEnd(d []byte, i int) (end int, bad string) {
 			i++
 		}
 		if i == j {
-			return i, "bad number"
+			return nil, s.Errorf("bad number")
 		}
 	}
-	return i, ""
+	s.Pos = i
+	return d[start:i], nil
 }
 
 // ValidNumber reports whether b is exactly one number under the JSON grammar.
@@ -341,6 +297,9 @@ var comma = []byte{','}
 // written the way servers write them (digits followed by ',' or ']') take a shorter
 // path.
 func (s *Scanner) Int32s() ([]int32, error) {
+	if s.r != nil {
+		s.Buffer()
+	}
 	if s.Null() {
 		return nil, nil
 	}
@@ -456,19 +415,19 @@ func ParseInt32(b []byte) (int32, error) {
 // but not the escapes of strings inside the value (see the package doc), and refuses
 // nesting deeper than MaxDepth.
 func (s *Scanner) Skip() ([]byte, error) {
+	if s.r != nil {
+		s.Buffer()
+	}
 	s.WS()
+	start := s.Pos
 	maxDepth := s.MaxDepth
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
-	// A streaming scanner keeps the value in its window while it reads on.
-	s.pin, s.pinned = s.Pos, true
-	err := s.skipValue(0, maxDepth)
-	s.pinned = false
-	if err != nil {
+	if err := s.skipValue(0, maxDepth); err != nil {
 		return nil, err
 	}
-	return s.Data[s.pin:s.Pos], nil
+	return s.Data[start:s.Pos], nil
 }
 
 func (s *Scanner) skipValue(depth, maxDepth int) error {
@@ -523,24 +482,34 @@ func (s *Scanner) skipValue(depth, maxDepth int) error {
 }
 
 // Object calls member for each key of the object that comes next; member must consume
-// the value. A null is accepted as an empty object when nullOK.
+// the value. A null is accepted as an empty object when nullOK. In a streaming
+// Scanner, key is valid until member's first call on the Scanner.
 func (s *Scanner) Object(nullOK bool, member func(key []byte) error) error {
+	if s.r != nil {
+		s.needValue(smallValue)
+	}
 	if nullOK && s.Null() {
 		return nil
 	}
 	if err := s.Expect('{'); err != nil {
 		return err
 	}
-	if s.Consume('}') {
-		return nil
-	}
-	for {
+	for first := true; ; first = false {
+		if s.r != nil {
+			s.needMember()
+		}
+		if first && s.Consume('}') {
+			return nil
+		}
 		k, err := s.Key()
 		if err != nil {
 			return err
 		}
 		if err := member(k); err != nil {
 			return err
+		}
+		if s.r != nil {
+			s.Fill()
 		}
 		if s.Consume(',') {
 			continue
@@ -552,6 +521,9 @@ func (s *Scanner) Object(nullOK bool, member func(key []byte) error) error {
 // Array calls elem for each element of the array that comes next, with its index;
 // elem must consume the element. A null is accepted as an empty array when nullOK.
 func (s *Scanner) Array(nullOK bool, elem func(i int) error) error {
+	if s.r != nil {
+		s.needValue(smallValue)
+	}
 	if nullOK && s.Null() {
 		return nil
 	}
@@ -563,12 +535,18 @@ func (s *Scanner) Array(nullOK bool, elem func(i int) error) error {
 
 // elements reads the rest of an array whose '[' is consumed.
 func (s *Scanner) elements(elem func(i int) error) error {
-	if s.Consume(']') {
-		return nil
-	}
 	for i := 0; ; i++ {
+		if s.r != nil {
+			s.needValue(smallValue)
+		}
+		if i == 0 && s.Consume(']') {
+			return nil
+		}
 		if err := elem(i); err != nil {
 			return err
+		}
+		if s.r != nil {
+			s.Fill()
 		}
 		if s.Consume(',') {
 			continue
@@ -579,6 +557,9 @@ func (s *Scanner) elements(elem func(i int) error) error {
 
 // End checks that nothing but white space follows.
 func (s *Scanner) End() error {
+	if s.r != nil {
+		s.Fill()
+	}
 	if s.Peek() != 0 || s.Pos < len(s.Data) {
 		return s.Errorf("data after the top-level value")
 	}
