@@ -216,7 +216,6 @@ func (s *Scanner) skipWS(i int) (int, bool) {
 func (s *Scanner) scanValue(i, limit int) (end int, whole bool) {
 	start := i
 	depth := 0
-	inString := false
 	for {
 		if i >= len(s.Data) {
 			if limit > 0 && depth > 0 && i-start > limit {
@@ -231,35 +230,57 @@ func (s *Scanner) scanValue(i, limit int) (end int, whole bool) {
 			}
 			continue
 		}
-		c := s.Data[i]
-		switch {
-		case inString:
-			if plainStringByte[c] {
-				// the bulk of a document: runs of bytes inside strings
-				j := i + 1
-				for j < len(s.Data) && plainStringByte[s.Data[j]] {
-					j++
+		switch scanClass[s.Data[i]] {
+		case classPlain:
+		case classQuote:
+			// Skip the string; a run of plain bytes at a time, the bulk of a document.
+			for i++; ; i++ {
+				for i < len(s.Data) && !quoteOrBackslash[s.Data[i]] {
+					i++
 				}
-				i = j
-				continue
-			}
-			switch c {
-			case '\\':
-				i++ // the escaped byte, whatever it is
-			case '"':
-				inString = false
-				if depth == 0 {
-					return i + 1, true
+				if i >= len(s.Data) {
+					if limit > 0 && depth > 0 && i-start > limit {
+						s.bigAt = s.base + start + 1
+						return start + 1, false
+					}
+					dropped, ok := s.more(s.Pos)
+					i -= dropped
+					start -= dropped
+					if !ok {
+						return i, true
+					}
+					i-- // the loop's i++ comes first
+					continue
 				}
+				if s.Data[i] == '\\' {
+					if i+1 >= len(s.Data) {
+						if limit > 0 && depth > 0 && i-start > limit {
+							s.bigAt = s.base + start + 1
+							return start + 1, false
+						}
+						dropped, ok := s.more(s.Pos)
+						i -= dropped
+						start -= dropped
+						if !ok {
+							return len(s.Data), true
+						}
+						i-- // look at the backslash again
+						continue
+					}
+					i++ // the escaped byte, whatever it is
+					continue
+				}
+				break // the closing quote
 			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
+			if depth == 0 {
+				return i + 1, true
+			}
+		case classOpen:
 			if depth == 0 && limit > 0 && s.bigAt == s.base+i+1 {
 				return i + 1, false // found too long before
 			}
 			depth++
-		case c == '}' || c == ']':
+		case classClose:
 			if depth == 0 {
 				return i, true // the end of a number or a literal
 			}
@@ -267,9 +288,34 @@ func (s *Scanner) scanValue(i, limit int) (end int, whole bool) {
 			if depth == 0 {
 				return i + 1, true
 			}
-		case depth == 0 && (c == ',' || c == ':' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			return i, true // the end of a number or a literal
+		case classEnd:
+			if depth == 0 {
+				return i, true // the end of a number or a literal
+			}
 		}
 		i++
 	}
 }
+
+// The bytes scanValue tells apart.
+const (
+	classPlain = iota
+	classQuote
+	classOpen
+	classClose
+	classEnd // ends a number or a literal: ',', ':' and white space
+)
+
+// quoteOrBackslash marks the bytes that end a run inside a string for scanValue (a
+// control character does not: the method reading the string reports it).
+var quoteOrBackslash = [256]bool{'"': true, '\\': true}
+
+var scanClass = func() (t [256]uint8) {
+	t['"'] = classQuote
+	t['{'], t['['] = classOpen, classOpen
+	t['}'], t[']'] = classClose, classClose
+	for _, c := range []byte{',', ':', ' ', '\t', '\n', '\r'} {
+		t[c] = classEnd
+	}
+	return t
+}()
