@@ -174,9 +174,10 @@ type Config struct {
 	// MaxTeacherRequests bounds the teacher requests in flight across all groups (2
 	// when zero). A teacher's answer carries the top-K logprobs of every position of
 	// its prompt (vLLM cannot return fewer): about 50 MB of JSON per 16k-token sequence
-	// at K = 50, which the client holds while it decodes. The bound keeps that memory
-	// bounded however many groups are collected at once; a group waiting for its turn
-	// holds only its trajectories.
+	// at K = 50, which the vllm client decodes as it arrives into arrays of about a
+	// fifth of that. The bound keeps that memory, and the teacher's load, bounded however
+	// many groups are collected at once; a group waiting for its turn holds only its
+	// trajectories.
 	MaxTeacherRequests int
 	// PollInterval is the wait between back-pressure polls in Serve (100 ms when zero,
 	// as Atropos's BaseEnv).
