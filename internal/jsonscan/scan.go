@@ -50,7 +50,7 @@ type Scanner struct {
 	eof     bool  // r has no more bytes to give
 	readErr error // why reading r stopped early
 	base    int   // bytes of the document before Data[0]
-	whole   int   // a value that starts before whole is in Data whole (see need)
+	whole   int   // a value that starts before whole is in Data whole (see needValue)
 	bigAt   int   // where the last object or array too long to take whole starts, plus 1
 }
 
