@@ -62,7 +62,7 @@ func (s *Scanner) Buffer() {
 // on.
 func (s *Scanner) Fill() {
 	if s.r != nil {
-		s.ws()
+		s.WS()
 		if s.Pos == len(s.Data) {
 			s.Pos, _ = s.skipWS(s.Pos)
 		}
@@ -73,18 +73,6 @@ func (s *Scanner) Fill() {
 func (s *Scanner) fill(n int) {
 	for len(s.Data)-s.Pos < n {
 		if _, ok := s.more(s.Pos); !ok {
-			return
-		}
-	}
-}
-
-// ws skips the white space in the window.
-func (s *Scanner) ws() {
-	for s.Pos < len(s.Data) {
-		switch s.Data[s.Pos] {
-		case ' ', '\t', '\n', '\r':
-			s.Pos++
-		default:
 			return
 		}
 	}
@@ -149,7 +137,7 @@ func (s *Scanner) needValue(limit int) {
 	if s.r == nil {
 		return
 	}
-	s.ws()
+	s.WS()
 	if s.Pos < s.whole && s.Pos < len(s.Data) {
 		return
 	}
@@ -166,7 +154,7 @@ func (s *Scanner) needValue(limit int) {
 // needMember is needValue for an object's next member: its key, colon and value,
 // taken together (a value of at most smallValue bytes whole).
 func (s *Scanner) needMember() {
-	s.ws()
+	s.WS()
 	if s.Pos < s.whole && s.Pos < len(s.Data) {
 		return
 	}
@@ -216,8 +204,9 @@ func (s *Scanner) skipWS(i int) (int, bool) {
 func (s *Scanner) scanValue(i, limit int) (end int, whole bool) {
 	start := i
 	depth := 0
+	inString := false
 	for {
-		if i >= len(s.Data) {
+		if i >= len(s.Data) { // i may be one past it, after a backslash at its end
 			if limit > 0 && depth > 0 && i-start > limit {
 				s.bigAt = s.base + start + 1
 				return start + 1, false
@@ -226,55 +215,31 @@ func (s *Scanner) scanValue(i, limit int) (end int, whole bool) {
 			i -= dropped
 			start -= dropped
 			if !ok {
-				return i, true
+				return min(i, len(s.Data)), true
+			}
+			continue
+		}
+		if inString {
+			// A run of plain bytes at a time: the bulk of a document.
+			for i < len(s.Data) && !quoteOrBackslash[s.Data[i]] {
+				i++
+			}
+			switch {
+			case i >= len(s.Data):
+			case s.Data[i] == '\\':
+				i += 2 // and the escaped byte, whatever it is
+			default: // the closing quote
+				inString = false
+				i++
+				if depth == 0 {
+					return i, true
+				}
 			}
 			continue
 		}
 		switch scanClass[s.Data[i]] {
-		case classPlain:
 		case classQuote:
-			// Skip the string; a run of plain bytes at a time, the bulk of a document.
-			for i++; ; i++ {
-				for i < len(s.Data) && !quoteOrBackslash[s.Data[i]] {
-					i++
-				}
-				if i >= len(s.Data) {
-					if limit > 0 && depth > 0 && i-start > limit {
-						s.bigAt = s.base + start + 1
-						return start + 1, false
-					}
-					dropped, ok := s.more(s.Pos)
-					i -= dropped
-					start -= dropped
-					if !ok {
-						return i, true
-					}
-					i-- // the loop's i++ comes first
-					continue
-				}
-				if s.Data[i] == '\\' {
-					if i+1 >= len(s.Data) {
-						if limit > 0 && depth > 0 && i-start > limit {
-							s.bigAt = s.base + start + 1
-							return start + 1, false
-						}
-						dropped, ok := s.more(s.Pos)
-						i -= dropped
-						start -= dropped
-						if !ok {
-							return len(s.Data), true
-						}
-						i-- // look at the backslash again
-						continue
-					}
-					i++ // the escaped byte, whatever it is
-					continue
-				}
-				break // the closing quote
-			}
-			if depth == 0 {
-				return i + 1, true
-			}
+			inString = true
 		case classOpen:
 			if depth == 0 && limit > 0 && s.bigAt == s.base+i+1 {
 				return i + 1, false // found too long before
