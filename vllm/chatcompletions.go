@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/internal/jsonscan"
@@ -117,23 +116,12 @@ func (c *Client) ChatCompletions(ctx context.Context, req ChatCompletionRequest)
 		maxTokens = 32768 // the server fills the context
 	}
 	var out *ChatCompletionResponse
-	if req.PromptLogprobs != nil { // read as it arrives, as Completions does
-		err = c.callDecoding(ctx, c.to.generate(maxTokens), c.retry, http.MethodPost, path, body, func(r io.Reader) error {
-			var derr error
-			out, derr = DecodeChatCompletionStream(r)
-			return derr
-		})
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		raw, err := c.call(withLimit(ctx, c.to.generate(maxTokens)), c.retry, http.MethodPost, path, body)
-		if err != nil {
-			return nil, err
-		}
-		if out, err = DecodeChatCompletionResponse(raw); err != nil {
-			return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
-		}
+	err = c.post(ctx, c.to.generate(maxTokens), path, body, req.PromptLogprobs != nil, func(s *jsonscan.Scanner) (err error) {
+		out, err = decodeChatCompletion(s)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if out.PromptLogprobs != nil && out.PromptTokenIDs != nil && out.PromptLogprobs.Len() != len(out.PromptTokenIDs) {
 		return nil, fmt.Errorf("vllm: POST %s: prompt_logprobs has %d positions, prompt_token_ids %d", path, out.PromptLogprobs.Len(), len(out.PromptTokenIDs))
@@ -150,12 +138,15 @@ func DecodeChatCompletionResponse(data []byte) (*ChatCompletionResponse, error) 
 // DecodeChatCompletionStream is [DecodeChatCompletionResponse] for a body read from r
 // as it arrives, as [DecodeCompletionStream] is for completions.
 func DecodeChatCompletionStream(r io.Reader) (*ChatCompletionResponse, error) {
-	s := jsonscan.NewStream(r, 0)
-	out, err := decodeChatCompletion(s)
-	if rerr := s.ReadErr(); rerr != nil {
-		return nil, fmt.Errorf("read: %w", rerr)
+	var out *ChatCompletionResponse
+	err := decodeFrom(r, func(s *jsonscan.Scanner) (err error) {
+		out, err = decodeChatCompletion(s)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	return out, nil
 }
 
 func decodeChatCompletion(s *jsonscan.Scanner) (*ChatCompletionResponse, error) {

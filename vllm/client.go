@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
 
 // Default retry settings used when no option overrides them.
@@ -217,27 +219,44 @@ func (c *Client) call(ctx context.Context, rc *retryablehttp.Client, method, pat
 	return raw, nil
 }
 
-// callDecoding is call for an answer read as it arrives: decode reads the body of a
-// 2xx answer from r, to its end. The body is never held whole, and a failure to read
-// it is a transport error, as in call. limit bounds the whole exchange.
-func (c *Client) callDecoding(ctx context.Context, limit time.Duration, rc *retryablehttp.Client, method, path string, body any, decode func(r io.Reader) error) error {
-	err := c.exchange(withLimit(ctx, limit), rc, method, path, body, func(_ *http.Response, r io.Reader) error {
-		if err := decode(r); err != nil {
-			return &decodeError{err}
+// post sends body to path and decodes the 2xx answer with decode, under limit. An
+// answer that carries prompt_logprobs (stream) is decoded as it arrives and never
+// held whole; the others are small and read whole first, for the in-memory scanner.
+// Either way a failure to read the body is a transport error, as in call, and an
+// answer that does not decode is "vllm: POST path: decode response: …".
+func (c *Client) post(ctx context.Context, limit time.Duration, path string, body any, stream bool, decode func(*jsonscan.Scanner) error) error {
+	if !stream {
+		raw, err := c.call(withLimit(ctx, limit), c.retry, http.MethodPost, path, body)
+		if err != nil {
+			return err
+		}
+		if err := decode(&jsonscan.Scanner{Data: raw}); err != nil {
+			return fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
+		}
+		return nil
+	}
+	err := c.exchange(withLimit(ctx, limit), c.retry, http.MethodPost, path, body, func(_ *http.Response, r io.Reader) error {
+		if err := decodeFrom(r, decode); err != nil {
+			return fmt.Errorf("decode response: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("vllm: %s %s: %w", method, path, err)
+		return fmt.Errorf("vllm: POST %s: %w", path, err)
 	}
 	return nil
 }
 
-// decodeError is a 2xx answer whose body does not decode.
-type decodeError struct{ err error }
-
-func (e *decodeError) Error() string { return "decode response: " + e.err.Error() }
-func (e *decodeError) Unwrap() error { return e.err }
+// decodeFrom runs decode on a streaming scanner over r; a failed read is the error,
+// whatever decode made of the bytes that came before it.
+func decodeFrom(r io.Reader, decode func(*jsonscan.Scanner) error) error {
+	s := jsonscan.NewStream(r, 0)
+	err := decode(s)
+	if rerr := s.ReadErr(); rerr != nil {
+		return fmt.Errorf("read: %w", rerr)
+	}
+	return err
+}
 
 // exchange sends the request and hands the body of a 2xx answer to read. Whatever
 // read returns, a failure to read the body (the connection broke, or the attempt

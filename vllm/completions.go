@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -176,26 +175,15 @@ func (c *Client) completions(ctx context.Context, req CompletionRequest, mode de
 		}
 		limit = c.to.score(n)
 	}
+	// With prompt_logprobs, the top-K of every prompt position: about 54 MB of JSON for
+	// 16k tokens at K = 50, read as it arrives into arrays a fifth of its size.
 	var resp *CompletionResponse
-	if req.PromptLogprobs != nil {
-		// The top-K of every prompt position: about 54 MB of JSON for 16k tokens at
-		// K = 50, read as it arrives into arrays a fifth of its size.
-		err := c.callDecoding(ctx, limit, c.retry, http.MethodPost, path, body, func(r io.Reader) error {
-			var derr error
-			resp, derr = decodeCompletionStream(r, mode)
-			return derr
-		})
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		raw, err := c.call(withLimit(ctx, limit), c.retry, http.MethodPost, path, body)
-		if err != nil {
-			return nil, err
-		}
-		if resp, err = decodeCompletionResponse(raw, mode); err != nil {
-			return nil, fmt.Errorf("vllm: POST %s: decode response: %w", path, err)
-		}
+	err = c.post(ctx, limit, path, body, req.PromptLogprobs != nil, func(s *jsonscan.Scanner) (err error) {
+		resp, err = decodeCompletion(s, mode)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	n := max(req.N, 1)
 	if want := len(req.Prompts) * n; len(resp.Choices) != want {
@@ -284,16 +272,15 @@ func decodeCompletionResponse(data []byte, mode decodeMode) (*CompletionResponse
 // the same response, or the same error. A failed read of r ends decoding with an
 // error that wraps the read's.
 func DecodeCompletionStream(r io.Reader) (*CompletionResponse, error) {
-	return decodeCompletionStream(r, decodeAll)
-}
-
-func decodeCompletionStream(r io.Reader, mode decodeMode) (*CompletionResponse, error) {
-	s := jsonscan.NewStream(r, 0)
-	resp, err := decodeCompletion(s, mode)
-	if rerr := s.ReadErr(); rerr != nil {
-		return nil, fmt.Errorf("read: %w", rerr)
+	var resp *CompletionResponse
+	err := decodeFrom(r, func(s *jsonscan.Scanner) (err error) {
+		resp, err = decodeCompletion(s, decodeAll)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return resp, err
+	return resp, nil
 }
 
 // decodeCompletion reads a /v1/completions response body from s, in memory or

@@ -28,13 +28,13 @@ var streamReaders = map[string]func([]byte) io.Reader{
 	"whole":    func(b []byte) io.Reader { return bytes.NewReader(b) },
 }
 
-// checkStreamLikeMemory decodes data in memory and streamed, every way it can be cut,
-// and requires the same response or the same error.
-func checkStreamLikeMemory(t testing.TB, data []byte) {
+// likeMemory decodes data in memory and streamed, every way it can be cut, and
+// requires the same response or the same error.
+func likeMemory[T any](t testing.TB, data []byte, memory func([]byte) (T, error), stream func(io.Reader) (T, error)) {
 	t.Helper()
-	want, wantErr := vllm.DecodeCompletionResponse(data)
+	want, wantErr := memory(data)
 	for name, r := range streamReaders {
-		got, err := vllm.DecodeCompletionStream(r(data))
+		got, err := stream(r(data))
 		if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
 			t.Fatalf("%q, %s: stream error %v, in memory %v", data, name, err, wantErr)
 		}
@@ -44,18 +44,14 @@ func checkStreamLikeMemory(t testing.TB, data []byte) {
 	}
 }
 
+func checkStreamLikeMemory(t testing.TB, data []byte) {
+	t.Helper()
+	likeMemory(t, data, vllm.DecodeCompletionResponse, vllm.DecodeCompletionStream)
+}
+
 func checkChatStreamLikeMemory(t testing.TB, data []byte) {
 	t.Helper()
-	want, wantErr := vllm.DecodeChatCompletionResponse(data)
-	for name, r := range streamReaders {
-		got, err := vllm.DecodeChatCompletionStream(r(data))
-		if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
-			t.Fatalf("%q, %s: stream error %v, in memory %v", data, name, err, wantErr)
-		}
-		if d := cmp.Diff(want, got); d != "" {
-			t.Fatalf("%q, %s: stream and memory differ (-memory +stream):\n%s", data, name, d)
-		}
-	}
+	likeMemory(t, data, vllm.DecodeChatCompletionResponse, vllm.DecodeChatCompletionStream)
 }
 
 func TestDecodeChatCompletionStreamLikeMemory(t *testing.T) {

@@ -150,9 +150,9 @@
 // workspace (read-only root, private /tmp), reads of host files other than /usr and
 // the /etc pieces above, nested user namespaces, capabilities, sysctl writes,
 // signals to host processes (separate pid namespace), fork bombs (the cgroup's pids
-// limit, or RLIMIT_NPROC without a cgroup, then the timeout), memory (the cgroup; RLIMIT_AS per
-// process), CPU (RLIMIT_CPU and the wall clock), single-file size (RLIMIT_FSIZE),
-// workspace size, output volume, and leftover processes.
+// limit, or RLIMIT_NPROC without a cgroup, then the timeout), memory (the cgroup;
+// RLIMIT_AS per process), CPU (RLIMIT_CPU and the wall clock), single-file size
+// (RLIMIT_FSIZE), workspace size, output volume, and leftover processes.
 //
 // If the library process itself is killed (SIGKILL) mid-command, Pdeathsig on bwrap and
 // --die-with-parent take the sandbox down with it; only in the few milliseconds while
