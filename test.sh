@@ -39,6 +39,24 @@ files=$(git ls-files '*.go')
 if [ -z "$files" ]; then
   echo "test.sh: no Go files tracked: is this a git checkout of the module?" >&2; exit 1
 fi
+# The repository holds sources: no tracked file over 1 MiB and no executable binary
+# (a built program, an ELF object); executable scripts start with "#!".
+bad=()
+while IFS= read -r -d '' f; do
+  [ -f "$f" ] || continue
+  if [ "$(stat -c %s "$f")" -gt 1048576 ]; then
+    bad+=("$f (over 1 MiB)")
+  elif [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ]; then
+    bad+=("$f (an ELF binary)")
+  elif [ -x "$f" ] && [ "$(head -c 2 "$f")" != '#!' ]; then
+    bad+=("$f (executable, not a script)")
+  fi
+done < <(git ls-files -z)
+if [ ${#bad[@]} -gt 0 ]; then
+  echo "test.sh: build output or large files are tracked; remove them with git rm --cached and list them in .gitignore:"
+  printf '  %s\n' "${bad[@]}"
+  exit 1
+fi
 unformatted=$(gofmt -l $files)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
