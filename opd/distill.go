@@ -283,7 +283,7 @@ func (d *Distiller) hintTokens(ctx context.Context, trajs []*rollout.Trajectory,
 				}
 			} else {
 				var r rollout.Rendered
-				r, err = d.cfg.Renderer.Render(ctx, AppendHint(t.Messages[:w.pair.Message], w.res.Hint.Text), true)
+				r, err = d.cfg.Renderer.Render(ctx, AppendHint(renderable(t, w.pair.Message), w.res.Hint.Text), true)
 				toks = r.Tokens
 				turn := t.Turns[w.pair.TurnIndex]
 				if err == nil && !hasSuffix(toks, t.Tokens[turn.GenPromptStart:turn.Start]) {

@@ -2,6 +2,7 @@ package opd_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -616,4 +617,62 @@ func TestDistillMaxTeacherLen(t *testing.T) {
 
 	_, err = opd.New(opd.Config{Judge: scriptedJudge(&calls), Teacher: teacher.scorer(), Templater: &fakeTemplate{}, MaxTeacherLen: -1})
 	require.ErrorIs(t, err, opd.ErrInvalidConfig)
+}
+
+// strictTemplate renders like fakeTemplate but, as vLLM does, refuses a conversation
+// with tool-call arguments that are not JSON.
+type strictTemplate struct{ fakeTemplate }
+
+func (f *strictTemplate) Render(ctx context.Context, msgs []chat.Message, gen bool) (rollout.Rendered, error) {
+	for i, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			if !json.Valid([]byte(tc.Function.Arguments)) {
+				return rollout.Rendered{}, fmt.Errorf("messages[%d]: arguments are not valid JSON", i)
+			}
+		}
+	}
+	return f.fakeTemplate.Render(ctx, msgs, gen)
+}
+
+// A tool call the agent could not parse keeps the text the model wrote as its
+// arguments. TaskPrompt renders the context before each hinted turn; the broken call
+// must reach the teacher as the text the model wrote, and a call marked invalid whose
+// text happens to be a JSON object must not be rendered as a call either.
+func TestDistillTaskPromptRendersUnparsableCallsAsText(t *testing.T) {
+	const broken = "\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"ls\"\n"
+	const noName = `{"arguments": {"command": "ls"}}`
+	b := newTraj(user("Write flatten(lst).")).
+		assistant(asst("Looking.", []chat.ToolCall{
+			{ID: "call_0_0", Type: "function", Function: chat.FunctionCall{Arguments: broken}},
+			{ID: "call_0_1", Type: "function", Function: chat.FunctionCall{Name: "terminal", Arguments: `{"command":"ls"}`}},
+			{ID: "call_0_2", Type: "function", Function: chat.FunctionCall{Arguments: noName}},
+		}...))
+	b.t.Turns[0].InvalidCalls = []int{0, 2}
+	traj := b.then(tool("invalid tool call"), tool("x.py"), tool("invalid tool call")).
+		assistant(asst("Running.", toolCall("terminal", `{"command":"python x.py"}`)...)).
+		then(tool("NameError: name 'x' is not defined")).
+		assistant(asst("Done.")).
+		build()
+	before := chat.Clone(traj.Messages)
+
+	var calls atomic.Int64
+	tmpl := &strictTemplate{}
+	teacher := &fakeTeacher{}
+	d := newDistiller(t, opd.Config{Judge: scriptedJudge(&calls), Teacher: teacher.scorer(),
+		Renderer: tmpl, Placement: opd.TaskPrompt, TopK: topK})
+	res, err := d.Distill(context.Background(), []*rollout.Trajectory{traj})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Metrics.ScoredTurns, "turns: %+v", res.Sequences[0].Turns)
+	require.Len(t, tmpl.renders, 1)
+
+	want := chat.Clone(traj.Messages[:5])
+	want[0].Content += "\n\n[user's hint / instruction]\n" + hintFor["NameError: name 'x' is not defined"]
+	want[1].Content = "Looking.\n<tool_call>" + broken + "</tool_call>\n<tool_call>" + noName + "</tool_call>"
+	want[1].ToolCalls = want[1].ToolCalls[1:2]
+	if diff := cmp.Diff(want, tmpl.renders[0]); diff != "" {
+		t.Errorf("rendered context (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, traj.Messages); diff != "" {
+		t.Errorf("the trajectory's messages changed (-before +after):\n%s", diff)
+	}
 }

@@ -2,7 +2,10 @@ package opd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/judge"
@@ -93,4 +96,78 @@ func AppendHint(context []chat.Message, hint string) []chat.Message {
 	}
 	out[target].Content = judge.Strip(out[target].Content + "\n\n" + HintMarker + "\n" + judge.Strip(hint))
 	return out
+}
+
+// renderable returns the first n messages of t as a server's chat template can render
+// them. The agent keeps a tool call it could not parse in the conversation, with the
+// text between its tags as arguments ([rollout.Turn.InvalidCalls]); a server refuses
+// to render arguments that are not JSON (vLLM parses them before the template runs),
+// and one that happens to be a JSON object would render as a call the model never
+// made. Such a call, and any call whose arguments are not a JSON object (a trajectory
+// built by other means), is taken out of ToolCalls and written into the message's
+// content as the model wrote it, in the Hermes tags the agent's default parser reads.
+// The tool message answering it stays. t.Messages itself is not modified.
+func renderable(t *rollout.Trajectory, n int) []chat.Message {
+	msgs := t.Messages[:n]
+	invalid := map[int][]int{} // message -> invalid call indices
+	for _, turn := range t.Turns {
+		if turn.Message < n && len(turn.InvalidCalls) > 0 {
+			invalid[turn.Message] = turn.InvalidCalls
+		}
+	}
+	var out []chat.Message
+	for i, m := range msgs {
+		if m.Role != chat.RoleAssistant || len(m.ToolCalls) == 0 {
+			continue
+		}
+		text := func(k int) bool {
+			return slices.Contains(invalid[i], k) || !argumentsRenderable(m.ToolCalls[k].Function.Arguments)
+		}
+		var b strings.Builder
+		var kept []chat.ToolCall
+		for k, tc := range m.ToolCalls {
+			if !text(k) {
+				kept = append(kept, tc)
+				continue
+			}
+			if b.Len() == 0 {
+				b.WriteString(m.Content)
+			}
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString("<tool_call>" + tc.Function.Arguments + "</tool_call>")
+		}
+		if len(kept) == len(m.ToolCalls) {
+			continue
+		}
+		if out == nil {
+			out = chat.Clone(msgs)
+		}
+		out[i].Content, out[i].ToolCalls = b.String(), kept
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
+}
+
+// argumentsRenderable reports whether args is what a server renders as a call's
+// arguments: empty, a JSON object, or a JSON string holding one (or nothing).
+func argumentsRenderable(args string) bool {
+	s := strings.TrimSpace(args)
+	if s == "" {
+		return true
+	}
+	if s[0] == '"' {
+		var inner string
+		if json.Unmarshal([]byte(s), &inner) != nil {
+			return false
+		}
+		if s = strings.TrimSpace(inner); s == "" {
+			return true
+		}
+	}
+	var obj map[string]json.RawMessage
+	return s[0] == '{' && json.Unmarshal([]byte(s), &obj) == nil
 }

@@ -393,6 +393,8 @@ func (r *run) runTools(ctx context.Context, turn int, calls []ParsedCall, msg *c
 		switch tool, ok := r.a.tools[c.Name]; {
 		case c.Err != nil:
 			r.stats.InvalidToolCalls++
+			t := &r.tr.Turns[len(r.tr.Turns)-1]
+			t.InvalidCalls = append(t.InvalidCalls, len(msg.ToolCalls))
 			args = c.Raw
 			result = errorResult(`%v. Write each call as <tool_call>{"name": "<tool name>", "arguments": {…}}</tool_call>. Available tools: %s`,
 				c.Err, strings.Join(r.a.names, ", "))

@@ -354,6 +354,8 @@ func TestAgentStops(t *testing.T) {
 				unknown := toolResult(t, tr.Messages[4])["error"].(string)
 				require.Equal(t, `unknown tool "browse". `+avail, unknown)
 				require.Equal(t, "browse", tr.Messages[2].ToolCalls[1].Function.Name)
+				require.Equal(t, []int{0}, tr.Turns[0].InvalidCalls, "the unparsable call is marked; the unknown tool's is not")
+				require.Empty(t, tr.Turns[1].InvalidCalls)
 			},
 		},
 	}

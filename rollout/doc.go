@@ -50,7 +50,8 @@
 // tool_call_id set. An invalid call (bad JSON, no name, arguments that are not an
 // object, an unclosed block) and a call of an unknown tool get an error result naming
 // the available tools; an invalid call is recorded with the name it had, if any, and
-// its raw text as arguments.
+// its raw text as arguments, and its index is listed in [Turn.InvalidCalls] (a chat
+// template cannot render that text as arguments; the opd package renders it as text).
 //
 // # The file tools on the host
 //

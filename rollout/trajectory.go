@@ -49,6 +49,10 @@ type Turn struct {
 	Start, End int
 	// Truncated reports a turn cut at max_tokens (no end-of-turn token was sampled).
 	Truncated bool
+	// InvalidCalls are the indices, in the assistant message's ToolCalls, of the calls
+	// the parser could not read: their Arguments hold the text between the call's tags
+	// as the model wrote it, which is not JSON a chat template can render.
+	InvalidCalls []int
 }
 
 // Trajectory is the token-exact record of one rollout.
