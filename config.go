@@ -84,8 +84,9 @@ type Config struct {
 	// not seeded: one seed for every rollout would make a group's rollouts, which share
 	// their prompt, identical on a server that honours it.
 	Seed uint64
-	// Prompt builds the first messages of a rollout; the zero value is the
-	// reference's system prompt and user prompt layout.
+	// Prompt builds the first messages of a rollout; the zero value is
+	// [tasks.DefaultSystemPrompt] and [tasks.UserPrompt]: the original's structure and
+	// steps, in this library's own words (not the original's exact text).
 	Prompt tasks.Prompt
 
 	// GroupSize is the number of rollouts per task (4 when zero).

@@ -135,9 +135,11 @@ const (
 )
 
 // ToolUsage is U, from the set of function names called by the assistant messages of
-// msgs (unknown names included, as in the original). A tool call counts only when it
-// names a tool, as in the original: an unparsable <tool_call> block, recorded with an
-// empty (or blank) name, is not a tool use.
+// msgs (unknown names included, as in the original). A tool call counts only when its
+// name is not empty or blank: an unparsable <tool_call> block, recorded with an empty
+// name, and a call named " " are calls to no tool, and a call to no tool is not tool
+// use. This differs from the original, which counted any name, so that a call named
+// " " earned 0.3 there and earns nothing here.
 //
 //	terminal and (write_file or patch)   1.0
 //	terminal                             0.6

@@ -48,7 +48,9 @@ func (p Prompt) Messages(t Task) []chat.Message {
 	return append(msgs, chat.Message{Role: chat.RoleUser, Content: user(t)})
 }
 
-// UserPrompt renders t with the original environment's layout:
+// UserPrompt renders t with the original environment's sections, in this library's own
+// words (the original says "used to verify your solution" and "python", this says
+// "used to check your solution" and "python3"):
 //
 //	Solve the following coding task.
 //
