@@ -60,7 +60,7 @@ func TestBuiltinHiddenTests(t *testing.T) {
 			code, out = runTests(t, fake, task.TestCode)
 			require.Equal(t, 0, code, "the hard-coded solution passes the visible tests:\n%s\n%s", fake, out)
 			code, out = runTests(t, fake, task.HiddenTests)
-			require.NotEqual(t, 0, code, "the hidden tests catch a hard-coded solution:\n%s", fake)
+			require.NotEqual(t, 0, code, "the hidden tests catch a hard-coded solution:\n%s\n%s", fake, out)
 		})
 	}
 }

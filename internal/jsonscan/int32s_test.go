@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -62,7 +63,7 @@ func TestInt32sEveryLength(t *testing.T) {
 		}
 		b.WriteString([]string{"]", "] ", "]}", "]]]]]]]]]", ",]", "]\x80\x80\x80\x80\x80\x80\x80\x80"}[trial%6])
 		in := b.String()
-		int32sLikeJSON(t, strings.TrimRight(in, "}\x80"))
+		int32sLikeJSON(t, strings.TrimRightFunc(in, func(r rune) bool { return r == '}' || r == utf8.RuneError }))
 		s := jsonscan.Scanner{Data: []byte(in)}
 		got, err := s.Int32s()
 		var want []int32

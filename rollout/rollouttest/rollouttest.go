@@ -130,18 +130,18 @@ func checkRun(ctx context.Context, sb rollout.Sandbox) error {
 	}
 	res, err = sb.Run(ctx, rollout.Command{Argv: []string{"/bin/echo", "a b", "$HOME"}})
 	if err != nil || string(res.Stdout) != "a b $HOME\n" {
-		errs = append(errs, fmt.Errorf("Argv runs without a shell: stdout %q, err %v", res.Stdout, err))
+		errs = append(errs, fmt.Errorf("Command.Argv runs without a shell: stdout %q, err %v", res.Stdout, err))
 	}
 	res, err = sb.Run(ctx, rollout.Command{Shell: "cat", Stdin: []byte("fed")})
 	if err != nil || string(res.Stdout) != "fed" {
-		errs = append(errs, fmt.Errorf("Stdin: stdout %q, err %v", res.Stdout, err))
+		errs = append(errs, fmt.Errorf("Command.Stdin: stdout %q, err %v", res.Stdout, err))
 	}
 	if err := sb.WriteFile("d/marker", []byte("here\n")); err != nil {
 		errs = append(errs, err)
 	}
 	res, err = sb.Run(ctx, rollout.Command{Shell: "cat marker", Dir: "d"})
 	if err != nil || string(res.Stdout) != "here\n" {
-		errs = append(errs, fmt.Errorf("Dir: stdout %q, stderr %q, err %v", res.Stdout, res.Stderr, err))
+		errs = append(errs, fmt.Errorf("Command.Dir: stdout %q, stderr %q, err %v", res.Stdout, res.Stderr, err))
 	}
 	return errors.Join(errs...)
 }
@@ -223,10 +223,10 @@ func checkCloseKills(ctx context.Context, sb rollout.Sandbox) error {
 	select {
 	case err := <-closed:
 		if err != nil {
-			return fmt.Errorf("Close: %w", err)
+			return fmt.Errorf("Sandbox.Close: %w", err)
 		}
 	case <-time.After(closeWait):
-		return fmt.Errorf("Close did not return within %s", closeWait)
+		return fmt.Errorf("Sandbox.Close did not return within %s", closeWait)
 	}
 	if _, err := sb.Run(ctx, rollout.Command{Shell: "true"}); err == nil {
 		return errors.New("Run after Close succeeded")

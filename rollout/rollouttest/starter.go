@@ -22,7 +22,7 @@ func checkStart(ctx context.Context, sb rollout.Sandbox) error {
 	if p, err := st.Start(ctx, rollout.Command{Shell: "cat", Stdin: []byte("x")}); err == nil {
 		p.Kill()
 		_, _ = p.Wait()
-		return errors.New("Start accepted Command.Stdin; standard input is Process.Stdin")
+		return errors.New("Starter.Start accepted Command.Stdin; standard input is Process.Stdin")
 	}
 	p, err := st.Start(ctx, rollout.Command{Shell: "cat; echo err >&2"})
 	if err != nil {
@@ -49,7 +49,7 @@ func checkStart(ctx context.Context, sb rollout.Sandbox) error {
 	}
 	res, err := p.Wait()
 	if err != nil || res.ExitCode != 0 || len(res.Stdout) != 0 || string(res.Stderr) != "err\n" {
-		return fmt.Errorf("Wait = %+v, %v; want exit 0, stdout streamed, stderr %q", res, err, "err\n")
+		return fmt.Errorf("Process.Wait = %+v, %v; want exit 0, stdout streamed, stderr %q", res, err, "err\n")
 	}
 
 	p, err = st.Start(ctx, rollout.Command{Shell: "sleep 30", Timeout: 300 * time.Millisecond})
@@ -73,10 +73,10 @@ func checkStart(ctx context.Context, sb rollout.Sandbox) error {
 	p.Kill()
 	p.Kill()
 	if res, err := p.Wait(); err != nil || res.ExitCode == 0 || res.TimedOut {
-		return fmt.Errorf("Kill: Wait = %+v, %v; want a non-zero exit code, not a timeout", res, err)
+		return fmt.Errorf("Process.Kill: Process.Wait = %+v, %v; want a non-zero exit code, not a timeout", res, err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
-		return fmt.Errorf("Wait returned %v after Kill", d)
+		return fmt.Errorf("Process.Wait returned %v after Process.Kill", d)
 	}
 	return nil
 }

@@ -127,7 +127,7 @@ func checkCancelled(s scorer.LogprobScorer) error {
 	cancel()
 	_, err := s.Score(ctx, SampleRequest())
 	if !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("Score with a cancelled context returned %v, want context.Canceled", err)
+		return fmt.Errorf("LogprobScorer.Score with a cancelled context returned %v, want context.Canceled", err)
 	}
 	return nil
 }
@@ -136,7 +136,7 @@ func checkWellFormed(s scorer.LogprobScorer) error {
 	req := SampleRequest()
 	res, err := s.Score(context.Background(), req)
 	if err != nil {
-		return fmt.Errorf("Score: %w", err)
+		return fmt.Errorf("LogprobScorer.Score: %w", err)
 	}
 	return CheckResult(req, res)
 }
@@ -145,12 +145,12 @@ func checkBatched(s scorer.LogprobScorer) error {
 	req := SampleRequest()
 	both, err := s.Score(context.Background(), req)
 	if err != nil {
-		return fmt.Errorf("Score: %w", err)
+		return fmt.Errorf("LogprobScorer.Score: %w", err)
 	}
 	for i, seq := range req.Sequences {
 		alone, err := s.Score(context.Background(), scorer.Request{K: req.K, Sequences: []scorer.Sequence{seq}})
 		if err != nil {
-			return fmt.Errorf("Score of sequence %d alone: %w", i, err)
+			return fmt.Errorf("LogprobScorer.Score of sequence %d alone: %w", i, err)
 		}
 		if len(alone.Sequences) != 1 || len(both.Sequences) <= i {
 			return fmt.Errorf("sequence %d: wrong number of results", i)
@@ -194,7 +194,7 @@ func checkPositionZero(s scorer.LogprobScorer) error {
 	req := SampleRequest()
 	req.Sequences[0].Positions = []int{0, 1}
 	if _, err := s.Score(context.Background(), req); err == nil {
-		return errors.New("Score accepted position 0, which has no context to predict from")
+		return errors.New("LogprobScorer.Score accepted position 0, which has no context to predict from")
 	}
 	return nil
 }

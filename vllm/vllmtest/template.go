@@ -83,6 +83,7 @@ const toolsFooter = "\n</tools>\n\nFor each function call, return a json object 
 // renderChat renders msgs with the Qwen-style ChatML template (see the package doc).
 func renderChat(msgs []wireMessage, p renderParams) (string, error) {
 	if p.continueFinal && p.addGenerationPrompt {
+		//lint:ignore ST1005 the text is vLLM's own, word for word
 		return "", errors.New("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
 	}
 	var b strings.Builder
