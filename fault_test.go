@@ -3,6 +3,7 @@ package agenticopd_test
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,15 +46,28 @@ func faultMix(timeout time.Duration) []faultKind {
 	}
 }
 
-// TestFaultInjection: 200 groups through Serve while the policy server and the
+var faultsFull = flag.Bool("faults-full", false,
+	"TestFaultInjection collects 200 groups instead of 40; AGENTICOPD_FAULTS_FULL=1 does the same")
+
+// faultGroups is the number of groups TestFaultInjection collects: 40 by default, which
+// meets every fault kind dozens of times and both API restarts; 200 with -faults-full.
+func faultGroups() int {
+	if *faultsFull || os.Getenv("AGENTICOPD_FAULTS_FULL") != "" {
+		return 200
+	}
+	return 40
+}
+
+// TestFaultInjection: 40 groups (200 with -faults-full) through Serve while the policy server and the
 // trajectory API both fail about 20% of requests (5xx, dropped connections, timeouts,
 // malformed JSON, slow responses), the API is killed and restarted twice, and the
 // trainer pulls throughout. Every collected group reaches the trainer; duplicates are
 // counted; rollouts whose policy calls failed are counted as such. The test stops Serve
-// once 200 groups were collected and starts the env's next client on the same spool,
+// once the groups were collected and starts the env's next client on the same spool,
 // which sends what the stop cut short.
 func TestFaultInjection(t *testing.T) {
-	const batch, groups = 8, 200
+	const batch = 8
+	groups := faultGroups()
 	api := atropostest.NewServer(t)
 	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(answerScript("fault")))
 	for _, f := range faultMix(3 * time.Second) {
@@ -101,8 +115,14 @@ func TestFaultInjection(t *testing.T) {
 	require.NoError(t, next.Register(ctx))
 	stopPulling()
 	<-pulled
+	apiRequests := len(api.Requests())
 	api.ClearFaults()
 	p.drain(ctx)
+	// Every fault kind counts each request, so it fired once per every-th of them: three
+	// times the longest period means each kind fired at least three times on each server.
+	for name, n := range map[string]int{"policy server": len(sim.Requests()), "trajectory API": apiRequests} {
+		assert.GreaterOrEqual(t, n, 3*37, "the %s met every fault kind at least three times", name)
+	}
 
 	m := env.Metrics()
 	dups := checkDelivered(t, col, p)
