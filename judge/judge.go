@@ -90,4 +90,9 @@ type ChatResponse struct {
 	// parser split off the content ("reasoning", or "reasoning_content" on older
 	// vLLM), "" where there was none. A judge never reads a decision from it.
 	Reasoning []string
+	// FinishReasons, when not nil, is parallel to Choices: why the server ended each
+	// choice ("stop", "length" when max_tokens cut it, or another server reason such
+	// as "abort"), "" where it did not say. The LLM judge parses only choices that
+	// stopped, or whose reason is unknown; see [UnparsedTruncated].
+	FinishReasons []string
 }

@@ -172,13 +172,25 @@ func (l *LLM) request(msgs []chat.Message, n int) ChatRequest {
 	return ChatRequest{Messages: msgs, N: n, Sampling: l.cfg.Sampling.Resolved(), MaxTokens: l.cfg.MaxTokens, ChatTemplateKwargs: l.cfg.ChatTemplateKwargs}
 }
 
-// voteOf reads choice i of resp. An empty content is [UnparsedEmptyContent], whatever
-// reasoning came with it: a decision found in reasoning is a thought, not an answer.
+// voteOf reads choice i of resp. A choice the server did not end with a stop is not
+// parsed: cut at max_tokens it is [UnparsedTruncated], ended otherwise
+// [UnparsedUnfinished]. An empty content is [UnparsedEmptyContent], whatever reasoning
+// came with it: a decision found in reasoning is a thought, not an answer.
 func voteOf(resp ChatResponse, i int) Vote {
-	if strings.TrimSpace(resp.Choices[i]) == "" {
-		return Vote{Raw: resp.Choices[i], Unparsed: UnparsedEmptyContent}
+	raw := resp.Choices[i]
+	finish := ""
+	if i < len(resp.FinishReasons) {
+		finish = resp.FinishReasons[i]
 	}
-	return ParseVote(resp.Choices[i])
+	switch {
+	case finish == "length":
+		return Vote{Raw: raw, Unparsed: UnparsedTruncated}
+	case finish != "" && finish != "stop":
+		return Vote{Raw: raw, Unparsed: UnparsedUnfinished}
+	case strings.TrimSpace(raw) == "":
+		return Vote{Raw: raw, Unparsed: UnparsedEmptyContent}
+	}
+	return ParseVote(raw)
 }
 
 func (l *LLM) warn(ctx context.Context, err error, votes int) {
