@@ -29,7 +29,7 @@ func TestJudgeTruncatedVotesAreCounted(t *testing.T) {
 	require.NoError(t, err)
 	votes := g.OPD.Metrics.Votes
 	require.NotZero(t, votes)
-	require.Equal(t, float64(votes), env.Metrics()["judge/truncated_votes"])
-	require.Equal(t, votes, g.OPD.Metrics.UnparsedByReason[judge.UnparsedTruncated])
 	require.Zero(t, g.OPD.Metrics.Hints, "no hint is read from a cut thought")
+	require.Equal(t, votes, g.OPD.Metrics.UnparsedByReason[judge.UnparsedTruncated])
+	require.Equal(t, float64(votes), env.Metrics()["judge/truncated_votes"])
 }
