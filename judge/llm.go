@@ -41,7 +41,8 @@ type LLMConfig struct {
 	// valid setting is accepted.
 	Sampling sampling.Params
 	// MaxTokens caps each vote's output; 0 means 500. A reasoning model may need more to
-	// reach its \boxed{…} decision.
+	// reach its \boxed{…} decision: a vote cut at MaxTokens is never read
+	// ([UnparsedTruncated]).
 	MaxTokens int
 	// Selection picks the hint from the votes; nil means [Majority].
 	Selection Selector

@@ -20,9 +20,10 @@ const (
 	// after separate requests.
 	UnparsedMissingChoice = "missing_choice"
 	// UnparsedEmptyContent: the choice's content was null or empty. A reasoning model
-	// whose server runs a reasoning parser answers so when it spent max_tokens on
-	// thinking (or thought without a closing tag); its reasoning is never read as a
-	// vote. Turn thinking off with LLMConfig.ChatTemplateKwargs or raise MaxTokens.
+	// whose server runs a reasoning parser answers so when it thought without a closing
+	// tag; its reasoning is never read as a vote. (When max_tokens cut the thinking,
+	// the vote is [UnparsedTruncated], whatever its content.) Turn thinking off with
+	// LLMConfig.ChatTemplateKwargs or raise MaxTokens.
 	UnparsedEmptyContent = "empty_content"
 	// UnparsedTruncated: the server cut the choice at max_tokens (finish_reason
 	// "length"). A cut output is never read, whatever it holds: a judge that thinks
