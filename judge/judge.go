@@ -60,7 +60,9 @@ func (f Func) Judge(ctx context.Context, turn Turn) (Hint, error) { return f(ctx
 
 // ChatModel is the chat endpoint an LLM judge talks to.
 // [github.com/agentic-opd/agenticopd/vllm.Client] implements it over
-// /v1/chat/completions. Implementations must be safe for concurrent use.
+// /v1/chat/completions. Implementations must be safe for concurrent use, and should
+// report each choice's finish reason ([ChatResponse.FinishReasons]): without it, the
+// LLM judge cannot tell an output cut at max_tokens from a finished one.
 type ChatModel interface {
 	// Chat sends req and returns its N choices.
 	Chat(ctx context.Context, req ChatRequest) (ChatResponse, error)
