@@ -64,3 +64,11 @@ func TestThinkingOnlyReasoningParser(t *testing.T) {
 		})
 	}
 }
+
+func TestThinkingOnlyAgentScript(t *testing.T) {
+	s := vllmtest.NewServer(t, vllmtest.WithThinkingOnlyTemplate(), vllmtest.WithAgentScript(vllmtest.ScriptByTurn("plan</think>\n\nanswer")))
+	prompt, err := s.Render([]chat.Message{{Role: chat.RoleUser, Content: "task"}}, nil, true, nil)
+	require.NoError(t, err)
+	out := postGen(t, s, "/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 50})
+	require.Equal(t, "plan</think>\n\nanswer", out.Choices[0].Text, "the script answers after a prompt that opened a thought")
+}
