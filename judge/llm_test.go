@@ -1,8 +1,10 @@
 package judge_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -436,6 +438,29 @@ func TestLLMFinishReasons(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("reasons (-want +got):\n%s", diff)
 			}
+		})
+	}
+}
+
+func TestLLMWarnsOnceWithoutFinishReasons(t *testing.T) {
+	tests := []struct {
+		name   string
+		finish []string
+		want   int // warnings
+	}{
+		{"not reported", nil, 1},
+		{"reported", []string{"stop", "stop", "stop"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&buf, nil))
+			j := newLLM(t, finishModel{Choices: []string{pos1, pos1, pos1}, FinishReasons: tt.finish}, judge.LLMConfig{Logger: logger})
+			for range 2 {
+				_, err := j.Judge(context.Background(), turn)
+				require.NoError(t, err)
+			}
+			require.Equal(t, tt.want, strings.Count(buf.String(), "reports no finish reasons"), buf.String())
 		})
 	}
 }
