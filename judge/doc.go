@@ -31,7 +31,8 @@
 //     counts it as judge/truncated_votes. A choice ended for any other reason than a
 //     stop ("abort", "tool_calls", …) is [UnparsedUnfinished]. A [ChatModel] that
 //     does not report finish reasons ([ChatResponse.FinishReasons] nil) loses this
-//     check; [github.com/agentic-opd/agenticopd/vllm.Client] reports them.
+//     check, and LLMConfig.Logger is told so once;
+//     [github.com/agentic-opd/agenticopd/vllm.Client] reports them.
 //   - Thinking in the content is removed before parsing (see [ParseVote]): closed
 //     <think>…</think> blocks, an unclosed <think> to the end, and everything before a
 //     </think> that has no opening tag (a Qwen3-style template opens the block in the
