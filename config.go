@@ -121,6 +121,7 @@ type Config struct {
 	// output is not trained on, so no setting is refused.
 	JudgeSampling sampling.Params
 	// JudgeMaxTokens bounds each judge vote's output (500 when zero, the reference's).
+	// A vote cut there is never read (counted as judge/truncated_votes).
 	JudgeMaxTokens int
 	// JudgeChatTemplateKwargs are sent with every judge request. Nil means
 	// {"enable_thinking": false}: thinking off where the template supports it, since a

@@ -61,20 +61,29 @@ func countChat(m judge.ChatModel, c *requestCounts, acc *accumulator) judge.Chat
 	return countedChat{m, c, acc}
 }
 
-// Chat counts the request, and as judge/empty_content every choice whose content is
-// empty (a reasoning model that spent its budget thinking, behind a reasoning parser):
-// the judge reads no vote from it.
+// Chat counts the request; as judge/empty_content every choice whose content is
+// empty (a reasoning model that spent its budget thinking, behind a reasoning parser);
+// and as judge/truncated_votes every choice of the N asked for that max_tokens cut
+// (finish_reason "length"), whatever its content. The judge reads no vote from either.
 func (m countedChat) Chat(ctx context.Context, req judge.ChatRequest) (judge.ChatResponse, error) {
 	m.c.chat.Add(1)
 	resp, err := m.m.Chat(ctx, req)
-	empty := 0
+	empty, cut := 0, 0
 	for _, c := range resp.Choices {
 		if strings.TrimSpace(c) == "" {
 			empty++
 		}
 	}
+	for _, f := range resp.FinishReasons[:min(len(resp.FinishReasons), len(resp.Choices), max(req.N, 1))] {
+		if f == "length" {
+			cut++
+		}
+	}
 	if empty > 0 {
 		m.acc.count("judge/empty_content", float64(empty))
+	}
+	if cut > 0 {
+		m.acc.count("judge/truncated_votes", float64(cut))
 	}
 	return resp, err
 }

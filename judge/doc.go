@@ -13,23 +13,48 @@
 // sees the action: the assistant's tool calls (name and arguments) follow its text.
 //
 // The PRMVotes votes (3 by default) are asked for in one chat request with n set; when
-// a server returns fewer choices, the missing votes are asked for in separate
-// single-choice requests. Defaults: temperature 0.7, no truncation, no penalty, 500
-// output tokens; every request states each of them (see package sampling), so a
-// server's --generation-config defaults never decide. Requests carry
-// chat_template_kwargs, {"enable_thinking": false} by default: a Qwen3-class judge
-// thinks otherwise, and behind a reasoning parser a judge that spent its budget
-// thinking answers with a null content. Such a choice is the vote
-// [UnparsedEmptyContent]; its reasoning is never read for a decision.
+// a server returns fewer choices (one, when it ignores n), the missing votes are asked
+// for in separate single-choice requests, each read by the same rules; extra choices
+// are ignored. Defaults: temperature 0.7, no truncation, no penalty, 500 output tokens;
+// every request states each of them (see package sampling), so a server's
+// --generation-config defaults never decide. Requests carry chat_template_kwargs,
+// {"enable_thinking": false} by default: a Qwen3-class judge thinks otherwise.
+//
+// # What is never a vote
+//
+// A hint reaches the teacher, so text the judge did not give as its answer must never
+// become one. A judge may think although thinking was turned off (a thinking-only
+// model ignores enable_thinking), with or without a reasoning parser on the server:
+//   - A choice the server cut at max_tokens (finish_reason "length") is not parsed at
+//     all: without a reasoning parser a cut thought arrives as content, and a hint
+//     drafted mid-thought would be taken. It is [UnparsedTruncated]; the root package
+//     counts it as judge/truncated_votes. A choice ended for any other reason than a
+//     stop ("abort", "tool_calls", …) is [UnparsedUnfinished]. A [ChatModel] that
+//     does not report finish reasons ([ChatResponse.FinishReasons] nil) loses this
+//     check, and LLMConfig.Logger is told so once;
+//     [github.com/agentic-opd/agenticopd/vllm.Client] reports them.
+//   - Thinking in the content is removed before parsing (see [ParseVote]): closed
+//     <think>…</think> blocks, an unclosed <think> to the end, and everything before a
+//     </think> that has no opening tag (a Qwen3-style template opens the block in the
+//     prompt, so the content starts mid-thought). Nothing left is [UnparsedOnlyThinking].
+//   - The reasoning a server's parser split off ("reasoning", "reasoning_content") is
+//     never read. A choice with an empty content is [UnparsedEmptyContent], even when
+//     its reasoning holds a decision.
+//   - An answer with two different \boxed{…} decisions is
+//     [UnparsedConflictingDecisions], not its last one.
+//
+// These rules may lose a real verdict, but never take a decision or a hint from a
+// thought, a cut or a contradiction; a vote so refused counts as neither side in
+// [Majority], like any unreadable vote. Raise MaxTokens when many votes are truncated.
 //
 // # Parsing
 //
-// [ParseVote] reads an output exactly as the reference does: the last \boxed{-?DIGITS},
-// read as an integer and kept only when it is 1 or -1, and the last hint block, stripped.
-// Output that cannot be read, and requests that fail, become votes with Score 0 and a
-// reason in [Vote.Unparsed] ([UnparsedNoDecision], [UnparsedBadDecision],
-// [UnparsedRequestFailed], [UnparsedMissingChoice]); they never make Judge fail. Judge
-// returns an error only when its context ends.
+// [ParseVote] reads an answer as the reference does: \boxed{-?DIGITS} read as an integer
+// and kept only when it is 1 or -1, and the last hint block, stripped. Output that
+// cannot be read, and requests that fail, become votes with Score 0 and a reason in
+// [Vote.Unparsed] (the Unparsed constants: [UnparsedNoDecision], [UnparsedBadDecision],
+// [UnparsedRequestFailed], [UnparsedMissingChoice] and the ones above); they never
+// make Judge fail. Judge returns an error only when its context ends.
 //
 // # Selection
 //

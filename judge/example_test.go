@@ -11,9 +11,13 @@ func ExampleParseVote() {
 	fmt.Printf("%d %q\n", v.Score, v.Hint)
 	v = judge.ParseVote(`\boxed{+1}`)
 	fmt.Printf("%d %q\n", v.Score, v.Unparsed)
+	// A thought (here begun in the prompt, so without its opening tag) is never read.
+	v = judge.ParseVote("Maybe \\boxed{1} [HINT_START]Loop from 0.[HINT_END]</think>\n\n\\boxed{-1}")
+	fmt.Printf("%d %q\n", v.Score, v.Hint)
 	// Output:
 	// 1 "Check multiples of 15 before 3 and 5."
 	// 0 "no_decision"
+	// -1 ""
 }
 
 func ExampleMajority() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -41,7 +42,8 @@ type LLMConfig struct {
 	// valid setting is accepted.
 	Sampling sampling.Params
 	// MaxTokens caps each vote's output; 0 means 500. A reasoning model may need more to
-	// reach its \boxed{…} decision.
+	// reach its \boxed{…} decision: a vote cut at MaxTokens is never read
+	// ([UnparsedTruncated]).
 	MaxTokens int
 	// Selection picks the hint from the votes; nil means [Majority].
 	Selection Selector
@@ -57,7 +59,9 @@ type LLMConfig struct {
 	// SystemPrompt replaces the built-in system message ([SystemPrompt]) when set. It
 	// must keep the output contract that [ParseVote] reads.
 	SystemPrompt string
-	// Logger receives failed requests at warn level; nil means no logging.
+	// Logger receives failed requests at warn level, and once a warning that the
+	// ChatModel reports no finish reasons (so cut votes cannot be told from finished
+	// ones); nil means no logging.
 	Logger *slog.Logger
 }
 
@@ -67,6 +71,8 @@ type LLMConfig struct {
 type LLM struct {
 	model ChatModel
 	cfg   LLMConfig
+	// noFinish warns once that the model reports no finish reasons.
+	noFinish sync.Once
 }
 
 // NewLLM returns an LLM judge that talks to model. It does no I/O.
@@ -143,6 +149,7 @@ func (l *LLM) vote(ctx context.Context, msgs []chat.Message) ([]Vote, error) {
 	for i := range resp.Choices[:min(n, len(resp.Choices))] {
 		votes = append(votes, voteOf(resp, i))
 	}
+	l.checkFinish(ctx, resp)
 	rest := make([]Vote, n-len(votes))
 	var g errgroup.Group
 	for i := range rest {
@@ -158,6 +165,7 @@ func (l *LLM) vote(ctx context.Context, msgs []chat.Message) ([]Vote, error) {
 				rest[i] = Vote{Unparsed: UnparsedMissingChoice}
 			default:
 				rest[i] = voteOf(resp, 0)
+				l.checkFinish(ctx, resp)
 			}
 			return nil
 		})
@@ -172,13 +180,35 @@ func (l *LLM) request(msgs []chat.Message, n int) ChatRequest {
 	return ChatRequest{Messages: msgs, N: n, Sampling: l.cfg.Sampling.Resolved(), MaxTokens: l.cfg.MaxTokens, ChatTemplateKwargs: l.cfg.ChatTemplateKwargs}
 }
 
-// voteOf reads choice i of resp. An empty content is [UnparsedEmptyContent], whatever
-// reasoning came with it: a decision found in reasoning is a thought, not an answer.
+// voteOf reads choice i of resp. A choice the server did not end with a stop is not
+// parsed: cut at max_tokens it is [UnparsedTruncated], ended otherwise
+// [UnparsedUnfinished]. An empty content is [UnparsedEmptyContent], whatever reasoning
+// came with it: a decision found in reasoning is a thought, not an answer.
 func voteOf(resp ChatResponse, i int) Vote {
-	if strings.TrimSpace(resp.Choices[i]) == "" {
-		return Vote{Raw: resp.Choices[i], Unparsed: UnparsedEmptyContent}
+	raw := resp.Choices[i]
+	finish := ""
+	if i < len(resp.FinishReasons) {
+		finish = resp.FinishReasons[i]
 	}
-	return ParseVote(resp.Choices[i])
+	switch {
+	case finish == "length":
+		return Vote{Raw: raw, Unparsed: UnparsedTruncated}
+	case finish != "" && finish != "stop":
+		return Vote{Raw: raw, Unparsed: UnparsedUnfinished}
+	case strings.TrimSpace(raw) == "":
+		return Vote{Raw: raw, Unparsed: UnparsedEmptyContent}
+	}
+	return ParseVote(raw)
+}
+
+// checkFinish warns once when a response with choices has no finish reasons.
+func (l *LLM) checkFinish(ctx context.Context, resp ChatResponse) {
+	if l.cfg.Logger == nil || resp.FinishReasons != nil || len(resp.Choices) == 0 {
+		return
+	}
+	l.noFinish.Do(func() {
+		l.cfg.Logger.WarnContext(ctx, "judge: the chat model reports no finish reasons; a vote cut at max_tokens cannot be told from a finished one and is parsed")
+	})
 }
 
 func (l *LLM) warn(ctx context.Context, err error, votes int) {

@@ -1,8 +1,10 @@
 package judge_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -401,4 +403,64 @@ func FuzzTruncate(f *testing.F) {
 			t.Fatalf("Truncate(%q, %d) = %q, want the first %d code points and the suffix", s, max, got, max)
 		}
 	})
+}
+
+// finishModel answers every request with the same choices and finish reasons.
+type finishModel judge.ChatResponse
+
+func (m finishModel) Chat(context.Context, judge.ChatRequest) (judge.ChatResponse, error) {
+	return judge.ChatResponse(m), nil
+}
+
+func TestLLMFinishReasons(t *testing.T) {
+	tests := []struct {
+		name   string
+		finish []string
+		want   []string // Unparsed per vote
+	}{
+		{"stop is read", []string{"stop", "stop", "stop"}, []string{"", "", ""}},
+		{"length is never read", []string{"length", "stop", "length"}, []string{judge.UnparsedTruncated, "", judge.UnparsedTruncated}},
+		{"other reasons are unfinished", []string{"abort", "tool_calls", "content_filter"}, []string{judge.UnparsedUnfinished, judge.UnparsedUnfinished, judge.UnparsedUnfinished}},
+		{"not reported is read", nil, []string{"", "", ""}},
+		{"missing entries are not reported", []string{"length"}, []string{judge.UnparsedTruncated, "", ""}},
+		{"an empty entry is not reported", []string{"", "length", ""}, []string{"", judge.UnparsedTruncated, ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := finishModel{Choices: []string{pos1, pos1, pos1}, FinishReasons: tt.finish}
+			h, err := newLLM(t, m, judge.LLMConfig{}).Judge(context.Background(), turn)
+			require.NoError(t, err)
+			got := make([]string, len(h.Votes))
+			for i, v := range h.Votes {
+				got[i] = v.Unparsed
+				require.Equal(t, pos1, v.Raw, "the output is kept in Raw")
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("reasons (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLLMWarnsOnceWithoutFinishReasons(t *testing.T) {
+	tests := []struct {
+		name   string
+		finish []string
+		want   int // warnings
+	}{
+		{"not reported", nil, 1},
+		{"reported", []string{"stop", "stop", "stop"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&buf, nil))
+			j := newLLM(t, finishModel{Choices: []string{pos1, pos1, pos1}, FinishReasons: tt.finish}, judge.LLMConfig{Logger: logger})
+			for range 2 {
+				_, err := j.Judge(context.Background(), turn)
+				require.NoError(t, err)
+			}
+			require.Equal(t, tt.want, strings.Count(buf.String(), "reports no finish reasons"), buf.String())
+		})
+	}
 }

@@ -12,7 +12,7 @@ const (
 	// UnparsedNoDecision: the output holds no \boxed{…} with an optional minus sign and
 	// digits.
 	UnparsedNoDecision = "no_decision"
-	// UnparsedBadDecision: the last \boxed{…} holds a number other than 1 or -1.
+	// UnparsedBadDecision: the \boxed{…} decisions hold a number other than 1 or -1.
 	UnparsedBadDecision = "bad_decision"
 	// UnparsedRequestFailed: the chat request for this vote failed.
 	UnparsedRequestFailed = "request_failed"
@@ -20,10 +20,33 @@ const (
 	// after separate requests.
 	UnparsedMissingChoice = "missing_choice"
 	// UnparsedEmptyContent: the choice's content was null or empty. A reasoning model
-	// whose server runs a reasoning parser answers so when it spent max_tokens on
-	// thinking (or thought without a closing tag); its reasoning is never read as a
-	// vote. Turn thinking off with LLMConfig.ChatTemplateKwargs or raise MaxTokens.
+	// whose server runs a reasoning parser answers so when it thought without a closing
+	// tag; its reasoning is never read as a vote. (When max_tokens cut the thinking,
+	// the vote is [UnparsedTruncated], whatever its content.) Turn thinking off with
+	// LLMConfig.ChatTemplateKwargs or raise MaxTokens.
 	UnparsedEmptyContent = "empty_content"
+	// UnparsedTruncated: the server cut the choice at max_tokens (finish_reason
+	// "length"). A cut output is never read, whatever it holds: a judge that thinks
+	// although thinking was turned off (a thinking-only model, no reasoning parser)
+	// has its thoughts cut and delivered as content, and a hint drafted mid-thought
+	// must not reach the teacher. Raise MaxTokens, or turn thinking off.
+	UnparsedTruncated = "truncated"
+	// UnparsedUnfinished: the server ended the choice for a reason other than a stop
+	// or the max_tokens cut ("abort", "error", "tool_calls", "content_filter"), so its
+	// content is not a finished answer.
+	UnparsedUnfinished = "unfinished"
+	// UnparsedOnlyThinking: the output is all thinking: nothing but white space is
+	// left outside its <think>…</think> blocks (see [ParseVote]).
+	UnparsedOnlyThinking = "only_thinking"
+	// UnparsedConflictingDecisions: the output holds more than one \boxed{…} decision
+	// and they differ (for example \boxed{1} and then \boxed{-1}).
+	UnparsedConflictingDecisions = "conflicting_decisions"
+)
+
+// Tags of a reasoning model's thinking, as Qwen3 and DeepSeek-R1 templates write them.
+const (
+	thinkStart = "<think>"
+	thinkEnd   = "</think>"
 )
 
 // Markers of the LLM judge's output contract.
@@ -32,24 +55,41 @@ const (
 	HintEnd   = "[HINT_END]"   // closes the hint text in the judge's output
 )
 
-// ParseVote reads one judge output the way the reference does:
+// ParseVote reads one judge output. Only the answer is read, never the thinking:
 //
-//   - The decision is the last match of \boxed{-?DIGITS}, read as an integer ("01" is
-//     1; "+1", " 1 " and "2" are not decisions). It counts only when it is 1 or -1;
-//     otherwise the vote has Score 0 and an Unparsed reason.
-//   - The hint is the text of the last [HINT_START]…[HINT_END] block (shortest match,
-//     across lines), with surrounding whitespace removed, or "".
+//   - The answer is the text after the last </think> (all of it when there is none),
+//     up to the first <think> after that. Text before a </think> is thinking even
+//     without an opening tag, since a Qwen3-style template opens the block in the
+//     prompt and the output starts mid-thought; an unclosed <think> runs to the end.
+//     An output with thinking and a blank answer is [UnparsedOnlyThinking].
+//   - The decision is read from every \boxed{-?DIGITS} of the answer, each as an
+//     integer ("01" is 1, "2" is neither 1 nor -1; a \boxed{…} that is not -?DIGITS,
+//     such as "+1" or " 1 ", is skipped). When they all agree, the decision counts
+//     when it is 1 or -1 ([UnparsedBadDecision] otherwise); when they differ, the vote is
+//     [UnparsedConflictingDecisions]. The system prompt asks for exactly one decision,
+//     so a vote that contradicts itself is no vote; the reference took the last one.
+//   - The hint is the text of the last [HINT_START]…[HINT_END] block of the answer
+//     (shortest match, across lines), with surrounding whitespace removed, or "".
 //
 // Decision and hint are read independently: a vote may carry a hint with Score -1 or 0;
 // selection ignores it. Digits and whitespace follow Python's rules (any Unicode decimal
 // digit counts as a digit; ASCII separators U+001C–U+001F count as whitespace), so that
-// the same text gives the same vote as in the reference.
+// an output without thinking and with one decision gives the same vote as in the
+// reference.
+//
+// ParseVote sees the text only; the LLM judge also refuses choices that the server did
+// not end with a stop ([UnparsedTruncated], [UnparsedUnfinished]) before parsing.
 func ParseVote(raw string) Vote {
-	v := Vote{Raw: raw, Hint: lastHint(raw)}
-	digits, ok := lastBoxed(raw)
+	ans, thought := answer(raw)
+	v := Vote{Raw: raw, Hint: lastHint(ans)}
+	if thought && Strip(ans) == "" {
+		v.Unparsed = UnparsedOnlyThinking
+		return v
+	}
+	digits, ok := decision(ans)
 	switch {
 	case !ok:
-		v.Unparsed = UnparsedNoDecision
+		v.Unparsed = digits
 	case digits == "1":
 		v.Score = 1
 	case digits == "-1":
@@ -60,22 +100,45 @@ func ParseVote(raw string) Vote {
 	return v
 }
 
-// lastBoxed finds the last \boxed{-?DIGITS} in s and returns its value normalised to
-// "1", "-1" or some other non-empty string when the value is neither.
-func lastBoxed(s string) (string, bool) {
+// answer returns the part of raw outside thinking (see [ParseVote]) and whether
+// thinking was found.
+func answer(raw string) (string, bool) {
+	s, thought := raw, false
+	if i := strings.LastIndex(s, thinkEnd); i >= 0 {
+		s, thought = s[i+len(thinkEnd):], true
+	}
+	if i := strings.Index(s, thinkStart); i >= 0 {
+		s, thought = s[:i], true
+	}
+	return s, thought
+}
+
+// decision reads every \boxed{-?DIGITS} in s. It returns the common value normalised
+// to "1", "-1" or "other" and true, or the Unparsed reason and false when there is no
+// decision or the decisions differ.
+func decision(s string) (string, bool) {
 	const open = `\boxed{`
-	found, value := false, ""
+	value := ""
 	for i := 0; ; {
 		j := strings.Index(s[i:], open)
 		if j < 0 {
-			return value, found
+			break
 		}
 		start := i + j + len(open)
 		i = i + j + 1
-		if v, ok := boxedValue(s[start:]); ok {
-			found, value = true, v
+		v, ok := boxedValue(s[start:])
+		switch {
+		case !ok:
+		case value == "":
+			value = v
+		case v != value:
+			return UnparsedConflictingDecisions, false
 		}
 	}
+	if value == "" {
+		return UnparsedNoDecision, false
+	}
+	return value, true
 }
 
 // boxedValue reads "-?DIGITS}" at the start of s and returns "1", "-1", or "other".

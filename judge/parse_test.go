@@ -22,7 +22,7 @@ func TestParseVote(t *testing.T) {
 	}{
 		// The reference's behavioural examples.
 		{"positive with hint", `\boxed{1} [HINT_START] use sorted() [HINT_END]`, 1, "use sorted()", ""},
-		{"last boxed wins", `\boxed{1}\boxed{-1}`, -1, "", ""},
+		{"conflicting decisions", `\boxed{1}\boxed{-1}`, 0, "", judge.UnparsedConflictingDecisions},
 		{"not plus or minus one", `\boxed{2} [HINT_START]a[HINT_END]`, 0, "a", judge.UnparsedBadDecision},
 		{"last hint block wins", "\\boxed{1}[HINT_START]first hint here[HINT_END] and [HINT_START]\n second one \n[HINT_END]", 1, "second one", ""},
 		{"leading zero", `\boxed{01}`, 1, "", ""},
@@ -44,7 +44,21 @@ func TestParseVote(t *testing.T) {
 		{"nested start takes shortest", `[HINT_START] a [HINT_START] b [HINT_END]`, 0, "a [HINT_START] b", judge.UnparsedNoDecision},
 		{"python whitespace", "[HINT_START]\x1c\u00a0hint\u3000\x1f[HINT_END]", 0, "hint", judge.UnparsedNoDecision},
 		{"zero width space is kept", "[HINT_START]\u200bhint[HINT_END]", 0, "\u200bhint", judge.UnparsedNoDecision},
-		{"boxed in reasoning counts", "<think>maybe \\boxed{-1}</think> \\boxed{1}", 1, "", ""},
+		// Several decisions.
+		{"agreeing decisions", `\boxed{1} so, again, \boxed{01} [HINT_START]Run the tests first.[HINT_END]`, 1, "Run the tests first.", ""},
+		{"bad then good", `\boxed{2} no, \boxed{1}`, 0, "", judge.UnparsedConflictingDecisions},
+		{"options listed", `The answer is \boxed{1} or \boxed{-1}; I pick \boxed{1}`, 0, "", judge.UnparsedConflictingDecisions},
+		{"repeated bad", `\boxed{3} \boxed{3}`, 0, "", judge.UnparsedBadDecision},
+		// Thinking is never read.
+		{"decision after closed thinking", "<think>maybe \\boxed{-1}</think> \\boxed{1}", 1, "", ""},
+		{"hint in closed thinking", "<think>\\boxed{1} [HINT_START]Draft from thought.[HINT_END]</think>\n\nI cannot tell.", 0, "", judge.UnparsedNoDecision},
+		{"mid-thought start", "So \\boxed{1} [HINT_START]Draft from thought.[HINT_END] or not.</think>\n\nNo lesson.", 0, "", judge.UnparsedNoDecision},
+		{"mid-thought start then answer", "So \\boxed{1}?</think>\n\n\\boxed{-1}", -1, "", ""},
+		{"unclosed thinking", "<think>\\boxed{1} [HINT_START]Draft from thought.[HINT_END]", 0, "", judge.UnparsedOnlyThinking},
+		{"unclosed thinking after answer", "\\boxed{-1} <think>no, \\boxed{1} [HINT_START]Draft from thought.[HINT_END]", -1, "", ""},
+		{"only closed thinking", "<think>\\boxed{1}</think>\n \n", 0, "", judge.UnparsedOnlyThinking},
+		{"decision between thinking blocks is thought", "<think>a</think>\\boxed{1}<think>\\boxed{-1}</think> [HINT_START]Read the error first.[HINT_END]", 0, "Read the error first.", judge.UnparsedNoDecision},
+		{"hint split by thinking", "\\boxed{1} [HINT_START]half <think>x</think> rest[HINT_END]", 0, "", judge.UnparsedNoDecision},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,18 +76,37 @@ var (
 	refHint  = regexp.MustCompile(`(?s)\[HINT_START\](.*?)\[HINT_END\]`)
 )
 
-// refParse is the reference's parser written with regular expressions, as an oracle.
+// Thinking, as ParseVote reads it: everything up to the last </think>, and everything
+// from a <think> on.
+var (
+	oracleThoughtBefore = regexp.MustCompile(`(?s)^.*</think>`)
+	oracleThoughtAfter  = regexp.MustCompile(`(?s)<think>.*$`)
+)
+
+// refParse is the reference's parser written with regular expressions, as an oracle,
+// with this library's two changes: thinking is removed first, and decisions that differ
+// give no score.
 func refParse(s string) (score int, hint string) {
+	s = oracleThoughtAfter.ReplaceAllString(oracleThoughtBefore.ReplaceAllString(s, ""), "")
 	if m := refBoxed.FindAllStringSubmatch(s, -1); len(m) > 0 {
-		digits := []rune(m[len(m)-1][1])
-		for i, r := range digits {
-			if r != '-' {
-				digits[i] = '0' + rune(digitValueRef(r))
+		values := map[int64]bool{}
+		for _, sub := range m {
+			digits := []rune(sub[1])
+			for i, r := range digits {
+				if r != '-' {
+					digits[i] = '0' + rune(digitValueRef(r))
+				}
 			}
+			n, err := strconv.ParseInt(string(digits), 10, 64)
+			if err != nil || (n != 1 && n != -1) {
+				n = 2 // neither: one "other" value
+			}
+			values[n] = true
 		}
-		n, err := strconv.ParseInt(string(digits), 10, 64)
-		if err == nil && (n == 1 || n == -1) {
-			score = int(n)
+		for n := range values {
+			if len(values) == 1 && (n == 1 || n == -1) {
+				score = int(n)
+			}
 		}
 	}
 	if m := refHint.FindAllStringSubmatch(s, -1); len(m) > 0 {
@@ -97,6 +130,7 @@ func FuzzParseVote(f *testing.F) {
 		`\boxed{1} [HINT_START] use sorted() [HINT_END]`, `\boxed{1}\boxed{-1}`, `\boxed{01}`,
 		`\boxed{+1}`, `\boxed{ 1 }`, `\boxed{2} [HINT_START]a[HINT_END]`, `\boxed{١}`,
 		"[HINT_START]a[HINT_END][HINT_START]b[HINT_END]", `\boxed{\boxed{1}}`,
+		"<think>\\boxed{1}</think>\\boxed{-1}", "x \\boxed{1}</think> [HINT_START]h[HINT_END]<think>",
 	} {
 		f.Add(s)
 	}

@@ -138,7 +138,7 @@ func equalIDs(a, b []int32) bool {
 // choices in one request, with max_tokens, every sampling field of req.Sampling and
 // chat_template_kwargs (an empty object when nil). The reply may hold fewer choices
 // than asked for. A choice's reasoning ("reasoning", or "reasoning_content" on older
-// servers) goes to Reasoning, never to Choices.
+// servers) goes to Reasoning, never to Choices; its finish_reason to FinishReasons.
 func (c *Client) Chat(ctx context.Context, req judge.ChatRequest) (judge.ChatResponse, error) {
 	const path = "/v1/chat/completions"
 	if req.MaxTokens < 1 {
@@ -162,10 +162,12 @@ func (c *Client) Chat(ctx context.Context, req judge.ChatRequest) (judge.ChatRes
 	if err != nil {
 		return judge.ChatResponse{}, err
 	}
-	out := judge.ChatResponse{Choices: make([]string, len(resp.Choices)), Reasoning: make([]string, len(resp.Choices))}
+	n := len(resp.Choices)
+	out := judge.ChatResponse{Choices: make([]string, n), Reasoning: make([]string, n), FinishReasons: make([]string, n)}
 	for i, ch := range resp.Choices {
 		out.Choices[i] = ch.Message.Content
 		out.Reasoning[i] = ch.Message.ReasoningContent
+		out.FinishReasons[i] = ch.FinishReason
 	}
 	return out, nil
 }

@@ -127,7 +127,8 @@ func TestChat(t *testing.T) {
 	var cm judge.ChatModel = c
 	got, err := cm.Chat(bg, judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "judge"}}, N: 2, Sampling: sampling.Neutral(0.6), MaxTokens: 256})
 	require.NoError(t, err)
-	require.Equal(t, judge.ChatResponse{Choices: []string{`The turn was fine. \boxed{-1}`, ""}, Reasoning: []string{"", ""}}, got)
+	require.Equal(t, judge.ChatResponse{Choices: []string{`The turn was fine. \boxed{-1}`, ""}, Reasoning: []string{"", ""},
+		FinishReasons: []string{"stop", "tool_calls"}}, got)
 	body := r.requests("POST /v1/chat/completions")[0].Body
 	require.Equal(t, 2.0, body["n"])
 	require.Equal(t, 256.0, body["max_tokens"])
@@ -153,7 +154,8 @@ func TestChatReasoning(t *testing.T) {
 	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
 	got, err := c.Chat(bg, judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "judge"}}, N: 3, Sampling: sampling.Neutral(0.7), MaxTokens: 8})
 	require.NoError(t, err)
-	want := judge.ChatResponse{Choices: []string{"", "", `\boxed{-1}`}, Reasoning: []string{`thinking \boxed{1}`, "old name", ""}}
+	want := judge.ChatResponse{Choices: []string{"", "", `\boxed{-1}`}, Reasoning: []string{`thinking \boxed{1}`, "old name", ""},
+		FinishReasons: []string{"length", "length", "stop"}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}

@@ -157,7 +157,7 @@ func (s *Server) writeChat(w http.ResponseWriter, req *chatRequest, sp sampling,
 			"function_call": nil, "tool_calls": []any{}, "reasoning": nil,
 		}
 		if s.cfg.reasoning {
-			if r, content, ok := splitReasoning(c.text); ok {
+			if r, content, ok := s.splitGenerated(c.text); ok {
 				msg["reasoning"], msg["content"] = r, content
 			}
 		}

@@ -43,7 +43,9 @@
 // when chat_template_kwargs has enable_thinking: false). With [WithThinkingTemplate],
 // assistant turns follow Qwen3's hybrid-thinking rules: reasoning survives only after
 // the last user query, so re-rendering a conversation can fail to extend the tokens a
-// client already holds.
+// client already holds. With [WithThinkingOnlyTemplate], the generation prompt always
+// opens a thought ("<|im_start|>assistant\n<think>\n"), as a thinking-only model's
+// template does whatever enable_thinking says.
 //
 // # The language model
 //

@@ -281,7 +281,8 @@ func nonNil(ids []int32) []int32 {
 
 // renderRequest renders a chat-form request to template text.
 func (s *Server) renderRequest(msgs []wireMessage, tools []json.RawMessage, addGen *bool, contFinal bool, kwargs map[string]any) (string, *apiError) {
-	p := renderParams{tools: tools, addGenerationPrompt: addGen == nil || *addGen, continueFinal: contFinal, thinkingTemplate: s.cfg.thinking}
+	p := renderParams{tools: tools, addGenerationPrompt: addGen == nil || *addGen, continueFinal: contFinal, thinkingTemplate: s.cfg.thinking,
+		thinkingOnly: s.cfg.thinkOnly}
 	if v, ok := kwargs["enable_thinking"]; ok {
 		b, isBool := v.(bool)
 		if !isBool {

@@ -43,7 +43,7 @@ type ChatScriptInput struct {
 }
 
 // generationPrompts are the prompt endings after which an assistant turn starts.
-var generationPrompts = []string{"<|im_start|>assistant\n<think>\n\n</think>\n\n", "<|im_start|>assistant\n"}
+var generationPrompts = []string{"<|im_start|>assistant\n<think>\n\n</think>\n\n", thinkingOnlyPrompt, "<|im_start|>assistant\n"}
 
 func toChatMessages(msgs []wireMessage) []chat.Message {
 	out := make([]chat.Message, len(msgs))

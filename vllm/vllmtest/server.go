@@ -35,6 +35,7 @@ type config struct {
 	version     string
 	seed        uint64
 	thinking    bool
+	thinkOnly   bool // WithThinkingOnlyTemplate
 	flatErrors  bool
 	agentScript func(ScriptInput) (string, bool)
 	chatScript  func(ChatScriptInput) []string

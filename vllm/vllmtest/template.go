@@ -71,6 +71,7 @@ type renderParams struct {
 	continueFinal       bool
 	enableThinking      *bool
 	thinkingTemplate    bool
+	thinkingOnly        bool // the generation prompt always opens a thought
 }
 
 const toolsHeader = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
@@ -159,7 +160,10 @@ func renderChat(msgs []wireMessage, p renderParams) (string, error) {
 	}
 	if p.addGenerationPrompt {
 		out += "<|im_start|>assistant\n"
-		if p.enableThinking != nil && !*p.enableThinking {
+		switch {
+		case p.thinkingOnly:
+			out += "<think>\n"
+		case p.enableThinking != nil && !*p.enableThinking:
 			out += "<think>\n\n</think>\n\n"
 		}
 	}
