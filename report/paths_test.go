@@ -16,14 +16,13 @@ import (
 
 // teacherEntry is one scored position of outsideSeq.
 type teacherEntry struct {
-	pos      int
-	row      []int32
-	lps      []float32
-	exact    float64 // the teacher's logprob of the sampled token (as the opd rows keep it)
-	student  float64
-	sampled  int32
-	inside   bool
-	rankSeen int // 1-based rank of the sampled token in row, 0 outside
+	pos     int
+	row     []int32
+	lps     []float32
+	exact   float64 // the teacher's logprob of the sampled token (as the opd rows keep it)
+	student float64
+	sampled int32
+	inside  bool // sampled is in row
 }
 
 // outsideEntries are the scored positions of outsideSeq: the teacher disfavours the
@@ -31,11 +30,11 @@ type teacherEntry struct {
 // lowest logprob (the bound) is above the student's logprob, so a colour taken from
 // the bound would read "teacher > student" where the teacher likes the token least.
 var outsideEntries = []teacherEntry{
-	{pos: 4, sampled: 50, row: []int32{50, 51, 52, 53, 54, 55}, lps: []float32{-0.1, -0.4, -0.6, -0.7, -0.9, -1.1}, exact: -0.1, student: -0.5, inside: true, rankSeen: 1},
+	{pos: 4, sampled: 50, row: []int32{50, 51, 52, 53, 54, 55}, lps: []float32{-0.1, -0.4, -0.6, -0.7, -0.9, -1.1}, exact: -0.1, student: -0.5, inside: true},
 	{pos: 5, sampled: 60, row: []int32{61, 62, 63, 64, 65, 66}, lps: []float32{-0.2, -0.3, -0.5, -0.6, -0.8, -1}, exact: -9, student: -3},
-	{pos: 6, sampled: 70, row: []int32{71, 72, 70, 73, 74, 75}, lps: []float32{-0.3, -0.5, -0.8, -1, -1.2, -1.4}, exact: -0.8, student: -0.2, inside: true, rankSeen: 3},
+	{pos: 6, sampled: 70, row: []int32{71, 72, 70, 73, 74, 75}, lps: []float32{-0.3, -0.5, -0.8, -1, -1.2, -1.4}, exact: -0.8, student: -0.2, inside: true},
 	{pos: 7, sampled: 80, row: []int32{81, 82, 83, 84, 85, 86}, lps: []float32{-0.5, -0.8, -1, -1.3, -1.7, -2}, exact: -12, student: -6},
-	{pos: 8, sampled: 90, row: []int32{91, 92, 93, 94, 95, 90}, lps: []float32{-0.4, -0.6, -1, -1.5, -2, -2.5}, exact: -2.5, student: -1, inside: true, rankSeen: 6},
+	{pos: 8, sampled: 90, row: []int32{91, 92, 93, 94, 95, 90}, lps: []float32{-0.4, -0.6, -1, -1.5, -2, -2.5}, exact: -2.5, student: -1, inside: true},
 }
 
 // outsideSeq is a rollout as the root package's Group.Report builds it from a group
