@@ -105,7 +105,9 @@ type teacher struct {
 // lengths of s's slices.
 func (s *Sequence) teacherAt(p int) teacher {
 	t := teacher{logprob: math.NaN(), bound: math.NaN(), student: math.NaN(), delta: math.NaN()}
-	if s.StudentLogprobs != nil {
+	// A positive logprob is no logprob (Atropos's masked sentinel is 1.0), as the page
+	// stores it.
+	if s.StudentLogprobs != nil && s.StudentLogprobs[p] <= 0 {
 		t.student = s.StudentLogprobs[p]
 	}
 	if s.Rows == nil {
@@ -124,7 +126,7 @@ func (s *Sequence) teacherAt(p int) teacher {
 		return t
 	}
 	t.outside, t.bound = true, float64(slices.Min(lps))
-	if s.TeacherLogprobs != nil {
+	if s.TeacherLogprobs != nil && s.TeacherLogprobs[p] <= 0 {
 		t.logprob = s.TeacherLogprobs[p]
 	}
 	return t

@@ -19,6 +19,8 @@ func TestFigures(t *testing.T) {
 	noTeacher.TeacherLogprobs = nil
 	noRows := outsideSeq()
 	noRows.Rows = nil
+	sentinel := outsideSeq()
+	sentinel.StudentLogprobs[4] = 1 // Atropos's masked sentinel: no logprob
 	short := outsideSeq()
 	short.TeacherLogprobs = short.TeacherLogprobs[:5]
 	for _, c := range []struct {
@@ -35,6 +37,8 @@ func TestFigures(t *testing.T) {
 			want: report.Figures{Scored: 5, OutsideTopK: 2, DeltaPositions: 3, MeanDelta: (0.4 - 0.6 - 1.5) / 3}},
 		{name: "without student logprobs", seq: noStudent,
 			want: report.Figures{Scored: 5, OutsideTopK: 2, MeanDelta: math.NaN()}},
+		{name: "a positive student logprob is none", seq: sentinel,
+			want: report.Figures{Scored: 5, OutsideTopK: 2, DeltaPositions: 2, MeanDelta: (-0.6 - 1.5) / 2}},
 		{name: "without rows", seq: noRows, want: report.Figures{MeanDelta: math.NaN()}},
 		{name: "a slice of the wrong length", seq: short, err: "5 TeacherLogprobs for 12 tokens"},
 	} {
