@@ -44,8 +44,9 @@
 // base64 little-endian arrays (ids as int32, logprobs as uint16 thousandths of a nat,
 // so to 0.001, down to −65.5), decoded only when a rollout is opened, and tokens are
 // rendered 2,000 at a time as they scroll into view. Each position keeps the first
-// Options.TopK teacher entries ([DefaultTopK]), about 8 bytes each: 8 rollouts of
-// 16k tokens, every position scored, make a page of about 15 MB (TestPageSize8x16k).
+// Options.TopK teacher entries ([DefaultTopK]), about 8 bytes each, and its row's
+// entry count and lowest logprob (for the bound and "n of K shown"): 8 rollouts of
+// 16k tokens, every position scored, make a page of about 16 MB (TestPageSize8x16k).
 //
 // # Streaming
 //
