@@ -9,10 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/report"
 	"github.com/agentic-opd/agenticopd/rollout"
 )
@@ -66,6 +69,49 @@ func TestGroupReportCarriesSegmentsHintsAndTeacherLogprobs(t *testing.T) {
 	}
 	assert.Equal(t, int(g.Metrics["opd/total_hints"]), hints)
 	assert.Positive(t, hints)
+}
+
+// TestGroupReportFiguresMatchTheJSONL: the quickstart renders its page from groups in
+// memory (Group.Report), examples/inspect renders the JSON Lines the trainer gets; for
+// the same group both give the same figures (scored positions, positions whose
+// sampled token is outside the teacher's top-K, mean Δ), with and without
+// ref_logprobs in the file.
+func TestGroupReportFiguresMatchTheJSONL(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		asRef bool
+	}{
+		{"distill rows only", false},
+		{"with TeacherLogprobsAsRef", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, func(cfg *agenticopd.Config) { cfg.TeacherLogprobsAsRef = c.asRef })
+			g, err := f.env.CollectGroup(context.Background(), f.task)
+			require.NoError(t, err)
+			require.Empty(t, g.Dropped)
+			var buf bytes.Buffer
+			require.NoError(t, atropos.WriteJSONL(&buf, g.Data))
+			var fromFile report.Group
+			require.NoError(t, atropos.ReadJSONL(&buf, func(d *atropos.ScoredDataGroup) error {
+				fromFile = report.FromScoredData("from jsonl", d)
+				return nil
+			}))
+			mem := g.Report()
+			require.Len(t, fromFile.Sequences, len(mem.Sequences))
+			outside := 0
+			for i := range mem.Sequences {
+				want, err := mem.Sequences[i].Figures()
+				require.NoError(t, err)
+				got, err := fromFile.Sequences[i].Figures()
+				require.NoError(t, err)
+				if d := cmp.Diff(want, got, cmpopts.EquateNaNs()); d != "" {
+					t.Errorf("rollout %d: figures (-memory +jsonl):\n%s", i, d)
+				}
+				outside += want.OutsideTopK
+			}
+			require.Positive(t, outside, "the fixture has sampled tokens outside the teacher's top-%d", topK)
+		})
+	}
 }
 
 func TestProcessWritesTheReport(t *testing.T) {

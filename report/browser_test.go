@@ -204,3 +204,81 @@ func BenchmarkChromiumLoad8x16k(b *testing.B) {
 		b.ReportMetric(float64(render.Milliseconds()), "ms/render-all")
 	}
 }
+
+// TestChromiumShowsOutsideTopKAsSuch: a fixture whose sampled tokens at positions 5
+// and 7 are outside the teacher's top-6, with the rows' bound above the student's
+// logprob there (a colour taken from the bound would read "teacher > student" where
+// the teacher likes the token least). Both the in-memory form (exact teacher
+// logprobs given, as the quickstart's page has them) and the JSON Lines form (as
+// examples/inspect reads them) must render those positions as outside the top-K, with
+// no heat colour, and a tooltip that says so and how many of the row's entries it
+// shows.
+func TestChromiumShowsOutsideTopKAsSuch(t *testing.T) {
+	ctx := chromium(t)
+	mem := outsideSeq()
+	file := viaJSONL(t, mem, false)
+	file.Label = "from JSON Lines"
+	url := writePage(t, report.Options{TopK: 4, Detokenizer: fakeDetok{}}, report.Group{Title: "outside", Sequences: []report.Sequence{mem, file}})
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`html[data-ready="1"]`)),
+	))
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[int](`opdReport.renderAll(); 0`))
+	require.NoError(t, err)
+
+	type cell struct {
+		P          int
+		Outside    bool
+		Background string // the inline heat colour, "" for none
+		Image      string // the computed background image (the outside pattern)
+	}
+	for si, name := range []string{"in memory", "from JSON Lines"} {
+		t.Run(name, func(t *testing.T) {
+			cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]cell](fmt.Sprintf(`Array.from(document.querySelectorAll('#seq-0-%d .toks .t.s')).map(function(e){
+				return {P: +e.dataset.p, Outside: e.classList.contains('o'), Background: e.style.background,
+					Image: getComputedStyle(e).backgroundImage}; })`, si)))
+			require.NoError(t, err)
+			require.Len(t, cells, len(outsideEntries), "every scored position is drawn as scored")
+			for i, e := range outsideEntries {
+				c := cells[i]
+				require.Equal(t, e.pos, c.P)
+				if e.inside {
+					assert.False(t, c.Outside, "position %d is in the top-K", e.pos)
+					var r, g, b int
+					var a float64
+					_, err := fmt.Sscanf(c.Background, "rgba(%d, %d, %d, %g)", &r, &g, &b, &a)
+					require.NoError(t, err, "position %d: heat colour %q", e.pos, c.Background)
+					assert.Equal(t, e.exact > e.student, b > r, "position %d: blue for Δ %.1f > 0, red below", e.pos, e.exact-e.student)
+					continue
+				}
+				assert.True(t, c.Outside, "position %d is outside the teacher's top-K", e.pos)
+				assert.Empty(t, c.Background, "position %d: no heat colour from a bound", e.pos)
+				assert.Contains(t, c.Image, "repeating-linear-gradient", "position %d has the outside colour", e.pos)
+			}
+
+			tip := func(p int) string {
+				t.Helper()
+				xy, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](fmt.Sprintf(`(function(){ var e = document.querySelector('#seq-0-%d .toks .t[data-p="%d"]');
+					e.scrollIntoView({block: 'center'}); var r = e.getBoundingClientRect();
+					return [r.left + r.width/2, r.top + r.height/2]; })()`, si, p)))
+				require.NoError(t, err)
+				require.NoError(t, chromedp.Do(ctx, chromedp.MouseEvent(chromedp.MouseMoved, xy[0], xy[1])))
+				text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('tip').hidden ? '' : document.getElementById('tip').textContent`))
+				require.NoError(t, err)
+				return text
+			}
+			got := tip(5)
+			assert.Contains(t, got, "outside the teacher’s top-K (rank > 6), logprob ≤ -1.000")
+			assert.Contains(t, got, "the teacher’s top-K: 4 of 6 entries shown")
+			if si == 0 {
+				assert.Contains(t, got, "given apart from the rows: -9.000, Δ -6.000", "the exact value where it is known")
+			} else {
+				assert.NotContains(t, got, "given apart from the rows")
+			}
+			got = tip(8)
+			assert.Contains(t, got, "teacher logprob -2.500 (rank > 4, in the top 6), Δ -1.500")
+			got = tip(6)
+			assert.Contains(t, got, "teacher logprob -0.800 (rank 3), Δ -0.600")
+		})
+	}
+}

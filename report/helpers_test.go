@@ -108,6 +108,8 @@ type pageSeq struct {
 	Flags   []uint8
 	Student []uint16
 	Teacher []uint16
+	Bound   []uint16
+	Entries []uint16
 	TopN    []uint8
 	TopIDs  []int32
 	TopLPs  []uint16
@@ -132,9 +134,9 @@ func parsePage(t *testing.T, text string) *page {
 		case strings.HasPrefix(id, "data-"):
 			var raw struct {
 				Seqs []struct {
-					N                                  int
-					Tok, Flags, Slp, Tlp, Kn, Kid, Klp string
-					Hints                              json.RawMessage
+					N                                             int
+					Tok, Flags, Slp, Tlp, Tbd, Kall, Kn, Kid, Klp string
+					Hints                                         json.RawMessage
 				}
 			}
 			require.NoError(t, json.Unmarshal([]byte(body), &raw))
@@ -145,6 +147,8 @@ func parsePage(t *testing.T, text string) *page {
 				decode(t, s.Flags, &ps.Flags, s.N)
 				decode(t, s.Slp, &ps.Student, s.N)
 				decode(t, s.Tlp, &ps.Teacher, s.N)
+				decode(t, s.Tbd, &ps.Bound, s.N)
+				decode(t, s.Kall, &ps.Entries, s.N)
 				decode(t, s.Kn, &ps.TopN, s.N)
 				total := 0
 				for _, k := range ps.TopN {

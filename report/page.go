@@ -38,8 +38,12 @@ var pageTmpl = template.Must(template.New("page").Parse(`
 <span class="t k0 m">masked (not trained on)</span>
 <span class="t k1 s" style="background:hsla(0,85%,50%,.6)">teacher &lt; student</span>
 <span class="t k1 s" style="background:hsla(215,85%,50%,.6)">teacher &gt; student</span>
+<span class="t k1 s o">outside the teacher's top-K</span>
 Scored tokens are coloured by the teacher's logprob of the sampled token minus the
-student's; hover one for the teacher's top-K. Open a rollout to see its tokens.
+student's (Δ). Where the sampled token is outside the teacher's top-K, the rows give
+only an upper bound on that logprob: such tokens have a colour of their own, and are
+left out of the mean Δ. Hover a token for the teacher's top-K. Open a rollout to see
+its tokens.
 </p>
 </header>
 <main>
@@ -50,10 +54,10 @@ student's; hover one for the teacher's top-K. Open a rollout to see its tokens.
 <h2>{{.Title}}</h2>
 {{- if .Note}}<p class="note">{{.Note}}</p>{{end}}
 <table class="rollouts">
-<thead><tr><th>rollout</th><th>score</th>{{range .Breakdown}}<th>{{.}}</th>{{end}}<th>tokens</th><th>generated</th><th>scored</th><th>below top-K</th><th>hints</th><th>mean Δ logprob</th>{{range .Info}}<th>{{.}}</th>{{end}}</tr></thead>
+<thead><tr><th>rollout</th><th>score</th>{{range .Breakdown}}<th>{{.}}</th>{{end}}<th>tokens</th><th>generated</th><th>scored</th><th>outside top-K</th><th>hints</th><th>mean Δ logprob (in top-K)</th>{{range .Info}}<th>{{.}}</th>{{end}}</tr></thead>
 <tbody>
 {{- range .Seqs}}
-<tr data-seq="{{.Index}}"><td><a href="#seq-{{$.Index}}-{{.Index}}">{{.Label}}</a></td><td class="score">{{.Score}}</td>{{range .Breakdown}}<td class="term">{{.}}</td>{{end}}<td class="tokens">{{.Tokens}}</td><td class="generated">{{.Generated}}</td><td class="scored">{{.Scored}}</td><td class="bounds">{{.Bounds}}</td><td class="hints">{{.Hints}}</td><td class="delta">{{.Delta}}</td>{{range .Info}}<td>{{.}}</td>{{end}}</tr>
+<tr data-seq="{{.Index}}"><td><a href="#seq-{{$.Index}}-{{.Index}}">{{.Label}}</a></td><td class="score">{{.Score}}</td>{{range .Breakdown}}<td class="term">{{.}}</td>{{end}}<td class="tokens">{{.Tokens}}</td><td class="generated">{{.Generated}}</td><td class="scored">{{.Scored}}</td><td class="outside">{{.Outside}}</td><td class="hints">{{.Hints}}</td><td class="delta">{{.Delta}}</td>{{range .Info}}<td>{{.}}</td>{{end}}</tr>
 {{- end}}
 </tbody>
 </table>
@@ -64,7 +68,7 @@ student's; hover one for the teacher's top-K. Open a rollout to see its tokens.
 {{- end}}
 {{- range .Seqs}}
 <details class="seq" id="seq-{{$.Index}}-{{.Index}}" data-group="{{$.Index}}" data-seq="{{.Index}}">
-<summary>{{.Label}}: score {{.Score}}, {{.Tokens}} tokens, {{.Scored}} scored, {{.Hints}} hints</summary>
+<summary>{{.Label}}: score {{.Score}}, {{.Tokens}} tokens, {{.Scored}} scored ({{.Outside}} outside the teacher's top-K), {{.Hints}} hints</summary>
 <div class="toks"></div>
 </details>
 {{- end}}
@@ -82,10 +86,10 @@ student's; hover one for the teacher's top-K. Open a rollout to see its tokens.
 {{end}}`))
 
 type seqView struct {
-	Index                                    int
-	Label, Score, Delta                      string
-	Tokens, Generated, Scored, Bounds, Hints int
-	Breakdown, Info                          []string
+	Index                                     int
+	Label, Score, Delta                       string
+	Tokens, Generated, Scored, Outside, Hints int
+	Breakdown, Info                           []string
 }
 
 type groupMetric struct{ Name, Value string }
@@ -144,8 +148,9 @@ func groupView(index int, g Group, seqs []encodedSeq, data template.JS) groupPag
 	for i := range seqs {
 		s := &seqs[i]
 		p.Seqs = append(p.Seqs, seqView{
-			Index: i, Label: s.label, Score: num(s.score), Delta: num(s.meanDelta()),
-			Tokens: len(s.tokens), Generated: s.generated, Scored: s.scored, Bounds: s.bounds, Hints: len(s.hints),
+			Index: i, Label: s.label, Score: num(s.score), Delta: num(s.figures.MeanDelta),
+			Tokens: len(s.tokens), Generated: s.generated, Scored: s.figures.Scored, Outside: s.figures.OutsideTopK,
+			Hints:     len(s.hints),
 			Breakdown: values(s.breakdown, p.Breakdown), Info: values(s.info, p.Info),
 		})
 	}

@@ -19,6 +19,8 @@
       s.flags = new Uint8Array(buf(s.flags));
       s.slp = new Uint16Array(buf(s.slp));
       s.tlp = new Uint16Array(buf(s.tlp));
+      s.tbd = new Uint16Array(buf(s.tbd));
+      s.kall = new Uint16Array(buf(s.kall));
       s.kn = new Uint8Array(buf(s.kn));
       s.kid = new Int32Array(buf(s.kid));
       s.klp = new Uint16Array(buf(s.klp));
@@ -51,10 +53,12 @@
         frag.appendChild(e);
       });
       var f = s.flags[p], el = document.createElement('span');
-      el.className = 't k' + (f & 7) + (f & 8 ? ' m' : '') + (f & 16 ? ' s' : '');
+      el.className = 't k' + (f & 7) + (f & 8 ? ' m' : '') + (f & 16 ? ' s' : '') + (f & 32 ? ' o' : '');
       el.dataset.p = p;
       el.textContent = text(s.tok[p]);
-      if (f & 16) {
+      // The heat colour only where the teacher's logprob is in its row: outside the
+      // top-K the rows give a bound, and such tokens have a colour of their own.
+      if ((f & 48) === 16) {
         var t = lp(s.tlp[p]), st = lp(s.slp[p]);
         if (t !== null && st !== null) el.style.background = heat(t - st);
       }
@@ -118,15 +122,33 @@
   // describe fills the tooltip for position p of sequence s.
   function describe(s, p) {
     tip.textContent = '';
-    var f = s.flags[p], t = lp(s.tlp[p]), st = lp(s.slp[p]);
+    var f = s.flags[p], t = lp(s.tlp[p]), st = lp(s.slp[p]), k = s.kn[p], all = s.kall[p];
     var head = document.createElement('div');
     head.className = 'tip-head';
     head.textContent = 'position ' + p + ', token ' + s.tok[p] + ' ' + JSON.stringify(text(s.tok[p])) +
-      ': student ' + fmt(st) + ', teacher ' + (f & 32 ? '\u2264 ' : '') + fmt(t) +
-      (t !== null && st !== null ? ', \u0394 ' + (f & 32 ? '\u2264 ' : '') + fmt(t - st) : '');
+      ': student logprob ' + fmt(st);
     tip.appendChild(head);
-    var k = s.kn[p];
+    if (f & 16) {
+      var line = document.createElement('div');
+      if (f & 32) {
+        line.className = 'tip-outside';
+        line.textContent = 'outside the teacher\u2019s top-K (rank > ' + all + '), logprob \u2264 ' + fmt(lp(s.tbd[p])) +
+          (t !== null ? '; the teacher\u2019s logprob of this token, given apart from the rows: ' + fmt(t) +
+            (st !== null ? ', \u0394 ' + fmt(t - st) : '') : '');
+      } else {
+        var rank = 0;
+        for (var r = 0; r < k; r++) if (s.kid[s.koff[p] + r] === s.tok[p]) rank = r + 1;
+        line.className = 'tip-teacher';
+        line.textContent = 'teacher logprob ' + fmt(t) + (rank ? ' (rank ' + rank + ')' : ' (rank > ' + k + ', in the top ' + all + ')') +
+          (t !== null && st !== null ? ', \u0394 ' + fmt(t - st) : '');
+      }
+      tip.appendChild(line);
+    }
     if (k > 0) {
+      var cap = document.createElement('div');
+      cap.className = 'tip-count';
+      cap.textContent = 'the teacher\u2019s top-K: ' + k + ' of ' + all + ' entries shown';
+      tip.appendChild(cap);
       var tb = document.createElement('table');
       tb.className = 'topk';
       tb.appendChild(row(['rank', 'token', 'id', 'teacher logprob']));

@@ -73,9 +73,14 @@ type Sequence struct {
 	Masked []bool
 	// StudentLogprobs are the sampling logprobs of the sampled tokens.
 	StudentLogprobs []float64
-	// TeacherLogprobs are the teacher's logprobs of the sampled tokens. Nil means:
-	// look the sampled token up in its row of Rows; when it is not among the row's
-	// entries, the page shows the row's lowest logprob as an upper bound.
+	// TeacherLogprobs are the teacher's logprobs of the sampled tokens, where a
+	// source knows them apart from the rows (opd keeps them; ref_logprobs may carry
+	// them); nil for none. The page takes the teacher's logprob of a sampled token
+	// from its row of Rows. Where the token is not among the row's entries, the rows
+	// give only an upper bound (the row's lowest logprob): the page marks the position
+	// as outside the top-K and shows the bound, and this value, when given, only in
+	// the tooltip; it never enters [Figures], so a sequence gives the same figures
+	// with and without it.
 	TeacherLogprobs []float64
 	// Rows are the teacher's top-K per position (empty rows where the teacher was not
 	// asked); nil for none. A position with a row is a scored position.

@@ -99,7 +99,7 @@ func TestPageStructureAndNumbersMatchTheGroups(t *testing.T) {
 			assert.Equal(t, strconv.Itoa(len(s.Tokens)), cell("tokens"))
 			assert.Equal(t, strconv.Itoa(generated), cell("generated"))
 			assert.Equal(t, strconv.Itoa(scored), cell("scored"))
-			assert.Equal(t, strconv.Itoa(bounds), cell("bounds"))
+			assert.Equal(t, strconv.Itoa(bounds), cell("outside"))
 			assert.Positive(t, bounds)
 			assert.Equal(t, strconv.Itoa(len(s.Hints)), cell("hints"))
 			assert.Equal(t, fmt.Sprintf("%.3f", mean), cell("delta"))
@@ -117,14 +117,16 @@ func TestPageStructureAndNumbersMatchTheGroups(t *testing.T) {
 				assert.Equal(t, q(s.StudentLogprobs[pos]), d.Student[pos], "student logprob at %d", pos)
 				ids, lps := s.Rows.Row(pos)
 				assert.Equal(t, len(ids) > 0, f&16 != 0, "scored at %d", pos)
-				want := math.NaN()
+				want, bound := math.NaN(), math.NaN()
 				if i := slices.Index(ids, s.Tokens[pos]); i >= 0 {
 					want = float64(lps[i])
 				} else if len(ids) > 0 {
-					want = float64(slices.Min(lps))
-					assert.NotZero(t, f&32, "bound flag at %d", pos)
+					bound = float64(slices.Min(lps))
 				}
-				assert.Equal(t, q(want), d.Teacher[pos], "teacher logprob at %d", pos)
+				assert.Equal(t, len(ids) > 0 && math.IsNaN(want), f&32 != 0, "outside flag at %d", pos)
+				assert.Equal(t, q(want), d.Teacher[pos], "teacher logprob at %d: never a bound", pos)
+				assert.Equal(t, q(bound), d.Bound[pos], "bound at %d", pos)
+				assert.Equal(t, uint16(len(ids)), d.Entries[pos], "the row's entries at %d", pos)
 				n := min(len(ids), topK)
 				require.Equal(t, uint8(n), d.TopN[pos])
 				for i := range n {
@@ -206,7 +208,8 @@ func TestFromScoredData(t *testing.T) {
 	}
 	assert.Equal(t, []uint8{0, 0, 1, 1, 1, 2}, kinds, "prompt, generated, then a masked tail as tool result")
 	assert.Equal(t, uint16(2500), d.Teacher[3], "sampled 11 is in the row at -2.5")
-	assert.Equal(t, uint16(3000), d.Teacher[4], "sampled 12 is not in the row: its lowest entry bounds it")
+	assert.Equal(t, uint16(math.MaxUint16), d.Teacher[4], "sampled 12 is not in the row: no teacher logprob")
+	assert.Equal(t, uint16(3000), d.Bound[4], "the row's lowest entry bounds it")
 	assert.NotZero(t, d.Flags[4]&32)
 	assert.Equal(t, "·12 ", p.vocab["12"])
 }

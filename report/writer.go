@@ -203,25 +203,25 @@ func (w *Writer) detokenize(ctx context.Context, seqs []encodedSeq) error {
 const (
 	flagMasked  = 1 << 3
 	flagScored  = 1 << 4
-	flagBound   = 1 << 5 // the teacher's logprob is an upper bound: the sampled token is not in the row
+	flagOutside = 1 << 5 // scored, and the sampled token is not in the teacher's row
 	noLogprob   = math.MaxUint16
 	logprobUnit = 1000 // logprobs are stored as round(-lp*1000), to 0.001 nat
 )
 
-// encodedSeq is a sequence in the page's compact form, and its summary numbers.
+// encodedSeq is a sequence in the page's compact form, and its figures.
 type encodedSeq struct {
-	tokens          []int32
-	flags           []uint8
-	student         []uint16
-	teacher         []uint16
-	topN            []uint8
-	topIDs          []int32
-	topLPs          []uint16
+	tokens  []int32
+	flags   []uint8
+	student []uint16
+	teacher []uint16 // the teacher's logprob of the sampled token where known exactly
+	bound   []uint16 // outside the top-K: the row's lowest logprob, an upper bound
+	entries []uint16 // the row's entries (the data's K at the position)
+	topN    []uint8
+	topIDs  []int32
+	topLPs  []uint16
+	figures Figures
+
 	generated       int
-	scored          int
-	bounds          int
-	deltaSum        float64
-	deltaN          int
 	hints           []Hint
 	label           string
 	score           float64
@@ -241,24 +241,15 @@ func quantize(lp float64) uint16 {
 }
 
 func encodeSeq(s *Sequence, topK int) (encodedSeq, error) {
-	n := len(s.Tokens)
-	for _, f := range []struct {
-		name string
-		l    int
-		set  bool
-	}{
-		{"Kinds", len(s.Kinds), s.Kinds != nil}, {"Masked", len(s.Masked), s.Masked != nil},
-		{"StudentLogprobs", len(s.StudentLogprobs), s.StudentLogprobs != nil},
-		{"TeacherLogprobs", len(s.TeacherLogprobs), s.TeacherLogprobs != nil},
-		{"Rows", s.Rows.Len(), s.Rows != nil},
-	} {
-		if f.set && f.l != n {
-			return encodedSeq{}, fmt.Errorf("%d %s for %d tokens", f.l, f.name, n)
-		}
+	figures, err := s.Figures()
+	if err != nil {
+		return encodedSeq{}, err
 	}
+	n := len(s.Tokens)
 	e := encodedSeq{
 		tokens: s.Tokens, flags: make([]uint8, n), student: make([]uint16, n), teacher: make([]uint16, n),
-		topN: make([]uint8, n), label: s.Label, score: s.Score, breakdown: s.Breakdown, info: s.Info,
+		bound: make([]uint16, n), entries: make([]uint16, n), topN: make([]uint8, n), figures: figures,
+		label: s.Label, score: s.Score, breakdown: s.Breakdown, info: s.Info,
 	}
 	for _, h := range s.Hints {
 		if h.Pos < 0 || h.Pos > n {
@@ -286,56 +277,27 @@ func encodeSeq(s *Sequence, topK int) (encodedSeq, error) {
 		if kind == KindGenerated {
 			e.generated++
 		}
-		slp, tlp := math.NaN(), math.NaN()
-		if s.StudentLogprobs != nil {
-			slp = s.StudentLogprobs[p]
-		}
-		if s.TeacherLogprobs != nil {
-			tlp = s.TeacherLogprobs[p]
-		}
-		if s.Rows != nil {
+		t := s.teacherAt(p)
+		if t.scored {
+			f |= flagScored
+			if t.outside {
+				f |= flagOutside
+			}
 			ids, lps := s.Rows.Row(p)
-			if len(ids) > 0 {
-				f |= flagScored
-				e.scored++
-				if s.TeacherLogprobs == nil {
-					tlp = math.NaN()
-					if i := slices.Index(ids, s.Tokens[p]); i >= 0 {
-						tlp = float64(lps[i])
-					} else {
-						tlp = float64(slices.Min(lps))
-						f |= flagBound
-						e.bounds++
-					}
-				}
-				k := min(len(ids), topK, math.MaxUint8)
-				e.topN[p] = uint8(k)
-				e.topIDs = append(e.topIDs, ids[:k]...)
-				for _, lp := range lps[:k] {
-					e.topLPs = append(e.topLPs, quantize(float64(lp)))
-				}
-			} else {
-				tlp = math.NaN() // not scored: no teacher number is shown
+			k := min(len(ids), topK, math.MaxUint8)
+			e.topN[p] = uint8(k)
+			e.entries[p] = uint16(min(len(ids), math.MaxUint16))
+			e.topIDs = append(e.topIDs, ids[:k]...)
+			for _, lp := range lps[:k] {
+				e.topLPs = append(e.topLPs, quantize(float64(lp)))
 			}
 		}
-		if f&flagScored != 0 && f&flagBound == 0 && !math.IsNaN(tlp) && !math.IsNaN(slp) {
-			e.deltaSum += tlp - slp
-			e.deltaN++
-		}
 		e.flags[p] = f
-		e.student[p] = quantize(slp)
-		e.teacher[p] = quantize(tlp)
+		e.student[p] = quantize(t.student)
+		e.teacher[p] = quantize(t.logprob) // NaN (none) where not scored
+		e.bound[p] = quantize(t.bound)
 	}
 	return e, nil
-}
-
-// MeanDelta is the mean teacher-minus-student logprob over a sequence's scored
-// positions whose teacher logprob is known exactly; NaN when there are none.
-func (e *encodedSeq) meanDelta() float64 {
-	if e.deltaN == 0 {
-		return math.NaN()
-	}
-	return e.deltaSum / float64(e.deltaN)
 }
 
 func b64[T any](v []T) string {
@@ -353,6 +315,8 @@ type seqData struct {
 	Flags   string `json:"flags"`
 	Student string `json:"slp"`
 	Teacher string `json:"tlp"`
+	Bound   string `json:"tbd"`
+	Entries string `json:"kall"`
 	TopN    string `json:"kn"`
 	TopIDs  string `json:"kid"`
 	TopLPs  string `json:"klp"`
@@ -372,7 +336,7 @@ func (w *Writer) writeGroup(g Group, seqs []encodedSeq) error {
 	for i, s := range seqs {
 		data[i] = seqData{
 			N: len(s.tokens), Tokens: b64(s.tokens), Flags: b64(s.flags), Student: b64(s.student),
-			Teacher: b64(s.teacher), TopN: b64(s.topN), TopIDs: b64(s.topIDs), TopLPs: b64(s.topLPs),
+			Teacher: b64(s.teacher), Bound: b64(s.bound), Entries: b64(s.entries), TopN: b64(s.topN), TopIDs: b64(s.topIDs), TopLPs: b64(s.topLPs),
 			Hints: s.hints,
 		}
 		if data[i].Hints == nil {

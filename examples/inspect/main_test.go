@@ -39,6 +39,45 @@ func writeGroups(t *testing.T) string {
 	return path
 }
 
+// TestInspectCountsTokensOutsideTheTopK: a group whose sampled token at position 4 is
+// outside the teacher's top-2, with the row's lowest logprob (-2) above the student's
+// (-5): the page counts it outside the top-K and leaves it out of the mean Δ, whether
+// or not the file carries ref_logprobs (the teacher's exact logprobs, here -9).
+func TestInspectCountsTokensOutsideTheTopK(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ref  [][]float64
+	}{
+		{"distill rows only", nil},
+		{"with ref_logprobs", [][]float64{{1, 1, 1, -0.1, -9}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rows := atropos.NewDistillRows(5)
+			require.NoError(t, rows.SetRow(3, []int32{40, 41}, []float32{-0.1, -2}))
+			require.NoError(t, rows.SetRow(4, []int32{50, 51}, []float32{-0.5, -2}))
+			g := &atropos.ScoredDataGroup{}
+			seq := atropos.Sequence{
+				Tokens: []int{10, 11, 12, 40, 13}, Masks: []int{-100, -100, 12, 40, 13}, Score: 1,
+				InferenceLogprobs: []float64{1, 1, -0.3, -0.4, -5}, Distill: rows,
+			}
+			if c.ref != nil {
+				seq.RefLogprobs = c.ref[0]
+			}
+			require.NoError(t, g.Add(seq))
+			var buf bytes.Buffer
+			require.NoError(t, atropos.WriteJSONL(&buf, g))
+			in := filepath.Join(t.TempDir(), "groups.jsonl")
+			require.NoError(t, os.WriteFile(in, buf.Bytes(), 0o644))
+			out := filepath.Join(t.TempDir(), "report.html")
+			require.NoError(t, run(context.Background(), []string{"-in", in, "-out", out}, new(bytes.Buffer)))
+			page, err := os.ReadFile(out)
+			require.NoError(t, err)
+			assert.Contains(t, string(page), `<td class="scored">2</td><td class="outside">1</td><td class="hints">0</td><td class="delta">0.300</td>`,
+				"2 scored, 1 outside the top-K, mean Δ over position 3 alone: -0.1 - -0.4")
+		})
+	}
+}
+
 func TestInspectUsesTheServersDetokenizer(t *testing.T) {
 	in := writeGroups(t)
 	srv := vllmtest.NewServer(t)

@@ -4,8 +4,15 @@
 // With no flags it runs offline: it starts vllmtest, the in-process vLLM simulator (a
 // test and demo backend, not a language model), with a scripted student that
 // sometimes writes a wrong solution first and fixes it after the tests fail, and a
-// scripted judge. Everything else is real: the bubblewrap sandbox, the Python tests,
-// the reward, the judge parsing, the teacher's top-K rows over HTTP.
+// scripted judge; and a second simulator as a frozen teacher, whose model shifts
+// after a hint's marker (vllmtest.WithFrozenTeacher), so that the teacher differs from
+// the student where a hint applies and the inspector's heat map shows it. Everything
+// else is real: the bubblewrap sandbox, the Python tests, the reward, the judge
+// parsing, the teacher's top-K rows over HTTP.
+//
+// Per rollout it prints the teacher figures the inspector's table shows
+// (report.Sequence.Figures): scored positions, those whose sampled token is outside
+// the teacher's top-K, and the mean teacher-minus-student logprob over the others.
 //
 // With -vllm-url the same program runs against a real vLLM server (started with
 // --max-logprobs at least -topk).
@@ -23,17 +30,26 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/opd"
+	"github.com/agentic-opd/agenticopd/report"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
+	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
 func main() { cli.Main("quickstart", run) }
+
+// The offline frozen teacher: the simulator's model with another seed after a hint.
+const (
+	frozenModel = "vllmtest-frozen-teacher-sim"
+	frozenSeed  = 2
+)
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
@@ -63,7 +79,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *model != "" {
 		opts = append(opts, vllm.WithModel(*model))
 	}
-	policyURL := *vllmURL
+	policyURL, frozenURL := *vllmURL, ""
 	if policyURL == "" {
 		train, _ := tasks.BuiltinSplit(*seed)
 		sim, err := scripted.Start(*topK)
@@ -72,7 +88,21 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer sim.Close()
 		policyURL = sim.URL
-		fmt.Fprintf(stdout, "%s; %d training tasks\n", scripted.Banner(sim, "the policy, the judge and the teacher"), len(train))
+		roles, teacherNote := "the policy and the judge", ""
+		if *judgeURL != "" {
+			roles = "the policy"
+		}
+		if *teacherURL == "" {
+			teacher, err := vllmtest.Start(vllmtest.WithModel(frozenModel), vllmtest.WithMaxLogprobs(*topK),
+				vllmtest.WithFrozenTeacher(opd.HintMarker, frozenSeed))
+			if err != nil {
+				return err
+			}
+			defer teacher.Close()
+			frozenURL = teacher.URL
+			teacherNote = fmt.Sprintf("; a second vllmtest at %s plays a frozen teacher (a simulator too: its model shifts after a hint's marker)", teacher.URL)
+		}
+		fmt.Fprintf(stdout, "%s%s; %d training tasks\n", scripted.Banner(sim, roles), teacherNote, len(train))
 	} else {
 		fmt.Fprintf(stdout, "vLLM server: %s\n", policyURL)
 	}
@@ -95,8 +125,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 		SandboxFactory: sandboxes,
 	}
-	if *teacherURL != "" {
+	switch {
+	case *teacherURL != "":
 		if cfg.Teacher, err = vllm.NewClient(*teacherURL, opts...); err != nil {
+			return err
+		}
+	case frozenURL != "":
+		if cfg.Teacher, err = vllm.NewClient(frozenURL, vllm.WithModel(frozenModel)); err != nil {
 			return err
 		}
 	}
@@ -146,6 +181,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 func printGroup(w io.Writer, g *agenticopd.Group) {
 	fmt.Fprintf(w, "\ngroup: task %s\n", g.Task.ID)
+	page := g.Report()
 	for i, r := range g.Rollouts {
 		t := r.Trajectory
 		scored := 0
@@ -159,9 +195,9 @@ func printGroup(w io.Writer, g *agenticopd.Group) {
 			}
 			hints = seq.Hints()
 		}
-		fmt.Fprintf(w, "  rollout %d: score %.3f (C %.1f E %.1f U %.1f) turns %d, %d tokens, stop %s, %d hints, %d scored turns\n",
+		fmt.Fprintf(w, "  rollout %d: score %.3f (C %.1f E %.1f U %.1f) turns %d, %d tokens, stop %s, %d hints, %d scored turns%s\n",
 			i, r.Reward.Reward, r.Reward.Correctness, r.Reward.Efficiency, r.Reward.ToolUsage,
-			t.TurnsUsed, len(t.Tokens), t.Stop, len(hints), scored)
+			t.TurnsUsed, len(t.Tokens), t.Stop, len(hints), scored, figures(page, i))
 		for _, h := range hints {
 			if h != "" {
 				fmt.Fprintf(w, "    hint: %s\n", strings.TrimSpace(h))
@@ -171,4 +207,21 @@ func printGroup(w io.Writer, g *agenticopd.Group) {
 	if g.Dropped != "" {
 		fmt.Fprintf(w, "  dropped: %s\n", g.Dropped)
 	}
+}
+
+// figures describes the teacher figures of rollout i as the inspector's table shows
+// them; "" when the group has no teacher rows.
+func figures(page report.Group, i int) string {
+	if i >= len(page.Sequences) {
+		return ""
+	}
+	f, err := page.Sequences[i].Figures()
+	if err != nil || f.Scored == 0 {
+		return ""
+	}
+	delta := "–"
+	if f.DeltaPositions > 0 {
+		delta = strconv.FormatFloat(f.MeanDelta, 'f', 3, 64)
+	}
+	return fmt.Sprintf(", %d scored positions (%d outside the teacher's top-K), mean Δ logprob in top-K %s", f.Scored, f.OutsideTopK, delta)
 }

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
+	"github.com/agentic-opd/agenticopd/report"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -67,6 +72,73 @@ func TestQuickstartWritesValidGroupsWithRows(t *testing.T) {
 	assert.Greater(t, metrics, strings.LastIndex(text, "\ngroup: task "), "the metrics come last")
 	assert.Contains(t, text[metrics:], "train/mean_reward")
 	assert.Contains(t, text[metrics:], "opd/total_scored_turns")
+}
+
+// TestQuickstartTeacherShowsASignal: offline, the frozen-teacher simulator differs
+// from the student after a hint, so on hinted turns (the only ones the teacher
+// scores) Δ is not zero; and the teacher figures of every rollout are the same in
+// the printed lines, in the page written from memory, and in the JSON Lines read back
+// as examples/inspect reads them.
+func TestQuickstartTeacherShowsASignal(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-out", dir, "-groups", "1", "-topk", "20"}, &out), out.String())
+	first, _, _ := strings.Cut(out.String(), "\n")
+	assert.Regexp(t, `^SIMULATOR: .*; a second vllmtest at \S+ plays a frozen teacher \(a simulator too: .*\)`, first)
+
+	f, err := os.Open(filepath.Join(dir, "groups.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	var fromFile []report.Figures
+	deltas, nonZero := 0, 0
+	require.NoError(t, atropos.ReadJSONL(f, func(g *atropos.ScoredDataGroup) error {
+		for s, seq := range report.FromScoredData("", g).Sequences {
+			fig, err := seq.Figures()
+			require.NoError(t, err)
+			fromFile = append(fromFile, fig)
+			for p := range g.Tokens[s] {
+				ids, lps := g.DistillRow(s, p)
+				if i := slices.Index(ids, int32(g.Tokens[s][p])); i >= 0 {
+					deltas++
+					if math.Abs(float64(lps[i])-g.InferenceLogprobs[s][p]) > 1e-3 {
+						nonZero++
+					}
+				}
+			}
+		}
+		return nil
+	}))
+	require.Positive(t, deltas, "scored positions whose sampled token is in the teacher's top-K")
+	assert.Positive(t, nonZero, "the teacher's logprob differs from the student's somewhere on hinted turns")
+	outside := 0
+	for _, fig := range fromFile {
+		outside += fig.OutsideTopK
+	}
+	require.Positive(t, outside, "the run has sampled tokens outside the teacher's top-K")
+
+	// The printed lines: one per rollout, with the figures when the rollout was scored.
+	lineRE := regexp.MustCompile(`(?m)^  rollout \d+: .*?(?:, (\d+) scored positions \((\d+) outside the teacher's top-K\), mean Δ logprob in top-K (\S+))?$`)
+	lines := lineRE.FindAllStringSubmatch(out.String(), -1)
+	require.Len(t, lines, len(fromFile))
+	// The page's table, written from the groups in memory.
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err)
+	cellRE := regexp.MustCompile(`<td class="scored">(\d+)</td><td class="outside">(\d+)</td><td class="hints">\d+</td><td class="delta">([^<]*)</td>`)
+	cells := cellRE.FindAllStringSubmatch(string(page), -1)
+	require.Len(t, cells, len(fromFile))
+	for i, fig := range fromFile {
+		delta := "–"
+		if fig.DeltaPositions > 0 {
+			delta = strconv.FormatFloat(fig.MeanDelta, 'f', 3, 64)
+		}
+		want := []string{strconv.Itoa(fig.Scored), strconv.Itoa(fig.OutsideTopK), delta}
+		if fig.Scored > 0 {
+			assert.Equal(t, want, lines[i][1:], "rollout %d: printed figures", i)
+		} else {
+			assert.Equal(t, []string{"", "", ""}, lines[i][1:], "rollout %d: nothing scored, no figures printed", i)
+		}
+		assert.Equal(t, want, cells[i][1:], "rollout %d: the page's table", i)
+	}
 }
 
 func TestQuickstartSeparateTeacherAndJudge(t *testing.T) {

@@ -287,7 +287,7 @@ func (s *Server) generateChoices(prompt []int32, p int, sp sampling) []genChoice
 func (s *Server) generate(prompt []int32, sp sampling, j int, text string, scripted bool) genChoice {
 	var c continuation
 	if scripted {
-		c = s.lm.force(prompt, s.scriptIDs(text), sp.maxTokens)
+		c = s.genModel(prompt).force(prompt, s.scriptIDs(text), sp.maxTokens)
 	} else {
 		c = s.sample(prompt, sp, j)
 	}
@@ -305,7 +305,7 @@ func (s *Server) scriptIDs(text string) []int32 {
 
 // sample generates from the model.
 func (s *Server) sample(prompt []int32, sp sampling, j int) continuation {
-	return s.lm.generate(prompt, sp.maxTokens, sp.params(), sp.rng(j))
+	return s.genModel(prompt).generate(prompt, sp.maxTokens, sp.params(), sp.rng(j))
 }
 
 // finish applies stop ids and stop strings and computes the text.

@@ -19,9 +19,10 @@ func (s *Server) topK(k int) int {
 func (s *Server) writePromptLogprobs(j *jw, prompt []int32, k int) {
 	k = s.topK(k)
 	top := make([]int32, 0, k)
+	shift := s.shiftAt(prompt)
 	j.raw("[null")
 	for i := 1; i < len(prompt); i++ {
-		d := s.lm.at(prompt, i)
+		d := s.modelAt(i, shift).at(prompt, i)
 		actual := prompt[i]
 		b := append(j.buf[:0], ",{"...)
 		b = s.appendPromptEntry(b, &d, actual, d.rank(actual))
@@ -72,6 +73,7 @@ func (s *Server) writeLegacyLogprobs(j *jw, c genChoice, k int, asIDs bool) {
 	k = s.topK(k)
 	tail := contextTail(c.prompt, c.ids)
 	at := len(tail) - len(c.ids) // the position of c.ids[0] in tail
+	lm := s.genModel(c.prompt)
 	j.raw(`{"text_offset":[`)
 	off := 0
 	for i, id := range c.ids {
@@ -110,7 +112,7 @@ func (s *Server) writeLegacyLogprobs(j *jw, c genChoice, k int, asIDs bool) {
 		j.raw(":")
 		j.logprob(c.logprobs[i])
 		if k > 0 {
-			d := s.lm.at(tail, at+i)
+			d := lm.at(tail, at+i)
 			top = d.topK(k, top[:0])
 			var seen map[string]bool
 			if !asIDs {
@@ -178,9 +180,10 @@ func (s *Server) chatLogprobs(c genChoice, k int) []chatLogprob {
 	k = s.topK(k)
 	seq := append(append([]int32(nil), c.prompt...), c.ids...)
 	out := make([]chatLogprob, len(c.ids))
+	lm := s.genModel(c.prompt)
 	var top []int32
 	for i, id := range c.ids {
-		d := s.lm.at(seq, len(c.prompt)+i)
+		d := lm.at(seq, len(c.prompt)+i)
 		tok := s.tokenKey(id, false)
 		out[i] = chatLogprob{Token: tok, Logprob: clampLogprob(d.logprob(id)), Bytes: byteInts(tok), TopLogprobs: []chatTopLogprob{}}
 		if k == 0 {

@@ -41,6 +41,7 @@ type config struct {
 	chatScript  func(ChatScriptInput) []string
 	genConfig   map[string]any
 	reasoning   bool
+	frozen      *frozenTeacher // WithFrozenTeacher; nil for none
 }
 
 // WithModel sets the served model name reported by /v1/models and checked against the
@@ -98,14 +99,17 @@ type Server struct {
 	// URL is the base URL, http://127.0.0.1:PORT, without a trailing slash.
 	URL string
 
-	cfg   config
-	gen   genDefaults
-	tok   *tokenizer
-	lm    *model
-	ln    net.Listener
-	srv   *http.Server
-	done  chan struct{}
-	close sync.Once
+	cfg config
+	gen genDefaults
+	tok *tokenizer
+	lm  *model
+	// shifted is the model after a frozen teacher's trigger ([WithFrozenTeacher]);
+	// nil for none.
+	shifted *model
+	ln      net.Listener
+	srv     *http.Server
+	done    chan struct{}
+	close   sync.Once
 
 	ids    atomic.Uint64
 	conns  atomic.Int64 // connections accepted
@@ -154,6 +158,9 @@ func Start(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.frozen.check(cfg.seed); err != nil {
+		return nil, err
+	}
 	tok := defaultTokenizer()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -167,6 +174,9 @@ func Start(opts ...Option) (*Server, error) {
 		lm:   sharedModel(tok, cfg.seed),
 		ln:   ln,
 		done: make(chan struct{}),
+	}
+	if cfg.frozen != nil {
+		s.shifted = sharedModel(tok, cfg.frozen.seed)
 	}
 	s.buildRoutes()
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 10 * time.Second, ConnState: s.connState}
