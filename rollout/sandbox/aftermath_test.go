@@ -1,6 +1,8 @@
 package sandbox_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -46,4 +48,43 @@ func TestMemoryFullBeforeStart(t *testing.T) {
 	require.True(t, res.MemoryLimitHit, "exit %d, stderr %s", res.ExitCode, res.Stderr)
 	require.NotZero(t, res.ExitCode)
 	require.NotContains(t, string(res.Stdout), "ran")
+}
+
+// TestRestore: the sandboxed code takes the workspace away from its own owner
+// (chmod 000 on the workspace, a directory, a file; a symlink to a host file in
+// between). Restore gives it back, so the next command runs and reads the files,
+// and changes nothing outside the workspace.
+func TestRestore(t *testing.T) {
+	host := filepath.Join(t.TempDir(), "host.txt")
+	require.NoError(t, os.WriteFile(host, []byte("host"), 0o400))
+	cases := []struct {
+		name string
+		cfg  sandbox.Config
+	}{
+		{"tmpfs", sandbox.Config{}},
+		{"walked", sandbox.Config{DisableWorkspaceMount: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFactory(t, tc.cfg)
+			sb := newSandbox(t, f)
+			require.NoError(t, sb.WriteFile("solution.py", []byte("print('solved')\n")))
+			require.NoError(t, sb.WriteFile("pkg/mod.py", []byte("X = 1\n")))
+			require.NoError(t, os.Symlink(host, filepath.Join(sb.HostDir(), "link")))
+			res := run(t, sb, "chmod 000 solution.py pkg/mod.py && chmod 000 pkg && chmod 000 /workspace", 20*time.Second)
+			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
+
+			_, err := sb.RunDetailed(t.Context(), rollout.Command{Argv: []string{"python3", "solution.py"}, Timeout: 20 * time.Second})
+			require.Error(t, err, "the workspace is unusable before Restore")
+			t.Logf("before Restore: %v", err)
+
+			require.NoError(t, sb.Restore(t.Context()))
+			res = run(t, sb, "python3 solution.py && python3 -c 'import sys; sys.path.insert(0, \"pkg\"); import mod; print(mod.X)'", 20*time.Second)
+			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
+			require.Equal(t, "solved\n1\n", string(res.Stdout))
+			fi, err := os.Stat(host)
+			require.NoError(t, err)
+			require.Equal(t, os.FileMode(0o400), fi.Mode().Perm(), "the symlink's target outside is untouched")
+		})
+	}
 }
