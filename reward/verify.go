@@ -150,7 +150,8 @@ func (v Verification) Passed() bool { return v.Correctness >= 0.8 }
 // A task without tests gives [ErrNoTests]. A failure of the rollout's sandbox sb (it
 // could not start or run the solution: its memory or workspace full, its workspace
 // broken) is the solution's fault when a control run in a fresh sandbox of tests
-// passes: the Verification is [RuleSolutionFault] (C = 0.1) with
+// passes (with tests nil, a task with cases only, there is no control run): the
+// Verification is [RuleSolutionFault] (C = 0.1) with
 // [Verification.SandboxFault] set, and no error, since the agent's own actions can
 // cause it. Any other sandbox failure (the tests' sandbox, the factory, the control
 // run, a sandbox without Start) gives an error and a Verification with
