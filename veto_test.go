@@ -2,8 +2,10 @@ package agenticopd_test
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,6 +14,7 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -146,4 +149,41 @@ func TestCollectGroupRolloutCannotVetoItsGroup(t *testing.T) {
 			require.Zero(t, m["env/sandbox_failures"])
 		})
 	}
+}
+
+// failingAfter is a sandbox factory that makes its first n sandboxes and then fails,
+// as a host that can no longer make sandboxes (its disk, bubblewrap gone) does.
+type failingAfter struct {
+	rollout.SandboxFactory
+	n atomic.Int64
+}
+
+func (f *failingAfter) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
+	if f.n.Add(-1) < 0 {
+		return nil, errors.New("the host cannot make sandboxes")
+	}
+	return f.SandboxFactory.NewSandbox(ctx)
+}
+
+// TestCollectGroupInfrastructureFailureFailsTheGroup: the other side of the split.
+// When the verifier's own fresh sandbox cannot be made, no agent action caused it:
+// the group fails with ErrRolloutFailed instead of training on a made-up score.
+func TestCollectGroupInfrastructureFailureFailsTheGroup(t *testing.T) {
+	task := tasks.Builtin()[0]
+	sab := &saboteur{task: task, plans: []string{"honest"}}
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(sab.turn))
+	sb, err := sandbox.New(t.Context(), sandbox.Config{})
+	require.NoError(t, err)
+	f := &failingAfter{SandboxFactory: sb}
+	f.n.Store(1) // the rollout's sandbox, not the tests'
+	env, err := agenticopd.NewEnv(agenticopd.Config{
+		Policy: sim.Client(), GroupSize: 1, MaxRollouts: 1, DisableOPD: true, SandboxFactory: f,
+	})
+	require.NoError(t, err)
+	_, err = env.CollectGroup(context.Background(), task)
+	require.ErrorIs(t, err, agenticopd.ErrRolloutFailed)
+	require.ErrorContains(t, err, "the host cannot make sandboxes")
+	m := env.Metrics()
+	require.Equal(t, 1.0, m["env/failed_groups"])
+	require.Zero(t, m["env/solution_sandbox_faults"])
 }
