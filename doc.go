@@ -30,11 +30,30 @@
 //
 // # Decisions
 //
-//   - A rollout that could not be carried out (its sandbox failed, its policy server
-//     failed, its tests could not be run) fails the whole group with
-//     [ErrRolloutFailed]. Atropos wants GroupSize sequences, and an infrastructure
-//     failure is not the student's behaviour: training on it as a low score would
-//     teach the wrong thing. A rollout that ran and did badly is of course kept.
+//   - A rollout never vetoes its group. Whatever the agent's own actions can cause is
+//     scored as the solution's fault ([reward.RuleSolutionFault], correctness 0.1):
+//     a solution that fills its sandbox's memory (the OOM killer then takes
+//     bubblewrap or the interpreter), fills its workspace (the storage quota kills
+//     the solution before its first message), or locks its workspace (chmod 000).
+//     The group is kept, the other rollouts are scored as usual, and the rollout is
+//     counted in env/solution_sandbox_faults. Before verification the workspace is
+//     restored ([rollout.Restorer]: what the agent locked is given back, so a
+//     locked workspace scores as usual); /tmp, /dev/shm and the agent's processes
+//     end with each command anyway. Otherwise a policy would learn to erase the
+//     groups it would lose.
+//   - Only a failure no agent action can cause (bubblewrap missing, the sandbox or
+//     the verifier's fresh sandbox not made, the host's disk, the policy server, a
+//     bug) fails the whole group with [ErrRolloutFailed]: the verifier tells the two
+//     apart by sandbox (the agent acts in its own only) and by a control run in a
+//     fresh sandbox (see package reward). Atropos wants GroupSize sequences, and an
+//     infrastructure failure is not the student's behaviour: training on it as a low
+//     score would teach the wrong thing. A rollout that ran and did badly is of
+//     course kept.
+//   - A rollout whose prompt leaves the policy's context no room to generate gets no
+//     turn; the original does not score it. Its group is dropped ([DropPromptTooLong],
+//     env/dropped_groups/prompt_too_long) in every mode (Process skips it too), never
+//     sent or written, and stays out of train/*. Each such task is logged once per
+//     Env, at warn level, naming it; later groups of it are only counted.
 //   - Groups a sink would drop anyway (all scores equal, the default of Atropos's
 //     ensure_scores_are_not_same; or a sequence at least the trainer's max token
 //     length) are marked [Group.Dropped] before any judge or teacher request.
@@ -59,7 +78,8 @@
 // original environment's names: train/mean_reward, train/mean_correctness,
 // train/mean_efficiency, train/mean_tool_usage, train/pass_rate (correctness ≥ 0.8),
 // train/total_rollouts over every collected rollout, dropped groups included, as the
-// original counts them; opd/mean_hints_per_rollout, opd/mean_turns_scored and
+// original counts them (except groups dropped as [DropPromptTooLong], whose rollouts
+// got no turn and are not scored); opd/mean_hints_per_rollout, opd/mean_turns_scored and
 // opd/hint_rate over the rollouts with at least one turn pair, opd/total_hints,
 // opd/total_scored_turns. Evaluate returns eval/mean_correctness, eval/mean_reward,
 // eval/pass_rate and eval/n_items; eval rollouts stay out of train/.
@@ -69,7 +89,9 @@
 // of [opd.Metrics]; rollout/template_drift and the other token-boundary counts of
 // [rollout.Stats]; and in [Env.Metrics] only, requests/ per role (render, generate,
 // teacher_score, judge_chat), env/groups (collected), env/sandbox_failures,
-// env/policy_failures, env/failed_groups, env/dropped_groups/REASON, env/groups_sent,
+// env/policy_failures, env/solution_sandbox_faults (rollouts whose own sandbox could
+// not run their solution, scored as its fault), env/failed_groups,
+// env/dropped_groups/REASON, env/groups_sent,
 // env/send_failures, env/cancelled_groups (cut short by the caller's ctx; not failures),
 // env/api_resets (times the trajectory API lost the env's registration and Serve
 // registered again), env/groups_resent_on_reset (groups the lost API had accepted, not

@@ -37,6 +37,9 @@ type Env struct {
 	sbMu sync.Mutex
 	sb   rollout.SandboxFactory
 
+	// tooLong holds the IDs of the tasks whose prompt did not fit, each logged once.
+	tooLong sync.Map
+
 	metrics *accumulator
 }
 
@@ -50,8 +53,8 @@ type Group struct {
 	// is disabled or the group was dropped before OPD.
 	Data *atropos.ScoredDataGroup
 	// Dropped says why a sink would not take the group ("" when it is kept): see
-	// [DropScoresEqual] and [DropTooLong]. A dropped group got no judge or teacher
-	// request.
+	// [DropScoresEqual], [DropTooLong] and [DropPromptTooLong]. A dropped group got no
+	// judge or teacher request.
 	Dropped string
 	// OPD is what the distillation step did; zero when it did not run.
 	OPD opd.Result
@@ -63,6 +66,11 @@ type Group struct {
 const (
 	DropScoresEqual = "scores_equal" // every score is the same (ensure_scores_are_not_same)
 	DropTooLong     = "too_long"     // a sequence is at least the trainer's max token length
+	// DropPromptTooLong: a rollout never got a turn, because its prompt leaves the
+	// policy's context too little room to generate in (rollout.StopContextLength
+	// before the first turn). The original does not score such a rollout; its group
+	// is never sent or written, in every mode, and stays out of train/*.
+	DropPromptTooLong = "prompt_too_long"
 )
 
 // Rollout is one agent's attempt at a task.
@@ -74,9 +82,13 @@ type Rollout struct {
 }
 
 // ErrRolloutFailed is wrapped by CollectGroup's error when a rollout could not be
-// carried out: its sandbox failed, its policy failed, or its tests could not be run.
-// Such a group is not returned: a failure of the infrastructure is not the student's
-// behaviour and must not be trained on as a low score.
+// carried out for a reason no action of the agent can cause: its sandbox could not
+// be made, its policy failed, or its tests could not be run (bubblewrap missing, the
+// tests' own sandbox failing, the host). Such a group is not returned: a failure of
+// the infrastructure is not the student's behaviour and must not be trained on as a
+// low score. What the agent can cause (it filled its sandbox's memory or workspace,
+// broke its workspace) never fails the group: the rollout scores as the solution's
+// fault ([reward.RuleSolutionFault], C = 0.1), counted in env/solution_sandbox_faults.
 var ErrRolloutFailed = errors.New("agenticopd: rollout failed")
 
 // NewEnv returns an Env for cfg. It does no I/O: the sandbox is created and probed,
@@ -254,9 +266,13 @@ func (e *Env) EvalTasks() []tasks.Task { return e.eval }
 // and, unless the group would be dropped, finds hints and teacher rows for them.
 //
 // The returned group's Data holds one sequence per rollout. A rollout that could not
-// be carried out (see [ErrRolloutFailed]) fails the whole group: Atropos wants
-// GroupSize sequences, and a failed rollout says nothing about the student. Judge
-// failures never fail the group (the turn just gets no hint); a teacher failure does.
+// be carried out for a reason no agent action can cause (see [ErrRolloutFailed])
+// fails the whole group: Atropos wants GroupSize sequences, and a failed rollout says
+// nothing about the student. A rollout never fails its group by what it did: a
+// sandbox it broke is scored as the solution's fault. Judge failures never fail the
+// group (the turn just gets no hint); a teacher failure does. A group whose prompt
+// does not fit the policy's context is returned dropped ([DropPromptTooLong]); the
+// first time for each task, that is logged at warn level.
 func (e *Env) CollectGroup(ctx context.Context, task tasks.Task) (*Group, error) {
 	return e.collect(ctx, task, collectOptions{keepEqual: e.cfg.KeepEqualScores, maxTokenLen: e.cfg.MaxTokenLen})
 }
@@ -285,7 +301,16 @@ func (e *Env) collect(ctx context.Context, task tasks.Task, opts collectOptions)
 		}
 		return nil, err
 	}
-	e.metrics.addTrain(g.Rollouts)
+	tooLong := promptTooLong(g.Rollouts)
+	if tooLong {
+		if _, seen := e.tooLong.LoadOrStore(task.ID, true); !seen {
+			e.cfg.Logger.Warn("task skipped: its prompt leaves the policy no room to generate, so no rollout gets a turn "+
+				"(its groups are dropped, counted in env/dropped_groups/prompt_too_long, and not logged again)",
+				"task", task.ID, "detail", firstStopDetail(g.Rollouts))
+		}
+	} else {
+		e.metrics.addTrain(g.Rollouts)
+	}
 
 	data := &atropos.ScoredDataGroup{GenerationParams: e.generationParams()}
 	for _, r := range g.Rollouts {
@@ -303,6 +328,8 @@ func (e *Env) collect(ctx context.Context, task tasks.Task, opts collectOptions)
 	g.Data = data
 
 	switch {
+	case tooLong:
+		g.Dropped = DropPromptTooLong
 	case !opts.keepEqual && data.ScoresEqual():
 		g.Dropped = DropScoresEqual
 	case opts.maxTokenLen > 0 && longest(data) >= opts.maxTokenLen:
@@ -376,6 +403,13 @@ func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.T
 			e.metrics.count("env/sandbox_failures", 1)
 			return Rollout{}, fmt.Errorf("%w: verification: %w", ErrRolloutFailed, err)
 		}
+		if r.Verification.SandboxFault {
+			// The agent broke its own sandbox: scored as the solution's fault, the
+			// group kept.
+			e.metrics.count("env/solution_sandbox_faults", 1)
+			e.cfg.Logger.Info("rollout scored as the solution's fault: its sandbox could not run the solution",
+				"task", task.ID, "metric", "env/solution_sandbox_faults", "reason", r.Verification.Reason)
+		}
 	}
 	r.Reward, err = e.reward.Score(ctx, reward.Input{
 		Messages:     traj.Messages,
@@ -440,6 +474,27 @@ func (e *Env) generationParams() map[string]any {
 	m := e.cfg.policySampling().Map()
 	m["max_tokens"] = e.cfg.MaxTokens
 	return m
+}
+
+// promptTooLong reports whether a rollout of rs never got a turn because its prompt
+// did not fit the policy's context.
+func promptTooLong(rs []Rollout) bool {
+	for _, r := range rs {
+		if t := r.Trajectory; t.TurnsUsed == 0 && t.Stop == rollout.StopContextLength {
+			return true
+		}
+	}
+	return false
+}
+
+// firstStopDetail is the stop detail of the first rollout that has one.
+func firstStopDetail(rs []Rollout) string {
+	for _, r := range rs {
+		if r.Trajectory.Err != "" {
+			return r.Trajectory.Err
+		}
+	}
+	return ""
 }
 
 func longest(g *atropos.ScoredDataGroup) int {

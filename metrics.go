@@ -173,9 +173,11 @@ func (a *accumulator) snapshot() map[string]float64 {
 // groupMetrics returns the metrics of one group.
 func groupMetrics(g *Group) map[string]float64 {
 	m := map[string]float64{}
-	var s rewardSums
-	s.add(g.Rollouts)
-	s.put(m, "train")
+	if g.Dropped != DropPromptTooLong { // not scored, as in the original
+		var s rewardSums
+		s.add(g.Rollouts)
+		s.put(m, "train")
+	}
 	var stats rollout.Stats
 	for _, r := range g.Rollouts {
 		stats = stats.Add(r.Stats)

@@ -307,8 +307,9 @@ func (l *serveLoop) maybeFlush(ctx context.Context) {
 // Process collects n groups and writes them to w as JSON Lines, one group per line,
 // the format of Atropos's process mode. As that mode does, it keeps groups whose
 // scores are all equal and applies no length limit. A group that fails is logged and
-// replaced by one for the next task; after more than n failures Process gives up with
-// an error that wraps the last one. A teacher server that refuses DistillTopK
+// replaced by one for the next task, and so is a group whose prompt does not fit the
+// policy's context ([DropPromptTooLong]: never written); after more than n of these
+// together Process gives up with an error that wraps the last failure. A teacher server that refuses DistillTopK
 // logprobs ([vllm.ErrMaxLogprobs]) stops Process at once: every group with a hint
 // would fail. At most MaxGroups groups are collected at once; lines are written in the
 // order groups finish. n == 0 writes nothing; a negative n or a nil w is an error.
@@ -370,6 +371,11 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 					lastErr = err
 					mu.Unlock()
 					e.cfg.Logger.Warn("group failed", "task", task.ID, "err", err)
+					continue
+				case g.Dropped == DropPromptTooLong:
+					failed++
+					lastErr = fmt.Errorf("agenticopd: task %s: %s", task.ID, firstStopDetail(g.Rollouts))
+					mu.Unlock()
 					continue
 				}
 				err = enc.Encode(g.Data)

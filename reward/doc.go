@@ -8,7 +8,8 @@
 //	the tests ran to their end, exit code 0                                  0.8
 //	"assert" and "error" in the output (a failed assertion)                   0.2
 //	anything else (crash, syntax error, timeout, …)                           0.1
-//	a sandbox itself failed                                                   0.0
+//	the rollout's sandbox could not run the solution (the agent's doing)      0.1
+//	a sandbox itself failed, for no reason an agent can cause (an error)      0.0
 //
 // (the output is matched in lower case; [Correctness] is the bare table). The
 // [Verification] records which row applied ([Rule]) and why ([Verification.Reason]).
@@ -117,8 +118,29 @@
 // the rollout as failed instead of training on it. A wrapper around a sandbox must
 // forward Start. Each side's harness says hello on its channel before any code of the
 // tests or the solution runs; a side that never did (a missing or broken interpreter)
-// is an error too, never a score. With an unconfined sandbox the two processes are separate but not
+// is an error too, never a score, unless the side that failed is the rollout's and a
+// control run shows the interpreter working (see the next section). With an unconfined sandbox the two processes are separate but not
 // isolated from each other (same host, same uid); [Verification.Unconfined] says so.
+//
+// # A rollout never vetoes its group
+//
+// A failure of verification that the agent's own actions can cause is scored, never
+// an error: an error fails the rollout's whole group (the Env's ErrRolloutFailed),
+// and a policy under RL pressure would learn to erase the groups it would lose. The
+// agent acts in its own sandbox only, so the split is by sandbox. Before anything
+// runs there, [Verify] restores its workspace ([rollout.Restorer]: chmod -R u+rwX of
+// what the agent locked; /tmp, /dev/shm and the agent's processes end with each
+// command already). Then a failure of the rollout's sandbox (the OOM killer taking
+// bubblewrap or the interpreter because a tmpfs workspace filled the sandbox's
+// memory, the storage quota killing the solution before its first message, a
+// workspace it cannot enter) is [RuleSolutionFault], C = 0.1, with
+// [Verification.SandboxFault] set, once a control run (the interpreter in a fresh
+// sandbox of the same factory) shows the infrastructure working. What no agent
+// action can cause stays an error with [RuleSandboxError]: the tests' own fresh
+// sandbox or the factory failing (bubblewrap missing, the host's disk), a control
+// run that fails, a sandbox without Start, a context that ended. A correct solution
+// whose agent then filled its workspace scores 0.1: the workspace is the agent's to
+// keep usable, and its files are not removed to make room.
 //
 // # Hidden tests and input/output cases
 //

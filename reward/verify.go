@@ -64,9 +64,12 @@ const (
 	RuleIncomplete Rule = "incomplete"
 	// RuleSolutionFault: the solution process broke the conversation: it ended while
 	// the tests waited for it (os._exit, sys.exit, a crash), or sent something that
-	// is not a well-formed answer (C = 0.1, whatever the tests printed).
+	// is not a well-formed answer; or the rollout's sandbox could not run it at all
+	// because of what the agent did there ([Verification.SandboxFault]) (C = 0.1,
+	// whatever the tests printed).
 	RuleSolutionFault Rule = "solution_fault"
-	// RuleSandboxError: a sandbox could not run the tests (C = 0.0).
+	// RuleSandboxError: a sandbox could not run the tests, for a reason no agent
+	// can cause (C = 0.0; [Verify] returns an error with it).
 	RuleSandboxError Rule = "sandbox_error"
 	// RuleNoTests: the task has no tests (C = 0.0).
 	RuleNoTests Rule = "no_tests"
@@ -118,6 +121,11 @@ type Verification struct {
 	// Unconfined reports that a sandbox ran the tests or the solution without
 	// isolation.
 	Unconfined bool
+	// SandboxFault reports that the rollout's sandbox could not run the solution
+	// while a fresh sandbox of the same factory could (the agent filled its memory or
+	// workspace, broke the workspace): the verification is [RuleSolutionFault]
+	// (C = 0.1) and Reason holds the sandbox's error.
+	SandboxFault bool
 	// Duration is the verification's wall time.
 	Duration time.Duration
 }
@@ -136,16 +144,33 @@ func (v Verification) Passed() bool { return v.Correctness >= 0.8 }
 // protocol between them. Input/output cases (t.Cases) run solution.py in sb once per
 // case; tests may be nil for a task that has only cases.
 //
-// A task without tests gives [ErrNoTests]. A sandbox failure gives an error and a
-// Verification with [RuleSandboxError] and correctness 0, so that callers may still
-// score the rollout; a solution or test run that fails, crashes or times out is not an
-// error. When ctx ends, the error is ctx's.
+// Before anything runs in sb, a sandbox that implements [rollout.Restorer] gets its
+// workspace restored (permissions the agent took away are given back).
+//
+// A task without tests gives [ErrNoTests]. A failure of the rollout's sandbox sb (it
+// could not start or run the solution: its memory or workspace full, its workspace
+// broken) is the solution's fault when a control run in a fresh sandbox of tests
+// passes (with tests nil, a task with cases only, there is no control run): the
+// Verification is [RuleSolutionFault] (C = 0.1) with
+// [Verification.SandboxFault] set, and no error, since the agent's own actions can
+// cause it. Any other sandbox failure (the tests' sandbox, the factory, the control
+// run, a sandbox without Start) gives an error and a Verification with
+// [RuleSandboxError] and correctness 0, so that callers may still score the rollout;
+// a solution or test run that fails, crashes or times out is not an error. When ctx
+// ends, the error is ctx's.
 func Verify(ctx context.Context, sb rollout.Sandbox, tests rollout.SandboxFactory, t tasks.Task, opts VerifyOptions) (Verification, error) {
 	if !t.HasTests() {
 		return Verification{Rule: RuleNoTests}, fmt.Errorf("%w (task %q)", ErrNoTests, t.ID)
 	}
 	opts = opts.withDefaults()
 	start := time.Now()
+	if r, ok := sb.(rollout.Restorer); ok {
+		if err := r.Restore(ctx); err != nil {
+			return Verification{Rule: RuleSandboxError, Reason: err.Error()}, fmt.Errorf("reward: verify %q: %w", t.ID, err)
+		}
+	}
+	w, parent, factory := &watch{}, ctx, tests
+	sb, tests = w.solution(sb), w.tests(tests)
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+10*time.Second) // the sandboxes' own timeouts come first
 	defer cancel()
 	deadline := start.Add(opts.Timeout)
@@ -158,6 +183,13 @@ func Verify(ctx context.Context, sb rollout.Sandbox, tests rollout.SandboxFactor
 		unconfined := v.Unconfined
 		v, err = verifyCases(ctx, sb, t.Cases, deadline, opts)
 		v.Unconfined = v.Unconfined || unconfined
+	}
+	if err != nil && w.solutionsFault(parent, err, factory, opts) {
+		return Verification{
+			Correctness: 0.1, Rule: RuleSolutionFault, SandboxFault: true, Unconfined: v.Unconfined,
+			Reason:   "the rollout's sandbox could not run the solution, a fresh one could: " + err.Error(),
+			Duration: time.Since(start),
+		}, nil
 	}
 	v.Duration = time.Since(start)
 	if err != nil {

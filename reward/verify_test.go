@@ -304,11 +304,22 @@ func TestVerifyErrors(t *testing.T) {
 		v, err := reward.Verify(ctx, solution(), failingFactory{t: t, failRun: boom}, task, reward.VerifyOptions{})
 		requireSandboxError(t, v, err, boom)
 	})
-	t.Run("the solution process cannot start", func(t *testing.T) {
+	t.Run("the solution process cannot start, nor the control", func(t *testing.T) {
+		sb := solution().(*dirSandbox)
+		sb.failRun = boom
+		v, err := reward.Verify(ctx, sb, &failAfter{f: good, n: 1}, task, reward.VerifyOptions{})
+		requireSandboxError(t, v, err, boom)
+	})
+	t.Run("the solution process cannot start, the control can", func(t *testing.T) {
+		// Only the rollout's own sandbox is broken: the agent's doing.
 		sb := solution().(*dirSandbox)
 		sb.failRun = boom
 		v, err := reward.Verify(ctx, sb, good, task, reward.VerifyOptions{})
-		requireSandboxError(t, v, err, boom)
+		require.NoError(t, err)
+		require.Equal(t, reward.RuleSolutionFault, v.Rule)
+		require.Equal(t, 0.1, v.Correctness)
+		require.True(t, v.SandboxFault)
+		require.Contains(t, v.Reason, "boom")
 	})
 	t.Run("context canceled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctx)
@@ -363,7 +374,8 @@ func (s brokenHarness) Start(ctx context.Context, c rollout.Command) (rollout.Pr
 
 func TestVerifyTellsABrokenHarnessFromABrokenSolution(t *testing.T) {
 	// Each harness says hello before any code of the tests or the solution runs; a side
-	// that never did is an infrastructure failure (C = 0, an error), not a score.
+	// that never did is an infrastructure failure (C = 0, an error), not a score,
+	// unless it is the rollout's sandbox and a fresh one works.
 	task := tasks.Builtin()[0]
 	sb := newDirSandbox(t)
 	require.NoError(t, sb.WriteFile("solution.py", []byte(task.ReferenceSolution)))
@@ -372,9 +384,18 @@ func TestVerifyTellsABrokenHarnessFromABrokenSolution(t *testing.T) {
 	require.Equal(t, reward.RuleSandboxError, v.Rule)
 	require.Equal(t, 0.0, v.Correctness)
 
-	v, err = reward.Verify(context.Background(), brokenHarness{sb}, dirFactory{t}, task, reward.VerifyOptions{})
+	// The solution side's harness did not start, and a fresh sandbox of the factory
+	// cannot run the interpreter either (the control run): the infrastructure.
+	v, err = reward.Verify(context.Background(), brokenHarness{sb}, &failAfter{f: dirFactory{t}, n: 1}, task, reward.VerifyOptions{})
 	require.ErrorContains(t, err, "the solution harness did not start (exit code 3): no python here")
 	require.Equal(t, reward.RuleSandboxError, v.Rule)
+	// A fresh sandbox of the factory runs it: what is broken is the rollout's own
+	// sandbox, whose state only the agent changed (a full memory, a full workspace).
+	v, err = reward.Verify(context.Background(), brokenHarness{sb}, dirFactory{t}, task, reward.VerifyOptions{})
+	require.NoError(t, err)
+	require.Equal(t, reward.RuleSolutionFault, v.Rule)
+	require.True(t, v.SandboxFault)
+	require.Contains(t, v.Reason, "the solution harness did not start (exit code 3): no python here")
 
 	// A solution that ends its process after the harness started is the solution's
 	// doing: a fault, scored.

@@ -7,7 +7,9 @@
 //     [github.com/agentic-opd/agenticopd/rollout/sandbox]; package
 //     [github.com/agentic-opd/agenticopd/rollout/rollouttest] checks any
 //     implementation against the contract. [Starter] is the optional streaming start
-//     ([Process]: stdin and stdout pipes) that the verifier of package reward needs.
+//     ([Process]: stdin and stdout pipes) that the verifier of package reward needs;
+//     [Restorer] the optional repair of a workspace the agent locked, which the
+//     verifier calls first.
 //   - [Trajectory]: the token-exact record: ordered segments, sampled logprobs, the span
 //     of every assistant turn, and the OpenAI-format messages.
 //   - [Agent]: the multi-turn tool loop that produces a Trajectory.

@@ -121,7 +121,10 @@
 // result is marked OutputTruncated. When stdout and stderr together pass
 // Config.KillOutputLimit (16 MiB) the command is killed and marked OutputKilled. A
 // timeout gives ExitCode 124 and TimedOut; death by signal N gives 128+N. bwrap
-// failing to set up a command (it never ran) is an [ErrStart] error.
+// failing to set up a command (it never ran) is an [ErrStart] error, except when the
+// OOM killer took it: a sandbox whose memory is full before a command begins (a
+// tmpfs workspace file is memory, and it outlives the command that wrote it) gives
+// a result with MemoryLimitHit, the sandboxed code's doing, not the host's.
 //
 // # Started commands
 //

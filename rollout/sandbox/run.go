@@ -42,7 +42,9 @@ type Result struct {
 	// ends Stderr.
 	DiskQuotaExceeded bool
 	// MemoryLimitHit reports that the kernel killed a process of the command (OOM)
-	// because the sandbox reached Limits.Memory. A note saying so ends Stderr.
+	// because the sandbox reached Limits.Memory. A note saying so ends Stderr. When
+	// the process killed was bubblewrap itself, before the command ran (the sandbox's
+	// memory was already full), the result says so too, with no [ErrStart].
 	MemoryLimitHit bool
 	// ProcessLimitHit reports that the sandbox's pids limit (Limits.Processes)
 	// refused a fork of the command. A note saying so ends Stderr. Without a cgroup
@@ -61,7 +63,8 @@ func (s *Sandbox) Run(ctx context.Context, cmd rollout.Command) (rollout.Command
 // A command that fails, times out or is killed for its output or disk use is
 // reported in the result: ExitCode 124 and TimedOut on timeout, OutputKilled (with
 // the 128+9 of SIGKILL) past the hard output cap, DiskQuotaExceeded over the disk
-// quota. The error is for the sandbox itself: a bad
+// quota, MemoryLimitHit when the OOM killer took a process (bubblewrap included). The
+// error is for the sandbox itself: a bad
 // command ([ErrInvalidCommand]), a closed sandbox ([ErrClosed]), bubblewrap failing
 // to set up ([ErrStart], with bubblewrap's message in Stderr), or ctx ending (the
 // command is killed and the partial result returned with ctx's error). In every
@@ -509,7 +512,10 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	case reasonClosed:
 		return res, ErrClosed
 	case reasonNone:
-		if !ran {
+		// A bwrap the OOM killer took (the sandbox's memory was full when the
+		// command began) never reports an exit status either; that is the sandbox
+		// at its limit, what its own processes left behind, not a set-up failure.
+		if !ran && !res.MemoryLimitHit {
 			return res, fmt.Errorf("%w: %s", ErrStart, strings.TrimSpace(string(res.Stderr)))
 		}
 	}
