@@ -162,6 +162,12 @@ type Config struct {
 	// ensure_scores_are_not_same (true by default) would drop them anyway. Process
 	// always keeps them, as Atropos's process mode does.
 	KeepEqualScores bool
+	// MaxDroppedInARow stops Serve with an error wrapping [ErrDroppedInARow] once this
+	// many groups in a row were dropped (see [Group.Dropped]) and none sent: tasks
+	// without tests, or a policy that never or always solves them, would otherwise keep
+	// the servers busy for nothing. Serve warns at 10, 20, 40, … in a row before that.
+	// Zero means DefaultMaxDroppedInARow (100); negative never stops (it still warns).
+	MaxDroppedInARow int
 	// MaxTokenLen is the trainer's max token length: a group with a sequence at least
 	// this long is dropped before OPD. Zero means no limit; Serve takes it from the
 	// trajectory API when zero.

@@ -98,6 +98,8 @@ type accumulator struct {
 	counts map[string]float64
 	// hist holds the reward terms' distributions for Prometheus ([Env.Collector]).
 	hist *rewardHistograms
+	// dropped counts the groups Serve dropped in a row (Config.MaxDroppedInARow).
+	dropped dropStreak
 }
 
 type rewardSums struct {
