@@ -247,7 +247,7 @@ func serve(ctx context.Context, o options, stdout io.Writer, log *slog.Logger) (
 		return "", err
 	}
 
-	progress := cli.NewProgress(progressWriter(stdout, progressOut), sandboxes, o.groups)
+	progress := cli.NewProgress(cli.ProgressWriter(stdout, os.Stderr), sandboxes, o.groups)
 	defer progress.Close()
 	cfg.SandboxFactory = progress
 

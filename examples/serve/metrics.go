@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"golang.org/x/term"
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
@@ -84,18 +83,3 @@ func (s *sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // progressOut is where the progress bar goes (when it is a terminal).
 var progressOut io.Writer = os.Stderr
-
-// progressWriter is where the progress bar is drawn: bar, unless the logs (stdout)
-// go to a terminal too, where a redrawn bar would share lines with log records; then
-// io.Discard (no bar).
-func progressWriter(stdout, bar io.Writer) io.Writer {
-	if isTerminal(stdout) {
-		return io.Discard
-	}
-	return bar
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
