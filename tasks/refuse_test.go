@@ -1,6 +1,7 @@
 package tasks_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -74,4 +75,30 @@ func TestLoadAllowNoTestsKeepsTestlessTasks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, ts, 2)
 	assert.Equal(t, 1, report.NoTests)
+}
+
+// TestLoadHubRefusesASplitWithoutUsableTasks reads Hub splits over loopback HTTP whose
+// shards hold no task, or no task with tests: an error naming the dataset, even though
+// each shard is a readable Parquet file.
+func TestLoadHubRefusesASplitWithoutUsableTasks(t *testing.T) {
+	tests := []struct {
+		name    string
+		rows    []simpleRow
+		wantErr error
+	}{
+		{name: "no task text", rows: []simpleRow{{"", "T"}}, wantErr: tasks.ErrNoTasks},
+		{name: "no tests", rows: []simpleRow{{"P", ""}, {"Q", ""}}, wantErr: tasks.ErrNoTests},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			hub := newFakeHub(t)
+			hub.files["acme/empty/default/train"] = [][]byte{parquetBytes(t, tc.rows)}
+			ts, _, err := tasks.LoadHub(context.Background(), tasks.HubConfig{
+				Dataset: "acme/empty", CacheDir: t.TempDir(), BaseURL: hub.srv.URL + "/",
+			})
+			require.ErrorIs(t, err, tc.wantErr)
+			assert.Contains(t, err.Error(), "hf:acme/empty")
+			assert.Nil(t, ts)
+		})
+	}
 }
