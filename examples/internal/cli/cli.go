@@ -1,5 +1,9 @@
 // Package cli holds what the example programs share: the main function's exit codes
-// and the checks of flag values.
+// (an error is printed once, by [Main]; SIGINT and SIGTERM end run's ctx), the checks
+// of flag values ([AtLeast], [URL], [CheckTopK] against the teacher server), the
+// loading of -tasks ([LoadTasks], [SplitTasks]; $HF_TOKEN through [HFToken]), the
+// sandbox choice, and the progress bar ([Progress], drawn only where it cannot share a
+// line with the program's output: [ProgressWriter]).
 package cli
 
 import (
