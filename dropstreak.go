@@ -16,9 +16,10 @@ const DefaultMaxDroppedInARow = 100
 // a row were dropped: every group the run collects is thrown away (tasks without
 // tests, a policy that never or always solves them, sequences longer than the
 // trainer takes), so going on would only burn the servers.
-var ErrDroppedInARow = errors.New("agenticopd: every group dropped")
+var ErrDroppedInARow = errors.New("agenticopd: serve: every group dropped")
 
-// dropStreak counts the groups dropped in a row. Serve warns when the run reaches
+// dropStreak counts the groups Serve dropped in a row, over the Env's life (a Serve
+// that stopped for it starts a new count). Serve warns when the run reaches
 // dropWarnFirst, and at every doubling after it, and stops at the limit.
 type dropStreak struct {
 	mu      sync.Mutex
