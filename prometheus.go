@@ -62,17 +62,17 @@ func (c envCollector) Collect(ch chan<- prometheus.Metric) {
 		if hasReason {
 			labels, values = []string{"reason"}, []string{reason}
 		}
-		desc := prometheus.NewDesc(PromName(fam), promHelp(fam), labels, nil)
+		desc := prometheus.NewDesc(promName(fam), promHelp(fam), labels, nil)
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, counts[name], values...)
 	}
 	c.e.metrics.hist.collect(ch)
 	c.e.counts.latency().collect(ch)
 }
 
-// PromName is the Prometheus name of a counter of [Env.Metrics] (without its reason,
+// promName is the Prometheus name of a counter of [Env.Metrics] (without its reason,
 // if any: "env/dropped_groups"): agenticopd_, the name with "/" and other characters
 // Prometheus does not allow as "_", and _total.
-func PromName(name string) string {
+func promName(name string) string {
 	return promNamespace + "_" + strings.Trim(promInvalid.ReplaceAllString(name, "_"), "_") + "_total"
 }
 
@@ -254,9 +254,6 @@ func (h *rewardHistograms) collect(ch chan<- prometheus.Metric) {
 // latencies times the Env's requests by role.
 type latencies struct{ vec *prometheus.HistogramVec }
 
-// Request roles of agenticopd_request_duration_seconds.
-var requestRoles = []string{"render", "generate", "judge_chat", "teacher_score"}
-
 func newLatencies() *latencies {
 	vec := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: promNamespace, Name: "request_duration_seconds",
@@ -264,7 +261,7 @@ func newLatencies() *latencies {
 			"A slow generate is the policy server's load; a slow teacher_score its prefill (lower DistillTopK or MaxTeacherRequests).",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 25, 50, 100, 250, 600},
 	}, []string{"role"})
-	for _, r := range requestRoles {
+	for _, r := range []string{"render", "generate", "judge_chat", "teacher_score"} {
 		vec.WithLabelValues(r) // present from the start
 	}
 	return &latencies{vec}

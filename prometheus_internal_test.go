@@ -52,3 +52,14 @@ func TestCollectorExportsCountsItHasNeverSeen(t *testing.T) {
 	}
 	assert.NotContains(t, text, "agenticopd_verify_faults_total 3", "a family's total is left to sum()")
 }
+
+func TestPromName(t *testing.T) {
+	for name, want := range map[string]string{
+		"env/dropped_groups":    "agenticopd_env_dropped_groups_total",
+		"judge/truncated_votes": "agenticopd_judge_truncated_votes_total",
+		"requests/judge_chat":   "agenticopd_requests_judge_chat_total",
+		"odd-name.x":            "agenticopd_odd_name_x_total",
+	} {
+		assert.Equal(t, want, promName(name), name)
+	}
+}

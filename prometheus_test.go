@@ -84,14 +84,3 @@ func TestCollectorIsWhatPrometheusUsersExpect(t *testing.T) {
 	assert.Regexp(t, `agenticopd_request_duration_seconds_count\{role="generate"\} [1-9]`, after)
 	assert.Contains(t, after, `agenticopd_env_dropped_groups_total{reason="too_long"} 0`, "other reasons stay at 0")
 }
-
-func TestPromName(t *testing.T) {
-	for name, want := range map[string]string{
-		"env/dropped_groups":    "agenticopd_env_dropped_groups_total",
-		"judge/truncated_votes": "agenticopd_judge_truncated_votes_total",
-		"requests/judge_chat":   "agenticopd_requests_judge_chat_total",
-		"odd-name.x":            "agenticopd_odd_name_x_total",
-	} {
-		assert.Equal(t, want, agenticopd.PromName(name), name)
-	}
-}
