@@ -112,6 +112,9 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	if o.envName == "" {
 		err = errors.Join(err, &cli.FlagError{Flag: "env-name", Value: `""`, Reason: "a name"})
 	}
+	if o.maxDropped == 0 {
+		err = errors.Join(err, &cli.FlagError{Flag: "max-dropped", Value: 0, Reason: "at least 1 (negative: never stop)"})
+	}
 	o.hfToken = cli.HFToken(o.hfToken)
 	if o.atroposURL == "" {
 		err = errors.Join(err, cli.AtLeast("steps", o.steps, 1), cli.AtLeast("batch-size", o.batchSize, o.groupSize))

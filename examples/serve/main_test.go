@@ -225,6 +225,7 @@ func TestServeFlags(t *testing.T) {
 			clitest.Bad("weight", "-weight", "NaN"),
 			clitest.Bad("env-name", "-env-name", ""),
 			clitest.Bad("eval-size", "-eval-size", "-1"),
+			clitest.Bad("max-dropped", "-max-dropped", "0"),
 			clitest.Bad("spool", "-atropos-url", "http://127.0.0.1:1"),
 			clitest.Bad("group-size", "-group-size", "3"),
 			clitest.Bad("batch-size", "-batch-size", "1", "-group-size", "4"),
