@@ -77,7 +77,8 @@ type Config struct {
 	// EvalTasks are the tasks Evaluate runs. Nil means the eval split of Dataset.
 	EvalTasks []tasks.Task
 	// EvalSize and EvalSplitRatio size the eval split (eval_size 10,
-	// eval_split_ratio 0.15 when zero).
+	// eval_split_ratio 0.15 when zero). EvalSize [tasks.NoEval] holds out none, so a
+	// dataset of any size trains (Evaluate then has no task).
 	EvalSize       int     // smallest number of eval tasks ([tasks.SplitConfig])
 	EvalSplitRatio float64 // share of the tasks held out for eval, in [0, 1)
 	// Seed seeds the train/eval split and the task order. The policy's sampling is
@@ -163,6 +164,12 @@ type Config struct {
 	// ensure_scores_are_not_same (true by default) would drop them anyway. Process
 	// always keeps them, as Atropos's process mode does.
 	KeepEqualScores bool
+	// MaxDroppedInARow stops Serve with an error wrapping [ErrDroppedInARow] once this
+	// many groups in a row were dropped (see [Group.Dropped]) and none sent: tasks
+	// without tests, or a policy that never or always solves them, would otherwise keep
+	// the servers busy for nothing. Serve warns at 10, 20, 40, … in a row before that.
+	// Zero means DefaultMaxDroppedInARow (100); negative never stops (it still warns).
+	MaxDroppedInARow int
 	// MaxTokenLen is the trainer's max token length: a group with a sequence at least
 	// this long is dropped before OPD. Zero means no limit; Serve takes it from the
 	// trajectory API when zero.
@@ -207,6 +214,10 @@ var ErrInvalidConfig = errors.New("agenticopd: invalid Config")
 // validate refuses negative sizes and durations: zero means the default, and a
 // negative value is a mistake, not a request for the default.
 func (c Config) validate() error {
+	evalSize := c.EvalSize
+	if evalSize == tasks.NoEval {
+		evalSize = 0 // none held out: not a negative size
+	}
 	for _, f := range []struct {
 		name string
 		v    float64
@@ -218,7 +229,7 @@ func (c Config) validate() error {
 		{"TeacherMaxLen", float64(c.TeacherMaxLen)}, {"MaxTokenLen", float64(c.MaxTokenLen)},
 		{"MaxRollouts", float64(c.MaxRollouts)}, {"MaxGroups", float64(c.MaxGroups)},
 		{"MaxTeacherRequests", float64(c.MaxTeacherRequests)},
-		{"EvalSize", float64(c.EvalSize)}, {"EvalSplitRatio", c.EvalSplitRatio},
+		{"EvalSize", float64(evalSize)}, {"EvalSplitRatio", c.EvalSplitRatio},
 		{"VerifyTimeout", float64(c.VerifyTimeout)}, {"PollInterval", float64(c.PollInterval)},
 		{"StatusTimeout", float64(c.StatusTimeout)},
 	} {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentic-opd/agenticopd/judge"
 	"github.com/agentic-opd/agenticopd/opd"
@@ -14,8 +15,12 @@ import (
 )
 
 // requestCounts counts the calls made to each role, reported as requests/NAME.
+// Each call is also timed, in agenticopd_request_duration_seconds (see [Env.Collector]).
 type requestCounts struct {
 	render, generate, score, chat atomic.Int64
+
+	latOnce sync.Once
+	lat     *latencies
 }
 
 func (c *requestCounts) snapshot() map[string]float64 {
@@ -36,17 +41,20 @@ func countPolicy(p rollout.Policy, c *requestCounts) rollout.Policy { return cou
 
 func (p countedPolicy) Render(ctx context.Context, req rollout.RenderRequest) (rollout.Rendered, error) {
 	p.c.render.Add(1)
+	defer p.c.latency().since("render", time.Now())
 	return p.p.Render(ctx, req)
 }
 
 func (p countedPolicy) Generate(ctx context.Context, req rollout.GenerateRequest) (rollout.Generation, error) {
 	p.c.generate.Add(1)
+	defer p.c.latency().since("generate", time.Now())
 	return p.p.Generate(ctx, req)
 }
 
 func countScorer(s scorer.LogprobScorer, c *requestCounts) scorer.LogprobScorer {
 	return scorer.Func(func(ctx context.Context, req scorer.Request) (scorer.Result, error) {
 		c.score.Add(1)
+		defer c.latency().since("teacher_score", time.Now())
 		return s.Score(ctx, req)
 	})
 }
@@ -67,7 +75,9 @@ func countChat(m judge.ChatModel, c *requestCounts, acc *accumulator) judge.Chat
 // (finish_reason "length"), whatever its content. The judge reads no vote from either.
 func (m countedChat) Chat(ctx context.Context, req judge.ChatRequest) (judge.ChatResponse, error) {
 	m.c.chat.Add(1)
+	start := time.Now()
 	resp, err := m.m.Chat(ctx, req)
+	m.c.latency().since("judge_chat", start)
 	empty, cut := 0, 0
 	for _, c := range resp.Choices {
 		if strings.TrimSpace(c) == "" {
@@ -95,6 +105,10 @@ type accumulator struct {
 	opd    opd.Metrics
 	stats  rollout.Stats
 	counts map[string]float64
+	// hist holds the reward terms' distributions for Prometheus ([Env.Collector]).
+	hist *rewardHistograms
+	// dropped counts the groups Serve dropped in a row (Config.MaxDroppedInARow).
+	dropped dropStreak
 }
 
 type rewardSums struct {
@@ -134,12 +148,15 @@ func (s rewardSums) put(m map[string]float64, prefix string) {
 	}
 }
 
-func newAccumulator() *accumulator { return &accumulator{counts: map[string]float64{}} }
+func newAccumulator() *accumulator {
+	return &accumulator{counts: map[string]float64{}, hist: newRewardHistograms()}
+}
 
 func (a *accumulator) addTrain(rs []Rollout) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.train.add(rs)
+	a.hist.observe(rs)
 }
 
 func (a *accumulator) addOPD(m opd.Metrics) {

@@ -42,7 +42,8 @@ import (
 // status poll refused with a 4xx, a group invalid for the API (it wraps
 // [atropos.ErrInvalidGroup]; a group size that differs from the client's is the usual
 // cause), or a teacher server that refused DistillTopK logprobs (it wraps
-// [vllm.ErrMaxLogprobs]): every later group would fail the same way. In every case it
+// [vllm.ErrMaxLogprobs]): every later group would fail the same way; or
+// Config.MaxDroppedInARow groups dropped in a row (wrapping [ErrDroppedInARow]). In every case it
 // waits for the groups in flight, then disconnects (only when the registration is known
 // to be current: see [atropos.Client.Disconnect]); when it gives up it first cancels
 // them.
@@ -269,6 +270,9 @@ func (l *serveLoop) start(ctx context.Context, task tasks.Task) {
 			l.report.Lock()
 			e.cfg.OnGroup(g)
 			l.report.Unlock()
+		}
+		if err := e.metrics.dropped.observe(g, e.cfg); err != nil {
+			l.fail(err)
 		}
 	}()
 }

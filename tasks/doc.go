@@ -27,7 +27,8 @@
 //     Rows without task text (missing, null, empty or only white space) are skipped and
 //     counted in [LoadReport.SkippedNoTask].
 //   - Test code: "test_code", else "tests"; rows without tests are kept (the prompt then
-//     has no Tests section, and the reward package cannot verify them).
+//     has no Tests section, and the reward package cannot verify them), but a source
+//     in which no task has tests is refused (see below).
 //   - Hidden tests: "hidden_tests", test code run after the visible tests and never
 //     shown in the prompt ([Task.HiddenTests]).
 //   - Input/output cases: "inputs" and "outputs", two lists of strings of the same
@@ -55,8 +56,19 @@
 // [Split] holds out max(EvalSize, ⌊n·EvalSplitRatio⌋) tasks for evaluation after a
 // shuffle seeded by [SplitConfig.Seed], so the same seed gives the same split on every
 // run (the original shuffled without a seed). A dataset with no task left for training
-// is an error wrapping [ErrDatasetTooSmall]. [BuiltinSplit] splits the eight built-in
+// is an error wrapping [ErrDatasetTooSmall]; a small dataset can hold out fewer tasks
+// (EvalSize 1, 2, …) or none ([NoEval]). [BuiltinSplit] splits the eight built-in
 // tasks 6/2 as the original does.
+//
+// # Sources that give no usable task
+//
+// A loader never returns an empty list without an error: a file (or Hub split) with no
+// task is an error wrapping [ErrNoTasks], and one in which no task has tests an error
+// wrapping [ErrNoTests] (unless [LoadConfig.AllowNoTests]), both naming the file and
+// what was read. A program that falls back to the built-in tasks when it is given no
+// dataset therefore never trains on them by mistake because a dataset was empty. A
+// source in which some tasks have tests loads; the others are counted in
+// [LoadReport.NoTests].
 //
 // # Prompts
 //

@@ -70,5 +70,5 @@ func ExampleSplit() {
 	fmt.Println(err)
 	// Output:
 	// 85 train, 15 eval
-	// tasks: dataset too small for the train/eval split: 10 tasks, 10 held out for eval (eval size 10, ratio 0.15) leaves none to train on; use more than 10 tasks or a smaller eval size
+	// tasks: dataset too small for the train/eval split: 10 tasks, 10 held out for eval (eval size 10, ratio 0.15) leaves none to train on; use more than 10 tasks or a smaller eval size (NoEval holds out none)
 }

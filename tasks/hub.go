@@ -79,7 +79,8 @@ func (e *HubError) Error() string {
 }
 
 // LoadHub loads a split of a Hugging Face Hub dataset through its Parquet files (see
-// [FetchHub]) with the column rules of the package doc.
+// [FetchHub]) with the column rules of the package doc. A split with no task, or with
+// no task that has tests, is an error that names the dataset (hf:ID), as [LoadJSONL]'s.
 func LoadHub(ctx context.Context, cfg HubConfig) ([]Task, LoadReport, error) {
 	paths, err := FetchHub(ctx, cfg)
 	if err != nil {
@@ -97,6 +98,9 @@ func LoadHub(ctx context.Context, cfg HubConfig) ([]Task, LoadReport, error) {
 			return nil, report, err
 		}
 		out = append(out, ts...)
+	}
+	if err := report.check("hf:"+cfg.Dataset, cfg.Load); err != nil {
+		return nil, report, err
 	}
 	return out, report, nil
 }

@@ -17,7 +17,9 @@ const maxLineBytes = 64 << 20
 // LoadJSONL reads tasks from a JSONL file: one JSON object per line, with the column
 // rules of the package doc. Blank lines are ignored. A line that is not a JSON object, or
 // a column of the wrong type, is a [*RowError] naming the file, the line and the column;
-// a missing file is an error wrapping [io/fs.ErrNotExist] that names the file.
+// a missing file is an error wrapping [io/fs.ErrNotExist] that names the file. A file
+// with no task is an error wrapping [ErrNoTasks], one with no task that has tests an
+// error wrapping [ErrNoTests] (see [LoadConfig.AllowNoTests]); both name the file.
 func LoadJSONL(path string, cfg LoadConfig) ([]Task, LoadReport, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -65,6 +67,9 @@ func readJSONL(r io.Reader, file, source string, cfg LoadConfig) ([]Task, LoadRe
 			}
 		}
 		if errors.Is(err, io.EOF) {
+			if err := rr.report.check(file, cfg); err != nil {
+				return nil, rr.report, err
+			}
 			return out, rr.report, nil
 		}
 	}

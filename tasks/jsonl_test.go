@@ -51,6 +51,7 @@ func TestLoadJSONLColumnRules(t *testing.T) {
 		},
 		{
 			name:  "empty or null prompt falls back to task",
+			cfg:   tasks.LoadConfig{AllowNoTests: true},
 			lines: "{\"prompt\": \"\", \"task\": \"K1\"}\n{\"prompt\": null, \"task\": \"K2\", \"difficulty\": null}",
 			want: []tasks.Task{
 				{ID: "data.jsonl:1", Statement: "K1", Difficulty: "unknown", Language: py},
@@ -60,7 +61,7 @@ func TestLoadJSONLColumnRules(t *testing.T) {
 		},
 		{
 			name:  "custom prompt field",
-			cfg:   tasks.LoadConfig{PromptField: "question"},
+			cfg:   tasks.LoadConfig{PromptField: "question", AllowNoTests: true},
 			lines: "{\"question\": \"Q\", \"prompt\": \"P\"}\n{\"task\": \"K\"}",
 			want: []tasks.Task{
 				{ID: "data.jsonl:1", Statement: "Q", Difficulty: "unknown", Language: py},
@@ -70,23 +71,20 @@ func TestLoadJSONLColumnRules(t *testing.T) {
 		},
 		{
 			name:       "rows without a task are skipped and counted",
+			cfg:        tasks.LoadConfig{AllowNoTests: true},
 			lines:      "{\"prompt\": \"P\"}\n{\"test_code\": \"T\"}\n{\"prompt\": \"   \"}\n{\"task\": null}",
 			want:       []tasks.Task{{ID: "data.jsonl:1", Statement: "P", Difficulty: "unknown", Language: py}},
 			wantReport: tasks.LoadReport{Rows: 4, Loaded: 1, SkippedNoTask: 3, NoTests: 1},
 		},
 		{
 			name:  "integer id, blank lines, CRLF and a byte order mark",
+			cfg:   tasks.LoadConfig{AllowNoTests: true},
 			lines: "\xef\xbb\xbf{\"id\": 42, \"prompt\": \"P\"}\r\n\r\n\n{\"prompt\": \"P2\", \"extra\": [1, {\"x\": 2}]}\r\n",
 			want: []tasks.Task{
 				{ID: "42", Statement: "P", Difficulty: "unknown", Language: py},
 				{ID: "data.jsonl:4", Statement: "P2", Difficulty: "unknown", Language: py},
 			},
 			wantReport: tasks.LoadReport{Rows: 2, Loaded: 2, NoTests: 2},
-		},
-		{
-			name:       "empty file",
-			lines:      "",
-			wantReport: tasks.LoadReport{},
 		},
 	}
 	for _, tc := range tests {
@@ -155,7 +153,7 @@ func TestLoadJSONLMissingFile(t *testing.T) {
 
 func TestReadJSONLLongLine(t *testing.T) {
 	stmt := strings.Repeat("x", 200<<10) // longer than the reader's buffer
-	ts, _, err := tasks.ReadJSONL(strings.NewReader(`{"prompt": "`+stmt+`"}`), "mem", tasks.LoadConfig{})
+	ts, _, err := tasks.ReadJSONL(strings.NewReader(`{"prompt": "`+stmt+`", "tests": "T"}`), "mem", tasks.LoadConfig{})
 	require.NoError(t, err)
 	require.Len(t, ts, 1)
 	require.Equal(t, stmt, ts[0].Statement)
@@ -169,6 +167,12 @@ func FuzzReadJSONL(f *testing.F) {
 	f.Add([]byte(`[] {} null "x" 1`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ts, report, err := tasks.ReadJSONL(bytes.NewReader(data), "fuzz", tasks.LoadConfig{})
+		if errors.Is(err, tasks.ErrNoTasks) || errors.Is(err, tasks.ErrNoTests) {
+			if !strings.Contains(err.Error(), "fuzz") || ts != nil {
+				t.Fatalf("a refused source: %v (%d tasks)", err, len(ts))
+			}
+			return
+		}
 		if err != nil {
 			var re *tasks.RowError
 			if !errors.As(err, &re) {

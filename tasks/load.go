@@ -33,11 +33,38 @@ const (
 // ErrMalformed is wrapped by every [*RowError].
 var ErrMalformed = errors.New("tasks: malformed row")
 
+// ErrNoTests is wrapped by a loader's error when no task it read has anything to
+// verify with (see [LoadConfig.AllowNoTests]).
+var ErrNoTests = errors.New("tasks: no task has tests")
+
 // LoadConfig configures the loaders. The zero value reads the default columns.
 type LoadConfig struct {
 	// PromptField is the column read first for the task text; "" means
 	// DefaultPromptField. The "task" column is the fallback.
 	PromptField string
+	// AllowNoTests accepts a source in which no task has tests. By default that is an
+	// error wrapping [ErrNoTests]: every rollout of such a task scores the same, so
+	// every group would be dropped (or trained on a reward that says nothing).
+	AllowNoTests bool
+}
+
+// check is the loaders' verdict on a whole source (a file, or a Hub split) named
+// name: no task at all is an error wrapping [ErrNoTasks], no task with tests one
+// wrapping [ErrNoTests] unless cfg allows it. Either names the source and says what
+// was read, so a wrong column name or an empty file is plain.
+func (r LoadReport) check(name string, cfg LoadConfig) error {
+	switch {
+	case r.Loaded == 0 && r.Rows == 0:
+		return fmt.Errorf("%w: %s has no rows", ErrNoTasks, name)
+	case r.Loaded == 0:
+		return fmt.Errorf("%w: %s: none of its %d rows has task text (columns %q or %q)",
+			ErrNoTasks, name, r.Rows, cfg.promptField(), ColumnTask)
+	case r.NoTests == r.Loaded && !cfg.AllowNoTests:
+		return fmt.Errorf("%w: %s: none of its %d tasks has tests (columns %q, %q, %q, or %q with %q), "+
+			"so every rollout would score the same; add tests, or set LoadConfig.AllowNoTests",
+			ErrNoTests, name, r.Loaded, ColumnTestCode, ColumnTests, ColumnHiddenTests, ColumnInputs, ColumnOutputs)
+	}
+	return nil
 }
 
 func (c LoadConfig) promptField() string {

@@ -17,8 +17,18 @@ import (
 // first row holding such a value and the column (a column of the wrong type that is null
 // in every row is treated as absent). A missing file is an error wrapping
 // [io/fs.ErrNotExist] that names the file; a file that is not Parquet is an error naming it.
+//
+// As with [LoadJSONL], a file with no task, or with no task that has tests, is an
+// error that names it.
 func LoadParquet(path string, cfg LoadConfig) ([]Task, LoadReport, error) {
-	return loadParquet(path, filepath.Base(path), cfg)
+	ts, report, err := loadParquet(path, filepath.Base(path), cfg)
+	if err == nil {
+		err = report.check(path, cfg)
+	}
+	if err != nil {
+		return nil, report, err
+	}
+	return ts, report, nil
 }
 
 func loadParquet(path, source string, cfg LoadConfig) (ts []Task, report LoadReport, err error) {

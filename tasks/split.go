@@ -13,6 +13,9 @@ const (
 	DefaultEvalSize = 10
 	// DefaultEvalSplitRatio is the share of tasks held out for evaluation.
 	DefaultEvalSplitRatio = 0.15
+	// NoEval, as [SplitConfig.EvalSize], holds out no task: every task trains. (Zero
+	// cannot say it: it means DefaultEvalSize.)
+	NoEval = -1
 )
 
 // ErrDatasetTooSmall is wrapped by the error [Split] returns when the hold-out would
@@ -24,8 +27,9 @@ var ErrDatasetTooSmall = errors.New("tasks: dataset too small for the train/eval
 type SplitConfig struct {
 	// Seed seeds the shuffle; the same seed and tasks give the same split.
 	Seed uint64
-	// EvalSize is the smallest number of eval tasks; 0 means DefaultEvalSize. Negative
-	// values are an error.
+	// EvalSize is the smallest number of eval tasks; 0 means DefaultEvalSize and
+	// [NoEval] none at all (EvalSplitRatio is then not used). Other negative values
+	// are an error.
 	EvalSize int
 	// EvalSplitRatio is the share of eval tasks, in [0, 1); 0 means
 	// DefaultEvalSplitRatio.
@@ -33,11 +37,18 @@ type SplitConfig struct {
 }
 
 // Split shuffles a copy of ts with a generator seeded by cfg.Seed and holds out the
-// first max(EvalSize, ⌊len(ts)·EvalSplitRatio⌋) tasks for evaluation; the rest are the
-// train split. When no task would be left for training, the error wraps
-// [ErrDatasetTooSmall] and says how many tasks are needed. ts is not modified.
+// first max(EvalSize, ⌊len(ts)·EvalSplitRatio⌋) tasks for evaluation (none with
+// EvalSize [NoEval]); the rest are the train split. When no task would be left for
+// training, the error wraps [ErrDatasetTooSmall] and says how many tasks are needed.
+// ts is not modified.
 func Split(ts []Task, cfg SplitConfig) (train, eval []Task, err error) {
 	size, ratio := cfg.EvalSize, cfg.EvalSplitRatio
+	if size == NoEval {
+		if len(ts) == 0 {
+			return nil, nil, fmt.Errorf("%w: no tasks to train on", ErrDatasetTooSmall)
+		}
+		return shuffle(ts, cfg.Seed), []Task{}, nil
+	}
 	switch {
 	case size < 0:
 		return nil, nil, fmt.Errorf("tasks: SplitConfig.EvalSize %d is negative", size)
@@ -53,7 +64,7 @@ func Split(ts []Task, cfg SplitConfig) (train, eval []Task, err error) {
 	n := len(ts)
 	nEval := max(size, int(float64(n)*ratio))
 	if nEval >= n {
-		return nil, nil, fmt.Errorf("%w: %d tasks, %d held out for eval (eval size %d, ratio %v) leaves none to train on; use more than %d tasks or a smaller eval size",
+		return nil, nil, fmt.Errorf("%w: %d tasks, %d held out for eval (eval size %d, ratio %v) leaves none to train on; use more than %d tasks or a smaller eval size (NoEval holds out none)",
 			ErrDatasetTooSmall, n, nEval, size, ratio, nEval)
 	}
 	shuffled := shuffle(ts, cfg.Seed)

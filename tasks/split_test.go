@@ -52,6 +52,9 @@ func TestSplitSizes(t *testing.T) {
 		{name: "ratio floors", n: 99, wantTrain: 85, wantEval: 14},
 		{name: "one left to train", n: 11, wantTrain: 1, wantEval: 10},
 		{name: "custom size and ratio", n: 10, cfg: tasks.SplitConfig{EvalSize: 2, EvalSplitRatio: 0.5}, wantTrain: 5, wantEval: 5},
+		{name: "small dataset, small eval", n: 3, cfg: tasks.SplitConfig{EvalSize: 1}, wantTrain: 2, wantEval: 1},
+		{name: "no eval: every task trains", n: 1, cfg: tasks.SplitConfig{EvalSize: tasks.NoEval}, wantTrain: 1},
+		{name: "no eval whatever the ratio", n: 100, cfg: tasks.SplitConfig{EvalSize: tasks.NoEval, EvalSplitRatio: 0.5}, wantTrain: 100},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,7 +94,8 @@ func TestSplitErrors(t *testing.T) {
 	}{
 		{name: "as many as eval size", n: 10, tooSmall: true, want: "10 tasks, 10 held out"},
 		{name: "empty", n: 0, tooSmall: true, want: "0 tasks"},
-		{name: "negative eval size", n: 50, cfg: tasks.SplitConfig{EvalSize: -1}, want: "EvalSize -1 is negative"},
+		{name: "negative eval size", n: 50, cfg: tasks.SplitConfig{EvalSize: -2}, want: "EvalSize -2 is negative"},
+		{name: "no eval of no tasks", n: 0, cfg: tasks.SplitConfig{EvalSize: tasks.NoEval}, tooSmall: true, want: "no tasks to train on"},
 		{name: "ratio one", n: 50, cfg: tasks.SplitConfig{EvalSplitRatio: 1}, want: "outside [0, 1)"},
 		{name: "negative ratio", n: 50, cfg: tasks.SplitConfig{EvalSplitRatio: -0.1}, want: "outside [0, 1)"},
 	}

@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.SetOutput(stdout)
 	out := fs.String("out", "custom-out", "directory for groups.jsonl")
 	groups := fs.Int("groups", 1, "number of groups to collect")
-	topK := fs.Int("topk", 20, "teacher top-K per scored token")
+	topK := fs.Int("topk", agenticopd.DefaultDistillTopK, "teacher top-K per scored token")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}

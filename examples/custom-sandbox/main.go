@@ -5,8 +5,9 @@
 // tool result that says why, which the model can read and act on.
 //
 // It runs offline on the in-process vLLM simulator (vllmtest, a scripted test and
-// demo backend, not a language model), whose scripted student here tries to install
-// a package before it runs the tests.
+// demo backend, not a language model), whose scripted student here tries once to
+// install a package before it runs the tests, reads the denial, and runs the tests
+// without it: each rollout shows one denied command and its agent's commands logged.
 //
 //	go run ./examples/custom-sandbox -deny "pip install,curl "
 package main
@@ -160,13 +161,25 @@ func installFirst(student func(vllmtest.ScriptInput) (string, bool)) func(vllmte
 		text, ok := student(in)
 		tried := false
 		for _, m := range in.Messages {
-			tried = tried || (m.Role == chat.RoleAssistant && strings.Contains(m.Content, "pip install"))
+			tried = tried || (m.Role == chat.RoleAssistant && calls(m, "pip install"))
 		}
 		if ok && !tried && strings.Contains(text, "python test_solution.py") {
 			text = strings.Replace(text, "python test_solution.py", "pip install pytest && python test_solution.py", 1)
 		}
 		return text, ok
 	}
+}
+
+// calls reports whether the assistant message m asked for a command containing sub:
+// in a tool call's arguments (where a parsed call is) or in its text (a call the
+// agent could not parse stays there).
+func calls(m chat.Message, sub string) bool {
+	for _, c := range m.ToolCalls {
+		if strings.Contains(c.Function.Arguments, sub) {
+			return true
+		}
+	}
+	return strings.Contains(m.Content, sub)
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {

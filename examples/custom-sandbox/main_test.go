@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,6 +66,15 @@ func TestCustomSandboxTheModelReadsTheDenial(t *testing.T) {
 	assert.Positive(t, ran, "the verification and the allowed commands ran")
 	assert.Positive(t, denied)
 	assert.Regexp(t, `msg=command sandbox=\d+ .* duration=\d`, text)
+
+	// The student tries to install once per rollout, reads the denial and runs the tests
+	// without it: no rollout is denied twice, and the agent's own command ran (not only
+	// the verifier's "python3 -I …").
+	for _, m := range regexp.MustCompile(`rollout (\d+) saw: .*denied:`).FindAllStringSubmatch(text, -1) {
+		assert.Equal(t, 1, strings.Count(text, "rollout "+m[1]+" saw: "), "rollout %s was denied more than once", m[1])
+	}
+	assert.Regexp(t, `msg=command sandbox=\d+ command="python test_solution.py" exit=\d+`, text,
+		"an agent's command ran and was logged after the denial")
 }
 
 func TestCustomSandboxFlags(t *testing.T) {

@@ -1,6 +1,11 @@
-// Command evaluate runs the eval split of the built-in tasks (or of a JSONL dataset)
+// Command evaluate runs the eval split of the built-in tasks (or tasks of a dataset)
 // once each, greedily and without OPD, and writes metrics.json and samples.jsonl in
 // the layout of Atropos's evaluate mode.
+//
+// With -tasks FILE (or hf:DATASET_ID) the dataset is an eval set of its own: no task is
+// held out for training, so a dataset of any size works; -eval-size tasks of it
+// (shuffled by -seed; 0: all) are evaluated. A file without any task, or without any
+// task that has tests, is an error that names it.
 //
 // With no flags it runs offline against the in-process vLLM simulator (vllmtest, a
 // scripted test and demo backend, not a language model); with -vllm-url it evaluates
@@ -11,9 +16,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -32,20 +39,37 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	out := fs.String("out", "eval-out", "directory for metrics.json and samples.jsonl")
 	vllmURL := fs.String("vllm-url", "", "vLLM server (default: the in-process simulator)")
 	model := fs.String("model", "", "served model name (default: the server's first model)")
-	dataset := fs.String("dataset", "", "JSONL dataset (default: the built-in tasks)")
-	seed := fs.Uint64("seed", 1, "seed of the train/eval split")
+	spec := fs.String("tasks", "builtin", cli.TasksUsage)
+	evalSize := fs.Int("eval-size", tasks.DefaultEvalSize, "tasks of a -tasks dataset evaluated (0: all of them)")
+	hfCache := fs.String("hf-cache", "", "cache directory of hf: datasets (default: the user cache directory)")
+	hfToken := fs.String("hf-token", "", "Hugging Face token for private or gated hf: datasets (default: $"+cli.HFTokenEnv+")")
+	seed := fs.Uint64("seed", 1, "seed of the built-in tasks' split, and of the order of a dataset's tasks")
 	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := errors.Join(cli.URL("vllm-url", *vllmURL), cli.AtLeast("eval-size", *evalSize, 0)); err != nil {
 		return err
 	}
 
 	cfg := agenticopd.Config{Seed: *seed, DisableOPD: true}
-	if *dataset != "" {
-		ts, report, err := tasks.LoadJSONL(*dataset, tasks.LoadConfig{})
+	log := slog.New(slog.NewTextHandler(stdout, nil))
+	ts, err := cli.LoadTasks(ctx, *spec, *hfCache, cli.HFToken(*hfToken), log)
+	if err != nil {
+		return err
+	}
+	if ts != nil {
+		// The whole dataset is for evaluation: no train split, so no size is too small.
+		eval, _, err := tasks.Split(ts, tasks.SplitConfig{Seed: *seed, EvalSize: tasks.NoEval})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "dataset %s: %d tasks (%d rows without a task skipped)\n", *dataset, len(ts), report.SkippedNoTask)
-		cfg.Dataset = ts
+		if *evalSize > 0 {
+			eval = eval[:min(*evalSize, len(eval))]
+		}
+		cfg.EvalTasks, cfg.EvalSize = eval, len(eval)
+		if cfg.Tasks, err = tasks.NewCycle(eval, *seed); err != nil { // never used: Evaluate trains nothing
+			return err
+		}
 	}
 	url := *vllmURL
 	if url == "" {
@@ -61,8 +85,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *model != "" {
 		opts = append(opts, vllm.WithModel(*model))
 	}
-	var err error
-	if cfg.SandboxFactory, err = cli.Sandbox(ctx, *vllmURL == "", stdout); err != nil {
+	if cfg.SandboxFactory, err = cli.SandboxLogged(ctx, *vllmURL == "", stdout, log); err != nil {
 		return err
 	}
 	if cfg.Policy, err = vllm.NewClient(url, opts...); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,23 +40,58 @@ func TestEvaluateWritesMetricsAndSamples(t *testing.T) {
 	assert.Len(t, strings.Split(strings.TrimSpace(string(samples)), "\n"), 2)
 }
 
-func TestEvaluateDataset(t *testing.T) {
-	dir := t.TempDir()
+// writeAddTasks writes n tasks with tests as a JSONL dataset in dir.
+func writeAddTasks(t *testing.T, dir string, n int) string {
 	path := filepath.Join(dir, "tasks.jsonl")
 	var b strings.Builder
-	for i := range 12 {
+	for i := range n {
 		b.WriteString(`{"task":"Write add(a, b) returning a+b, variant ` + string(rune('a'+i)) + `.","test_code":"from solution import add\nassert add(1, 2) == 3\nprint('All tests passed!')\n"}` + "\n")
 	}
 	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
-	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-out", dir, "-dataset", path}, &out), out.String())
-	assert.Contains(t, out.String(), "12 tasks")
-	assert.Contains(t, out.String(), "evaluating 10 tasks", "eval_size 10 of 12")
+	return path
+}
 
-	require.Error(t, run(context.Background(), []string{"-out", dir, "-dataset", filepath.Join(dir, "missing.jsonl")}, &out))
+func TestEvaluateDataset(t *testing.T) {
+	tests := []struct {
+		name string
+		n    int
+		args []string
+		want string
+	}{
+		{name: "eval size of a larger dataset", n: 12, want: "evaluating 10 tasks"},
+		{name: "a dataset smaller than the eval size needs no train split", n: 3, want: "evaluating 3 tasks"},
+		{name: "eval size 0: all of them", n: 12, args: []string{"-eval-size", "0"}, want: "evaluating 12 tasks"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := writeAddTasks(t, dir, tc.n)
+			var out bytes.Buffer
+			require.NoError(t, run(context.Background(), append([]string{"-out", dir, "-tasks", path}, tc.args...), &out), out.String())
+			assert.Regexp(t, `msg="tasks loaded" source=\S+ tasks=`+strconv.Itoa(tc.n), out.String())
+			assert.Contains(t, out.String(), tc.want)
+		})
+	}
+}
+
+func TestEvaluateRefusesDatasetsWithoutUsableTasks(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.jsonl")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	for name, path := range map[string]string{"missing": filepath.Join(dir, "missing.jsonl"), "empty": empty} {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"-out", dir, "-tasks", path}, &out)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), path, name)
+		assert.NotContains(t, out.String(), "evaluating", name+": nothing ran, and never the built-in tasks")
+	}
 }
 
 func TestEvaluateFlags(t *testing.T) {
-	clitest.CheckFlags(t, run, []string{"out", "vllm-url", "model", "dataset", "seed"},
-		[]clitest.BadLine{clitest.Bad("seed", "-seed", "-1"), clitest.Bad("nope", "-nope")})
+	clitest.CheckFlags(t, run, []string{"out", "vllm-url", "model", "tasks", "eval-size", "hf-token", "hf-cache", "seed"},
+		[]clitest.BadLine{
+			clitest.Bad("seed", "-seed", "-1"), clitest.Bad("nope", "-nope"),
+			clitest.Bad("vllm-url", "-vllm-url", "localhost:8000"), clitest.Bad("eval-size", "-eval-size", "-1"),
+			clitest.Bad("tasks", "-tasks", "tasks.csv"),
+		})
 }

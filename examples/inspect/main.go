@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case *vllmURL != "" && *simulator:
 		return &cli.FlagError{Flag: "simulator", Value: true, Reason: "false with -vllm-url (one detokenizer)"}
 	}
-	if err := cli.AtLeast("topk", *topK, 1); err != nil {
+	if err := errors.Join(cli.AtLeast("topk", *topK, 1), cli.URL("vllm-url", *vllmURL)); err != nil {
 		return err
 	}
 

@@ -129,6 +129,7 @@ func TestInspectFlags(t *testing.T) {
 		[]clitest.BadLine{
 			clitest.Bad("in"),
 			clitest.Bad("topk", "-in", "x.jsonl", "-topk", "0"),
+			clitest.Bad("vllm-url", "-in", "x.jsonl", "-vllm-url", "localhost:8000"),
 			clitest.Bad("simulator", "-in", "x.jsonl", "-simulator", "-vllm-url", "http://127.0.0.1:1"),
 			clitest.Bad("simulator", "-simulator=maybe"),
 		})

@@ -66,7 +66,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if err := errors.Join(cli.AtLeast("groups", *groups, 1), cli.AtLeast("group-size", *groupSize, 1), cli.AtLeast("topk", *topK, 1)); err != nil {
+	if err := errors.Join(cli.AtLeast("groups", *groups, 1), cli.AtLeast("group-size", *groupSize, 1), cli.AtLeast("topk", *topK, 1),
+		cli.URL("vllm-url", *vllmURL), cli.URL("teacher-url", *teacherURL), cli.URL("judge-url", *judgeURL)); err != nil {
 		return err
 	}
 	// python3 first: without it nothing can be verified.
@@ -125,23 +126,31 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 		SandboxFactory: sandboxes,
 	}
+	teacher := policy
 	switch {
 	case *teacherURL != "":
-		if cfg.Teacher, err = vllm.NewClient(*teacherURL, opts...); err != nil {
+		if teacher, err = vllm.NewClient(*teacherURL, opts...); err != nil {
 			return err
 		}
+		cfg.Teacher = teacher
 	case frozenURL != "":
-		if cfg.Teacher, err = vllm.NewClient(frozenURL, vllm.WithModel(frozenModel)); err != nil {
+		if teacher, err = vllm.NewClient(frozenURL, vllm.WithModel(frozenModel)); err != nil {
 			return err
 		}
+		cfg.Teacher = teacher
+	}
+	// Before any rollout: a teacher that cannot give -topk logprobs fails every hint.
+	if err := cli.CheckTopK(ctx, teacher, "topk", *topK); err != nil {
+		return err
 	}
 	if *judgeURL != "" {
 		if cfg.JudgeModel, err = vllm.NewClient(*judgeURL, opts...); err != nil {
 			return err
 		}
 	}
-	// On a terminal, stderr shows groups done and sandboxes open.
-	progress := cli.NewProgress(os.Stderr, sandboxes, *groups)
+	// On a terminal, stderr shows groups done and sandboxes open (not on stdout's own
+	// terminal, where the bar would share lines with the groups printed).
+	progress := cli.NewProgress(cli.ProgressWriter(stdout, os.Stderr), sandboxes, *groups)
 	defer progress.Close()
 	cfg.SandboxFactory = progress
 	cfg.OnGroup = func(g *agenticopd.Group) {

@@ -173,6 +173,7 @@ func TestQuickstartFlags(t *testing.T) {
 			clitest.Bad("group-size", "-group-size", "-1"),
 			clitest.Bad("topk", "-topk", "0"),
 			clitest.Bad("seed", "-seed", "x"),
+			clitest.Bad("vllm-url", "-vllm-url", "localhost:9001"),
 		})
 }
 

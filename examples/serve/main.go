@@ -6,12 +6,21 @@
 //	go run ./examples/serve -atropos-url http://localhost:8000 -spool /var/lib/opd-spool \
 //	    -vllm-url http://localhost:9001 -tasks tasks.jsonl -metrics-addr :9100 -log-json
 //
-// Logs are structured (log/slog; JSON with -log-json) and go to stdout; the metrics
-// are logged every -metrics-every groups and, with -metrics-addr, served for
-// Prometheus at /metrics. On a terminal, stderr shows a progress bar: groups done and
-// sandboxes open (a rollout holds one, and one more while its tests run). It runs
-// until interrupted, until -groups groups were sent, or until the API's trainer has
-// all its steps.
+// Logs are structured (log/slog; JSON with -log-json) and go to stdout: a start-up
+// line with the configuration and the sandbox's enforcement, registration (env id,
+// trainer batch size), a line while it waits to register (with how long), spool
+// replays, resets, one line per group, and a "shut down" line. The metrics are logged
+// every -metrics-every groups and, with -metrics-addr, served for Prometheus at
+// /metrics (see agenticopd.Env.Collector). When stderr is a terminal and stdout is not
+// (logs to a file, a pipe or a journal), stderr shows a progress bar: groups done and
+// sandboxes open; when both are the same terminal the bar is off, so that it never
+// shares a line with a log record.
+//
+// It runs until SIGINT or SIGTERM (a clean shut down: exit code 0), until -groups
+// groups were sent, or until the API's trainer has all its steps. -topk is checked
+// against the teacher server's --max-logprobs before any rollout. -tasks with a file
+// that holds no task, or no task with tests, is an error; -eval-size sets how many
+// tasks are held out for evaluation (0: none, for small datasets).
 //
 // With no -atropos-url it runs offline: the in-process vLLM simulator (vllmtest, a
 // scripted test and demo backend, not a language model) plays the policy, judge and
@@ -30,14 +39,16 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
@@ -50,13 +61,13 @@ import (
 
 func main() { cli.Main("serve", run) }
 
-// progressOut is where the progress bar goes (when it is a terminal).
-var progressOut io.Writer = os.Stderr
-
 type options struct {
 	atroposURL, spool, tasks, hfCache, hfToken string
 	vllmURL, model, teacherURL, judgeURL       string
+	envName                                    string
+	weight                                     float64
 	groups, groupSize, topK, batchSize, steps  int
+	evalSize, maxDropped                       int
 	metricsEvery                               int
 	metricsAddr                                string
 	logJSON                                    bool
@@ -70,15 +81,19 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	fs.StringVar(&o.atroposURL, "atropos-url", "", "Atropos trajectory API (default: an in-process fake with an in-process trainer)")
 	fs.StringVar(&o.spool, "spool", "", "spool directory, required with -atropos-url (default offline: a temporary directory)")
 	fs.IntVar(&o.groups, "groups", 0, "stop after this many groups were sent (0: until interrupted or the trainer is done)")
-	fs.StringVar(&o.tasks, "tasks", "builtin", "tasks: builtin, FILE.jsonl, FILE.parquet or hf:DATASET_ID")
+	fs.StringVar(&o.tasks, "tasks", "builtin", cli.TasksUsage)
+	fs.IntVar(&o.evalSize, "eval-size", tasks.DefaultEvalSize, "tasks of a -tasks dataset held out for evaluation, at least (0: none, every task trains)")
 	fs.StringVar(&o.hfCache, "hf-cache", "", "cache directory of hf: datasets (default: the user cache directory)")
-	fs.StringVar(&o.hfToken, "hf-token", "", "Hugging Face token for private or gated hf: datasets")
+	fs.StringVar(&o.hfToken, "hf-token", "", "Hugging Face token for private or gated hf: datasets (default: $"+cli.HFTokenEnv+")")
+	fs.StringVar(&o.envName, "env-name", "agentic_opd", "the env's name at the trajectory API (desired_name; the API adds a suffix)")
+	fs.Float64Var(&o.weight, "weight", 1, "the env's weight at the trajectory API: its share of the trainer's batches among envs")
+	fs.IntVar(&o.maxDropped, "max-dropped", agenticopd.DefaultMaxDroppedInARow, "stop with an error after this many groups in a row were dropped (equal scores, too long); negative: never")
 	fs.StringVar(&o.vllmURL, "vllm-url", "", "vLLM server of the policy (default offline: the in-process simulator)")
 	fs.StringVar(&o.model, "model", "", "served model name (default: the server's first model)")
 	fs.StringVar(&o.teacherURL, "teacher-url", "", "vLLM server of a frozen teacher (default: the policy)")
 	fs.StringVar(&o.judgeURL, "judge-url", "", "vLLM server of the judge (default: the policy)")
 	fs.IntVar(&o.groupSize, "group-size", 4, "rollouts per group (a power of two)")
-	fs.IntVar(&o.topK, "topk", 20, "teacher top-K per scored token (the server's --max-logprobs must allow it)")
+	fs.IntVar(&o.topK, "topk", agenticopd.DefaultDistillTopK, "teacher top-K per scored token (the teacher server's --max-logprobs must allow it)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed for the task order and the split")
 	fs.IntVar(&o.metricsEvery, "metrics-every", 10, "log the metrics every N groups (0: never)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://HOST:PORT/metrics")
@@ -89,7 +104,18 @@ func parse(args []string, stdout io.Writer) (options, error) {
 		return o, err
 	}
 	err := errors.Join(cli.AtLeast("groups", o.groups, 0), cli.AtLeast("group-size", o.groupSize, 1),
-		cli.AtLeast("topk", o.topK, 1), cli.AtLeast("metrics-every", o.metricsEvery, 0))
+		cli.AtLeast("topk", o.topK, 1), cli.AtLeast("metrics-every", o.metricsEvery, 0), cli.AtLeast("eval-size", o.evalSize, 0),
+		cli.URL("atropos-url", o.atroposURL), cli.URL("vllm-url", o.vllmURL), cli.URL("teacher-url", o.teacherURL), cli.URL("judge-url", o.judgeURL))
+	if !(o.weight > 0) || math.IsInf(o.weight, 0) {
+		err = errors.Join(err, &cli.FlagError{Flag: "weight", Value: o.weight, Reason: "a positive number"})
+	}
+	if o.envName == "" {
+		err = errors.Join(err, &cli.FlagError{Flag: "env-name", Value: `""`, Reason: "a name"})
+	}
+	if o.maxDropped == 0 {
+		err = errors.Join(err, &cli.FlagError{Flag: "max-dropped", Value: 0, Reason: "at least 1 (negative: never stop)"})
+	}
+	o.hfToken = cli.HFToken(o.hfToken)
 	if o.atroposURL == "" {
 		err = errors.Join(err, cli.AtLeast("steps", o.steps, 1), cli.AtLeast("batch-size", o.batchSize, o.groupSize))
 	} else if o.spool == "" {
@@ -106,6 +132,8 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	return o, err
 }
 
+// run parses args and serves. Ended by ctx (SIGINT, SIGTERM) it shuts down cleanly:
+// a "shut down" line and a nil error, so the program exits 0.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parse(args, stdout)
 	if err != nil {
@@ -116,43 +144,75 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		handler = slog.NewJSONHandler(stdout, nil)
 	}
 	log := slog.New(handler)
+	why, err := serve(ctx, o, stdout, log)
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled):
+		log.Info("shut down", "reason", "interrupted (SIGINT or SIGTERM)")
+		return nil
+	case err != nil:
+		return err // printed once, by cli.Main
+	}
+	log.Info("shut down", "reason", why)
+	return nil
+}
 
-	dataset, err := loadTasks(ctx, o, log)
+// serve runs the env until ctx ends or it is done; why says what ended it.
+func serve(ctx context.Context, o options, stdout io.Writer, log *slog.Logger) (why string, err error) {
+	cfg := agenticopd.Config{GroupSize: o.groupSize, DistillTopK: o.topK, Seed: o.seed, Logger: log, MaxDroppedInARow: o.maxDropped}
+	dataset, err := cli.LoadTasks(ctx, o.tasks, o.hfCache, o.hfToken, log)
 	if err != nil {
-		return err
+		return "", err
+	}
+	if dataset != nil {
+		train, eval, err := cli.SplitTasks(dataset, o.evalSize, o.seed)
+		if err != nil {
+			return "", fmt.Errorf("-tasks %s: %w", o.tasks, err)
+		}
+		if cfg.Tasks, err = tasks.NewCycle(train, o.seed); err != nil {
+			return "", err
+		}
+		cfg.EvalTasks = eval
 	}
 
 	policyURL := o.vllmURL
 	if policyURL == "" {
 		sim, err := scripted.Start(o.topK)
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer sim.Close()
 		policyURL = sim.URL
 		log.Info(scripted.Banner(sim, "the policy, the judge and the teacher"))
 	}
-	sandboxes, err := cli.Sandbox(ctx, o.vllmURL == "" && o.tasks == "builtin", stdout)
+	sandboxes, err := cli.SandboxLogged(ctx, o.vllmURL == "" && o.tasks == "builtin", stdout, log)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var vopts []vllm.Option
 	if o.model != "" {
 		vopts = append(vopts, vllm.WithModel(o.model))
 	}
-	cfg := agenticopd.Config{GroupSize: o.groupSize, DistillTopK: o.topK, Seed: o.seed, Dataset: dataset, Logger: log}
-	if cfg.Policy, err = vllm.NewClient(policyURL, vopts...); err != nil {
-		return err
+	policy, err := vllm.NewClient(policyURL, vopts...)
+	if err != nil {
+		return "", err
 	}
+	cfg.Policy = policy
+	teacher := policy
 	if o.teacherURL != "" {
-		if cfg.Teacher, err = vllm.NewClient(o.teacherURL, vopts...); err != nil {
-			return err
+		if teacher, err = vllm.NewClient(o.teacherURL, vopts...); err != nil {
+			return "", err
 		}
+		cfg.Teacher = teacher
 	}
 	if o.judgeURL != "" {
 		if cfg.JudgeModel, err = vllm.NewClient(o.judgeURL, vopts...); err != nil {
-			return err
+			return "", err
 		}
+	}
+	// Before any rollout: a teacher that cannot give -topk logprobs would fail every
+	// hinted group.
+	if err := cli.CheckTopK(ctx, teacher, "topk", o.topK); err != nil {
+		return "", err
 	}
 
 	apiURL := o.atroposURL
@@ -160,12 +220,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if apiURL == "" {
 		api, err := atropostest.Start()
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer api.Close()
 		apiURL = api.URL()
 		log.Info("FAKE API: atropostest with an in-process trainer", "url", apiURL, "steps", o.steps, "batch_size", o.batchSize)
-		// The trainer goroutine ends before run returns: cancelled, then waited for.
+		// The trainer goroutine ends before serve returns: cancelled, then waited for.
 		tctx, cancel := context.WithCancel(ctx)
 		var trainer sync.WaitGroup
 		trainer.Go(func() { trainerDone <- train(tctx, apiURL, o.batchSize, o.steps, log) })
@@ -176,17 +236,21 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if spool == "" {
 		dir, err := os.MkdirTemp("", "agenticopd-spool-")
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer os.RemoveAll(dir)
 		spool = dir
 	}
-	client, err := atropos.NewClient(apiURL, atropos.ClientConfig{EnvName: "agentic_opd", GroupSize: o.groupSize, SpoolDir: spool})
+	sends := newSendTimer(nil)
+	client, err := atropos.NewClient(apiURL, atropos.ClientConfig{
+		EnvName: o.envName, Weight: o.weight, GroupSize: o.groupSize, SpoolDir: spool,
+		Logger: log, HTTPClient: &http.Client{Transport: sends},
+	})
 	if err != nil {
-		return err
+		return "", err
 	}
 
-	progress := cli.NewProgress(progressOut, sandboxes, o.groups)
+	progress := cli.NewProgress(cli.ProgressWriter(stdout, os.Stderr), sandboxes, o.groups)
 	defer progress.Close()
 	cfg.SandboxFactory = progress
 
@@ -198,12 +262,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	sent := 0
 	cfg.OnGroup = func(g *agenticopd.Group) {
 		progress.GroupDone()
-		attrs := []any{"task", g.Task.ID, "scores", g.Data.Scores, "hints", g.Metrics["opd/total_hints"]}
-		if g.Dropped != "" {
-			log.Info("group dropped", append(attrs, "reason", g.Dropped)...)
-		} else {
+		logGroup(log, g)
+		if g.Dropped == "" {
 			sent++ // handed to the client: sent, or in the spool until the API has it
-			log.Info("group kept", attrs...)
 		}
 		if o.metricsEvery > 0 && progress.Groups()%o.metricsEvery == 0 {
 			logMetrics(log, env.Metrics())
@@ -213,78 +274,103 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	if env, err = agenticopd.NewEnv(cfg); err != nil {
-		return err
+		return "", err
 	}
 
 	if o.metricsAddr != "" {
-		stop, err := serveMetrics(o.metricsAddr, envCollector{metrics: env.Metrics, extra: func() map[string]float64 {
-			m := map[string]float64{"gauge/sandboxes_open": float64(progress.InFlight())}
-			if n, err := client.Spooled(); err == nil {
-				m["gauge/spooled_groups"] = float64(n)
-			}
-			return m
-		}}, log)
+		stop, err := serveMetrics(o.metricsAddr, metricsRegistry(env, progress, client, sends), log)
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer stop()
 	}
 
+	log.Info("starting", append([]any{
+		"atropos_url", apiURL, "policy_url", policyURL, "teacher_url", teacher.BaseURL(), "judge_url", or(o.judgeURL, policyURL),
+		"env_name", o.envName, "weight", o.weight, "group_size", o.groupSize, "topk", o.topK,
+		"tasks", o.tasks, "train_tasks", taskCount(cfg.Tasks), "eval_tasks", len(env.EvalTasks()), "spool", spool,
+	}, cli.EnforcementAttrs(sandboxes)...)...)
+	stopWaiting := logWaiting(sctx, client, apiURL, log)
 	err = env.Serve(sctx, client)
+	stopWaiting()
 	progress.Close()
 	logMetrics(log, env.Metrics())
 	switch {
 	case err != nil && ctx.Err() == nil && sctx.Err() != nil && errors.Is(err, context.Canceled):
-		log.Info("stopping: the groups asked for were sent", "groups", o.groups)
-		return nil
+		return fmt.Sprintf("the %d groups asked for were sent", o.groups), nil
 	case err != nil:
-		return err
+		return "", err
 	}
-	log.Info("the trainer has every step it asked for", "groups_sent", env.Metrics()["env/groups_sent"])
+	why = "the trainer has every step it asked for"
 	if o.atroposURL != "" {
-		return nil
+		return why, nil
 	}
 	// The stop rule counts queued batches as done, so the trainer may still be pulling.
 	select {
 	case err := <-trainerDone:
-		return err
+		return why, err
 	case <-ctx.Done():
-		return ctx.Err()
+		return "", ctx.Err()
 	}
 }
 
-// loadTasks reads -tasks: nil for the built-in tasks.
-func loadTasks(ctx context.Context, o options, log *slog.Logger) ([]tasks.Task, error) {
-	var (
-		ts     []tasks.Task
-		report tasks.LoadReport
-		err    error
-	)
-	switch spec := o.tasks; {
-	case spec == "builtin":
-		return nil, nil
-	case strings.HasPrefix(spec, "hf:"):
-		cache := o.hfCache
-		if cache == "" {
-			dir, err := os.UserCacheDir()
-			if err != nil {
-				return nil, &cli.FlagError{Flag: "hf-cache", Value: `""`, Reason: "set: " + err.Error()}
+// logGroup logs one finished group at info level.
+func logGroup(log *slog.Logger, g *agenticopd.Group) {
+	attrs := []any{"task", g.Task.ID, "scores", g.Data.Scores, "hints", g.Metrics["opd/total_hints"]}
+	if g.Dropped != "" {
+		log.Info("group dropped", append(attrs, "reason", g.Dropped)...)
+		return
+	}
+	log.Info("group kept", attrs...)
+}
+
+// waitLogEvery is how often logWaiting says that the env still waits to register.
+const waitLogEvery = 30 * time.Second
+
+// logWaiting logs that the env is registering with the API at url, and then every
+// waitLogEvery, with how long it has waited, until the client is registered (which
+// the client logs), ctx ends, or stop is called. It returns stop, which waits for the
+// goroutine to end.
+func logWaiting(ctx context.Context, client *atropos.Client, url string, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	log.Info("registering with the trajectory API (it waits for a trainer to register first)", "url", url)
+	go func() {
+		defer close(done)
+		start := time.Now()
+		t := time.NewTicker(waitLogEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
 			}
-			cache = filepath.Join(dir, "agenticopd", "hf")
+			if client.Registration() != nil {
+				return
+			}
+			log.Info("still waiting to register: is the trajectory API up, and has a trainer registered?",
+				"url", url, "waited", time.Since(start).Round(time.Second))
 		}
-		ts, report, err = tasks.LoadHub(ctx, tasks.HubConfig{Dataset: strings.TrimPrefix(spec, "hf:"), CacheDir: cache, Token: o.hfToken, Logger: log})
-	case strings.HasSuffix(spec, ".jsonl"):
-		ts, report, err = tasks.LoadJSONL(spec, tasks.LoadConfig{})
-	case strings.HasSuffix(spec, ".parquet"):
-		ts, report, err = tasks.LoadParquet(spec, tasks.LoadConfig{})
-	default:
-		return nil, &cli.FlagError{Flag: "tasks", Value: spec, Reason: "builtin, FILE.jsonl, FILE.parquet or hf:DATASET_ID"}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// taskCount is the number of tasks in one pass of src; for the built-in tasks
+// (src nil) it is their train split's, 6.
+func taskCount(src tasks.Source) int {
+	if c, ok := src.(*tasks.Cycle); ok {
+		return c.Len()
 	}
-	if err != nil {
-		return nil, fmt.Errorf("-tasks %s: %w", o.tasks, err)
+	train, _ := tasks.BuiltinSplit(0)
+	return len(train)
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
 	}
-	log.Info("tasks loaded", "source", o.tasks, "tasks", len(ts), "rows", report.Rows, "skipped_no_task", report.SkippedNoTask, "no_tests", report.NoTests)
-	return ts, nil
+	return b
 }
 
 // logMetrics logs every metric as one record.
@@ -296,14 +382,14 @@ func logMetrics(log *slog.Logger, m map[string]float64) {
 	log.LogAttrs(context.Background(), slog.LevelInfo, "metrics", attrs...)
 }
 
-// serveMetrics serves c at http://addr/metrics until stop is called.
-func serveMetrics(addr string, c envCollector, log *slog.Logger) (stop func(), err error) {
+// serveMetrics serves reg at http://addr/metrics until stop is called.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("-metrics-addr: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metricsHandler(c))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {

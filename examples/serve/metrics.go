@@ -1,76 +1,85 @@
 package main
 
 import (
-	"maps"
+	"io"
 	"net/http"
-	"regexp"
-	"slices"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 )
 
-// envCollector exports an Env's metrics (read at each scrape) under Prometheus names:
-// see promName.
-type envCollector struct {
-	metrics func() map[string]float64
-	extra   func() map[string]float64 // gauges of the program itself
-}
-
-// Describe sends no descriptions: the set of metrics grows as the run meets new
-// cases (dropped-group reasons, unparsable-vote reasons), so the collector is
-// unchecked.
-func (c envCollector) Describe(chan<- *prometheus.Desc) {}
-
-// Collect implements prometheus.Collector.
-func (c envCollector) Collect(ch chan<- prometheus.Metric) {
-	emit := func(m map[string]float64) {
-		for _, name := range slices.Sorted(maps.Keys(m)) {
-			prom, kind := promName(name)
-			desc := prometheus.NewDesc(prom, "agenticopd metric "+name, nil, nil)
-			ch <- prometheus.MustNewConstMetric(desc, kind, m[name])
-		}
-	}
-	emit(c.metrics())
-	if c.extra != nil {
-		emit(c.extra())
-	}
-}
-
-var invalidChars = regexp.MustCompile(`[^a-zA-Z0-9_]+`)
-
-// promName maps a metric name of the library (the reference's "train/mean_reward",
-// "opd/total_hints", "requests/generate", …) to a Prometheus name and type, after the
-// Prometheus naming conventions: the prefix agenticopd_, "/" and other invalid
-// characters as "_", and for cumulative counts a counter with the suffix _total (a
-// leading "total_" moves there: opd/total_hints is agenticopd_opd_hints_total). Means,
-// rates and the program's own gauges (name starting with "gauge/") are gauges.
-func promName(name string) (string, prometheus.ValueType) {
-	kind := prometheus.CounterValue
-	if strings.HasPrefix(name, "gauge/") {
-		name, kind = strings.TrimPrefix(name, "gauge/"), prometheus.GaugeValue
-	}
-	parts := strings.Split(name, "/")
-	last := parts[len(parts)-1]
-	if strings.HasPrefix(last, "mean_") || strings.HasSuffix(last, "_rate") {
-		kind = prometheus.GaugeValue
-	}
-	if kind == prometheus.CounterValue {
-		parts[len(parts)-1] = strings.TrimPrefix(last, "total_")
-	}
-	out := "agenticopd_" + strings.Trim(invalidChars.ReplaceAllString(strings.Join(parts, "_"), "_"), "_")
-	if kind == prometheus.CounterValue {
-		out += "_total"
-	}
-	return out, kind
-}
-
-// metricsHandler serves the collector's metrics, with the Go runtime's and the
-// process's, in the Prometheus text format.
-func metricsHandler(c envCollector) http.Handler {
+// metricsRegistry holds what -metrics-addr serves: the Env's metrics
+// (agenticopd.Env.Collector), the program's own gauges, the latency of sends to the
+// trajectory API, and the Go runtime's and the process's metrics.
+func metricsRegistry(env *agenticopd.Env, progress *cli.Progress, client *atropos.Client, sends *sendTimer) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	reg.MustRegister(env.Collector(), sends.hist,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agenticopd_sandboxes_open",
+			Help: "Sandboxes open now: one per rollout in flight, one more per rollout being verified.",
+		}, func() float64 { return float64(progress.InFlight()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agenticopd_spooled_groups",
+			Help: "Groups on disk in the spool, not yet known to be taken by the trajectory API; a value that keeps growing means the API does not take them (check its log and the env's send_failures).",
+		}, func() float64 {
+			n, err := client.Spooled()
+			if err != nil {
+				return -1
+			}
+			return float64(n)
+		}),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
+
+// sendTimer is the trajectory API client's transport: it times each attempt to post
+// groups (POST /scored_data and /scored_data_list), by outcome, in
+// agenticopd_send_duration_seconds.
+type sendTimer struct {
+	next http.RoundTripper
+	hist *prometheus.HistogramVec
+}
+
+// newSendTimer returns a sendTimer over next (http.DefaultTransport when nil).
+func newSendTimer(next http.RoundTripper) *sendTimer {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "agenticopd_send_duration_seconds",
+		Help:    "Duration of each attempt to post groups to the trajectory API, by outcome (ok, error: a network error or a 5xx, retried; refused: a 4xx). Slow sends mean a loaded API or large groups.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"outcome"})
+	for _, o := range []string{"ok", "error", "refused"} {
+		h.WithLabelValues(o)
+	}
+	return &sendTimer{next: next, hist: h}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (s *sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || !strings.HasPrefix(req.URL.Path, "/scored_data") {
+		return s.next.RoundTrip(req)
+	}
+	start := time.Now()
+	resp, err := s.next.RoundTrip(req)
+	outcome := "ok"
+	switch {
+	case err != nil || resp.StatusCode >= 500:
+		outcome = "error"
+	case resp.StatusCode >= 400:
+		outcome = "refused"
+	}
+	s.hist.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	return resp, err
+}
+
+// progressOut is where the progress bar goes (when it is a terminal).
+var progressOut io.Writer = os.Stderr

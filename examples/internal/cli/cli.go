@@ -1,5 +1,9 @@
 // Package cli holds what the example programs share: the main function's exit codes
-// and the checks of flag values.
+// (an error is printed once, by [Main]; SIGINT and SIGTERM end run's ctx), the checks
+// of flag values ([AtLeast], [URL], [CheckTopK] against the teacher server), the
+// loading of -tasks ([LoadTasks], [SplitTasks]; $HF_TOKEN through [HFToken]), the
+// sandbox choice, and the progress bar ([Progress], drawn only where it cannot share a
+// line with the program's output: [ProgressWriter]).
 package cli
 
 import (
@@ -8,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -46,15 +51,22 @@ func ExitCode(err error) int {
 var errParse = errors.New("bad flag")
 
 // Parse parses args with fs, which must use flag.ContinueOnError. Its error wraps
-// flag.ErrHelp for -h and -help; the flag package's own errors name the flag ("invalid
-// value "x" for flag -groups") and have exit code 2.
+// flag.ErrHelp for -h and -help, after the usage was printed to fs's output; the flag
+// package's own errors name the flag ("invalid value "x" for flag -groups") and have
+// exit code 2. They are returned, not printed: [Main] prints an error once.
 func Parse(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package would print a parse error, and the usage, itself
 	err := fs.Parse(args)
+	fs.SetOutput(out)
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
 		return err
 	default:
-		return fmt.Errorf("%w: %w", errParse, err)
+		return fmt.Errorf("%w: %w (-h lists the flags)", errParse, err)
 	}
 }
 
@@ -106,10 +118,16 @@ func Install(pkgs string) string {
 // lines that say so and give the install command. Model-written code never runs
 // unconfined: with scriptedOnly false the probe's error is returned.
 func Sandbox(ctx context.Context, scriptedOnly bool, w io.Writer) (*sandbox.Factory, error) {
+	return SandboxLogged(ctx, scriptedOnly, w, nil)
+}
+
+// SandboxLogged is [Sandbox] with log as the sandbox's Logger: its probe, its
+// enforcement (a warning when limits hold per process only) and its kills are logged.
+func SandboxLogged(ctx context.Context, scriptedOnly bool, w io.Writer, log *slog.Logger) (*sandbox.Factory, error) {
 	if _, err := os.Stat(Python); err != nil {
 		return nil, fmt.Errorf("python3 not found (%s): the tasks' tests run with it; install it: %s", Python, Install("python3"))
 	}
-	f, err := sandbox.New(ctx, sandbox.Config{BwrapPath: BwrapPath, Python: Python})
+	f, err := sandbox.New(ctx, sandbox.Config{BwrapPath: BwrapPath, Python: Python, Logger: log})
 	switch {
 	case err == nil:
 		return f, nil
@@ -124,5 +142,5 @@ func Sandbox(ctx context.Context, scriptedOnly bool, w io.Writer) (*sandbox.Fact
 	}
 	fmt.Fprintf(w, "UNCONFINED: %s, so the simulator's scripted commands run without a sandbox.\n", why)
 	fmt.Fprintf(w, "  Model-written code (-vllm-url) needs it: %s\n", Install("bubblewrap"))
-	return sandbox.New(ctx, sandbox.Config{Unconfined: true, Python: Python})
+	return sandbox.New(ctx, sandbox.Config{Unconfined: true, Python: Python, Logger: log})
 }

@@ -37,7 +37,7 @@ type Progress struct {
 // unknown (until interrupted). The caller calls Close.
 func NewProgress(w io.Writer, f rollout.SandboxFactory, total int) *Progress {
 	p := &Progress{factory: f, total: total}
-	if file, ok := w.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+	if isTerminal(w) {
 		max := int64(total)
 		if total <= 0 {
 			max = -1
@@ -148,4 +148,20 @@ func (s *countedSandbox) Start(ctx context.Context, cmd rollout.Command) (rollou
 		return nil, fmt.Errorf("%w (the wrapped sandbox is a %T)", reward.ErrNoStarter, s.Sandbox)
 	}
 	return st.Start(ctx, cmd)
+}
+
+// ProgressWriter is where a program whose output (logs, or lines of its own) goes to
+// stdout draws its progress bar: bar (usually os.Stderr; drawn only when it is a
+// terminal), unless stdout is a terminal too, where a redrawn bar would share lines
+// with the output; then io.Discard, and no bar.
+func ProgressWriter(stdout, bar io.Writer) io.Writer {
+	if isTerminal(stdout) {
+		return io.Discard
+	}
+	return bar
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

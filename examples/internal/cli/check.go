@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/scorer"
+	"github.com/agentic-opd/agenticopd/tasks"
+	"github.com/agentic-opd/agenticopd/vllm"
+)
+
+// URL returns a [*FlagError] for flag name when v is set but is not an http or https
+// URL with a host: "localhost:8000" (no scheme) would otherwise be read as a URL of
+// scheme "localhost" and fail later with a confusing error.
+func URL(name, v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		return nil
+	}
+	reason := "a URL with its scheme, like http://" + v
+	if strings.Contains(v, "://") {
+		reason = "an http:// or https:// URL with a host"
+	}
+	return &FlagError{Flag: name, Value: v, Reason: reason}
+}
+
+// HFTokenEnv is the environment variable [HFToken] reads, as the Hugging Face tools do.
+const HFTokenEnv = "HF_TOKEN"
+
+// HFToken is the Hugging Face token: the flag's value when set, else $HF_TOKEN.
+func HFToken(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return os.Getenv(HFTokenEnv)
+}
+
+// TasksUsage is the usage text of every example's -tasks flag.
+const TasksUsage = "tasks: builtin, FILE.jsonl, FILE.parquet or hf:DATASET_ID (hf: reads $" + HFTokenEnv + " for private or gated datasets)"
+
+// LoadTasks loads the tasks a -tasks value names: nil for "builtin". An empty file,
+// one without any task that has tests, or a malformed one is an error that names the
+// -tasks value and the file; log (if not nil) gets one line of what was read.
+func LoadTasks(ctx context.Context, spec, hfCache, hfToken string, log *slog.Logger) ([]tasks.Task, error) {
+	var (
+		ts     []tasks.Task
+		report tasks.LoadReport
+		err    error
+	)
+	switch {
+	case spec == "builtin":
+		return nil, nil
+	case strings.HasPrefix(spec, "hf:"):
+		cache := hfCache
+		if cache == "" {
+			dir, err := os.UserCacheDir()
+			if err != nil {
+				return nil, &FlagError{Flag: "hf-cache", Value: `""`, Reason: "set: " + err.Error()}
+			}
+			cache = filepath.Join(dir, "agenticopd", "hf")
+		}
+		ts, report, err = tasks.LoadHub(ctx, tasks.HubConfig{Dataset: strings.TrimPrefix(spec, "hf:"), CacheDir: cache, Token: hfToken, Logger: log})
+	case strings.HasSuffix(spec, ".jsonl"):
+		ts, report, err = tasks.LoadJSONL(spec, tasks.LoadConfig{})
+	case strings.HasSuffix(spec, ".parquet"):
+		ts, report, err = tasks.LoadParquet(spec, tasks.LoadConfig{})
+	default:
+		return nil, &FlagError{Flag: "tasks", Value: spec, Reason: "builtin, FILE.jsonl, FILE.parquet or hf:DATASET_ID"}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-tasks %s: %w", spec, err)
+	}
+	if log != nil {
+		log.Info("tasks loaded", "source", spec, "tasks", len(ts), "rows", report.Rows,
+			"skipped_no_task", report.SkippedNoTask, "no_tests", report.NoTests)
+	}
+	return ts, nil
+}
+
+// SplitTasks splits a loaded dataset for a program's -eval-size flag: evalSize tasks
+// (at least; 15% of a large dataset) held out for evaluation, none when it is 0. A
+// dataset too small for it is a [*FlagError] for -eval-size that says how many tasks
+// there are. (Above 66 tasks the 15% share is more than evalSize: then it is that share.)
+func SplitTasks(ts []tasks.Task, evalSize int, seed uint64) (train, eval []tasks.Task, err error) {
+	size := evalSize
+	if size == 0 {
+		size = tasks.NoEval
+	}
+	train, eval, err = tasks.Split(ts, tasks.SplitConfig{Seed: seed, EvalSize: size})
+	if errors.Is(err, tasks.ErrDatasetTooSmall) {
+		return nil, nil, &FlagError{Flag: "eval-size", Value: evalSize,
+			Reason: fmt.Sprintf("at most %d for a dataset of %d tasks, so that some are left to train on (0 holds out none)", max(len(ts)-1, 0), len(ts))}
+	}
+	return train, eval, err
+}
+
+// CheckTopK asks the teacher server for k prompt logprobs once, at start-up, so that a
+// server started with a lower --max-logprobs stops the program before any rollout,
+// with an error that names flag (a [*FlagError]) and says both ways out. Other
+// failures (the server down) are returned as they are, wrapped with the URL.
+func CheckTopK(ctx context.Context, teacher *vllm.Client, flag string, k int) error {
+	// Two ids every vocabulary has, one position scored: the cheapest request that
+	// asks for k logprobs.
+	_, err := teacher.Score(ctx, scorer.Request{K: k, Sequences: []scorer.Sequence{{Tokens: []int32{0, 0}, Positions: []int{1}}}})
+	var me *vllm.MaxLogprobsError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &me):
+		return &FlagError{Flag: flag, Value: k, Reason: fmt.Sprintf("at most %d, the --max-logprobs of the teacher server at %s (or start that server with --max-logprobs %d or more)",
+			me.Max, teacher.BaseURL(), k)}
+	default:
+		return fmt.Errorf("checking -%s %d against the teacher server at %s: %w", flag, k, teacher.BaseURL(), err)
+	}
+}
+
+// EnforcementAttrs describes how f holds a rollout's limits, for a start-up log line.
+func EnforcementAttrs(f *sandbox.Factory) []any {
+	if f.Unconfined() {
+		return []any{"sandbox", "UNCONFINED (scripted commands only)"}
+	}
+	e := f.Enforcement()
+	cg := string(e.Cgroup)
+	if cg == "" || e.Cgroup == sandbox.CgroupNone {
+		cg = "none: limits per process only (" + e.CgroupMissing + ")"
+	}
+	return []any{"sandbox", "bubblewrap", "sandbox_cgroup", cg, "sandbox_storage", string(e.Storage)}
+}
