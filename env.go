@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
@@ -371,6 +372,7 @@ func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.T
 		return Rollout{}, err
 	}
 	defer e.rollouts.Release(1)
+	defer e.counts.latency().rolloutSince(time.Now())
 
 	factory, err := e.sandboxes(ctx)
 	if err != nil {

@@ -33,7 +33,8 @@ const promNamespace = "agenticopd"
 // hints and rollouts), so a query divides them over any window, e.g.
 // rate(agenticopd_train_reward_sum[10m]) / rate(agenticopd_train_reward_count[10m]).
 // Histograms of request latency (agenticopd_request_duration_seconds, by role:
-// render, generate, judge_chat, teacher_score) time each call the Env makes.
+// render, generate, judge_chat, teacher_score) time each call the Env makes, and
+// agenticopd_rollout_duration_seconds each rollout that ran, whatever its outcome.
 func (e *Env) Collector() prometheus.Collector { return envCollector{e} }
 
 type envCollector struct{ e *Env }
@@ -251,8 +252,11 @@ func (h *rewardHistograms) collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// latencies times the Env's requests by role.
-type latencies struct{ vec *prometheus.HistogramVec }
+// latencies times the Env's requests by role, and whole rollouts.
+type latencies struct {
+	vec     *prometheus.HistogramVec
+	rollout prometheus.Histogram
+}
 
 func newLatencies() *latencies {
 	vec := prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -264,14 +268,26 @@ func newLatencies() *latencies {
 	for _, r := range []string{"render", "generate", "judge_chat", "teacher_score"} {
 		vec.WithLabelValues(r) // present from the start
 	}
-	return &latencies{vec}
+	rollout := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: promNamespace, Name: "rollout_duration_seconds",
+		Help: "Wall time of each rollout, from its sandbox slot to its reward (the agent's turns, its tools and the verification). " +
+			"Long rollouts with short generate times are the sandbox's: the host's CPU or Config.VerifyTimeout.",
+		Buckets: []float64{.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500},
+	})
+	return &latencies{vec: vec, rollout: rollout}
 }
+
+// rolloutSince observes a rollout that started at start.
+func (l *latencies) rolloutSince(start time.Time) { l.rollout.Observe(time.Since(start).Seconds()) }
 
 func (l *latencies) since(role string, start time.Time) {
 	l.vec.WithLabelValues(role).Observe(time.Since(start).Seconds())
 }
 
-func (l *latencies) collect(ch chan<- prometheus.Metric) { l.vec.Collect(ch) }
+func (l *latencies) collect(ch chan<- prometheus.Metric) {
+	l.vec.Collect(ch)
+	l.rollout.Collect(ch)
+}
 
 // latency returns c's request histograms, made on first use (a requestCounts is used
 // as a zero value).

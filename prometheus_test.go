@@ -53,6 +53,7 @@ func TestCollectorIsWhatPrometheusUsersExpect(t *testing.T) {
 		"sums and counts a query divides":         "agenticopd_train_reward_count 0",
 		"the pass rate's numerator":               "agenticopd_train_passed_rollouts_total 0",
 		"a latency histogram by role":             `agenticopd_request_duration_seconds_count{role="teacher_score"} 0`,
+		"a rollout latency histogram":             "agenticopd_rollout_duration_seconds_count 0",
 		"HELP a person can act on":                "# HELP agenticopd_env_policy_failures_total Rollouts that failed because the policy server failed; check",
 		"a family's total is left to sum()":       "# TYPE agenticopd_opd_unparsable_votes_total counter",
 		"the reference's hint total, as a count":  "agenticopd_opd_hints_total 0",
@@ -82,5 +83,6 @@ func TestCollectorIsWhatPrometheusUsersExpect(t *testing.T) {
 	assert.Contains(t, after, "agenticopd_train_reward_count 2", "one observation per rollout of the group")
 	assert.Contains(t, after, "agenticopd_train_rollouts_total 2")
 	assert.Regexp(t, `agenticopd_request_duration_seconds_count\{role="generate"\} [1-9]`, after)
+	assert.Contains(t, after, "agenticopd_rollout_duration_seconds_count 2", "one observation per rollout")
 	assert.Contains(t, after, `agenticopd_env_dropped_groups_total{reason="too_long"} 0`, "other reasons stay at 0")
 }
