@@ -30,7 +30,7 @@ func craftedWorkspace(t testing.TB, dir string) {
 // Patterns a policy can send: each matches nothing in craftedWorkspace and makes
 // Go's regexp do work proportional to its program's size on every byte.
 const (
-	patternLarge = `[\s\S]{1000}x` // 1,003 instructions
+	patternLarge = `[\s\S]{1000}x`  // 1,003 instructions
 	patternWork  = `(\w+\s*){100}$` // 603 instructions, within the size cap
 )
 
