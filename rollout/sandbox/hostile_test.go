@@ -142,12 +142,18 @@ func uidProcs(uid int) []string {
 // callTool calls a built-in tool and decodes its JSON result.
 func callTool(t *testing.T, sb rollout.Sandbox, name, args string) map[string]any {
 	t.Helper()
-	for _, tool := range rollout.DefaultTools() {
+	var m map[string]any
+	out := toolNamed(t, rollout.DefaultTools(), name).Call(t.Context(), sb, json.RawMessage(args))
+	require.NoError(t, json.Unmarshal([]byte(out), &m), "result %q", out)
+	return m
+}
+
+// toolNamed is the tool of tools called name.
+func toolNamed(t *testing.T, tools []rollout.Tool, name string) rollout.Tool {
+	t.Helper()
+	for _, tool := range tools {
 		if tool.Definition().Function.Name == name {
-			var m map[string]any
-			out := tool.Call(t.Context(), sb, json.RawMessage(args))
-			require.NoError(t, json.Unmarshal([]byte(out), &m), "result %q", out)
-			return m
+			return tool
 		}
 	}
 	t.Fatalf("no tool %s", name)
@@ -198,6 +204,8 @@ func TestHostile(t *testing.T) {
 			"QuotaFilesTmpfs":      hostileQuotaFiles,
 			"QuotaDeletedOpen":     hostileQuotaDeleted,
 			"NoHostInformation":    hostileNoHostInfo,
+			"SearchCraftedPattern": hostileSearchPattern,
+			"FileToolDeadlines":    hostileFileToolDeadlines,
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -603,6 +611,58 @@ sys.stdout.write("\n".join(out))
 	require.Contains(t, out, "/workspace")
 	for _, host := range append([]string{sb.HostDir(), sbDir, filepath.Base(sbDir)}, f.Enforcement().CgroupDirs...) {
 		require.NotContains(t, out, host, "a host path is visible inside")
+	}
+	stillWorks(t, f, sb)
+}
+
+func hostileSearchPattern(t *testing.T, f *sandbox.Factory) {
+	sb := newSandbox(t, f)
+	// 4 MB of 4,000-character lines, written by the agent's own code; then the
+	// patterns that made the host match for minutes.
+	res := hostileRun(t, sb, `python3 -c "
+line = 'abcdefgh ' * 444 + 'xyz\\n'
+for i in range(4):
+    open('words%d.txt' % i, 'w').write(line * 262)
+"`, 20*time.Second)
+	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+	ctx := rollout.WithToolBudget(t.Context())
+	for _, c := range []struct{ name, pattern, want string }{
+		{"too large to run", `[\s\S]{1000}x`, "search_files: the pattern compiles to 1003 instructions, over the 1000 search_files runs"},
+		{"expands when compiled", strings.Repeat(`[a-h]{999}`, 9), "search_files: the pattern compiles to more than 1000 instructions"},
+		{"within the size cap, over the work budget", `(\w+\s*){100}$`, "search_files stopped: matching this pattern (603 instructions)"},
+	} {
+		out := toolNamed(t, rollout.DefaultTools(), "search_files").Call(ctx, sb, json.RawMessage(fmt.Sprintf(`{"pattern": %q}`, c.pattern)))
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &got), "result %q", out)
+		require.Contains(t, got["error"], c.want, "%s: %v", c.name, got)
+	}
+	got := callTool(t, sb, "search_files", `{"pattern": "abcdefgh abc", "glob": "words0.txt"}`)
+	require.Equal(t, float64(262), got["total"], "a literal is searched whole: %v", got)
+	stillWorks(t, f, sb)
+}
+
+func hostileFileToolDeadlines(t *testing.T, f *sandbox.Factory) {
+	sb := newSandbox(t, f)
+	res := hostileRun(t, sb, "head -c 8000000 /dev/zero | tr '\\0' '\\n' > newlines.txt && "+
+		"for i in 1 2 3; do head -c 900000 /dev/zero | tr '\\0' '\\n' > small$i.txt; done", 10*time.Second)
+	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+	// A deadline that has passed when the call starts: the outcome does not depend on
+	// how fast the host is.
+	tools := rollout.NewTools(rollout.ToolsConfig{FileToolTimeout: time.Nanosecond})
+	for _, tool := range tools {
+		var args string
+		switch tool.Definition().Function.Name {
+		case "read_file":
+			args = `{"path": "newlines.txt", "offset": 7000000, "limit": 1}`
+		case "search_files":
+			args = `{"pattern": "x"}`
+		default:
+			continue
+		}
+		var got map[string]any
+		out := tool.Call(t.Context(), sb, json.RawMessage(args))
+		require.NoError(t, json.Unmarshal([]byte(out), &got), "result %q", out)
+		require.Contains(t, got["error"], "stopped after 1ns, the time one call of a file tool may take", out)
 	}
 	stillWorks(t, f, sb)
 }
