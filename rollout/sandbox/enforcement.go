@@ -25,6 +25,12 @@ type Enforcement struct {
 	// StorageMissing says why the workspace is not a tmpfs (empty when it is, or
 	// when there is no quota).
 	StorageMissing string
+	// HostPathVisible says why the code inside can see the workspace's host path
+	// (in /proc/self/mountinfo, or as its working directory when unconfined);
+	// empty when it cannot, which is the case under bubblewrap whenever the
+	// library runs as root: a workspace that is not a tmpfs is then an overlay of
+	// its own (see the package documentation, Storage).
+	HostPathVisible string
 }
 
 // Enforcement reports how the limits are enforced, as found when the factory was
@@ -83,6 +89,29 @@ func (f *Factory) detectEnforcement() {
 			e.Storage, e.StorageMissing = StorageWalk, err.Error()
 		} else {
 			e.Storage = StorageTmpfs
+		}
+	}
+	f.detectOverlay()
+}
+
+// detectOverlay decides, once Storage is known, whether a workspace that is not a
+// tmpfs is mounted as an overlay of its own, which keeps its host path out of
+// /proc/self/mountinfo inside; otherwise it says why the path is visible.
+func (f *Factory) detectOverlay() {
+	e := &f.enforcement
+	switch {
+	case f.cfg.Unconfined:
+		e.HostPathVisible = "Config.Unconfined: commands run in the workspace at its host path"
+	case e.Storage == StorageTmpfs:
+	case !f.asRoot:
+		e.HostPathVisible = "not root: the workspace is a directory bound into the sandbox, and /proc/self/mountinfo inside shows " +
+			"its path within its file system; an overlay per workspace, which hides it, needs CAP_SYS_ADMIN"
+	default:
+		if err := checkOverlay(f.cfg.BaseDir); err != nil {
+			e.HostPathVisible = "no overlay in Config.BaseDir (" + err.Error() + "): the workspace is a directory bound into the sandbox, " +
+				"and /proc/self/mountinfo inside shows its path within its file system"
+		} else {
+			f.overlay = true
 		}
 	}
 }

@@ -33,6 +33,9 @@ type Factory struct {
 	// cg is where sandbox cgroups are made (nil: none, see enforcement.CgroupMissing).
 	cg          *cgroupHost
 	enforcement Enforcement
+	// overlay is true when workspaces that are not a tmpfs are mounted as an
+	// overlay of their own (root, bubblewrap), so that no host path shows inside.
+	overlay bool
 }
 
 var _ rollout.SandboxFactory = (*Factory)(nil)
@@ -87,7 +90,8 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 	}
 	cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: ready", slog.String("backend", f.backend()),
 		slog.Int("uid", f.uid()), slog.String("python", cfg.Python), slog.Any("python_binds", f.pythonBinds),
-		slog.String("cgroup", string(e.Cgroup)), slog.String("storage", string(e.Storage)))
+		slog.String("cgroup", string(e.Cgroup)), slog.String("storage", string(e.Storage)),
+		slog.String("host_path_visible", e.HostPathVisible))
 	return f, nil
 }
 
@@ -243,6 +247,11 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 			return fail(err)
 		}
 		sb.mounted = true
+	} else if f.overlay {
+		if err := makeOverlay(dir, ws, f.uid(), f.gid(), f.asRoot); err != nil {
+			return fail(err)
+		}
+		sb.overlaid = true
 	}
 	fail = func(err error) (*Sandbox, error) {
 		_ = sb.release()
@@ -332,7 +341,7 @@ func (s *Sandbox) release() error {
 	if s.cg != nil {
 		errs = append(errs, s.cg.remove())
 	}
-	if s.mounted {
+	if s.mounted || s.overlaid {
 		errs = append(errs, unmountWorkspace(s.ws))
 	}
 	errs = append(errs, removeAll(s.dir))
@@ -423,8 +432,11 @@ type Sandbox struct {
 	// the workspace's device.
 	mounted bool
 	wsDev   uint64
-	lock    *os.File // held locked while the sandbox is open
-	quota   quotaState
+	// overlaid is true when the workspace is an overlay the sandbox mounted, its
+	// files in the upper layer on disk (a walked workspace under bubblewrap, as root).
+	overlaid bool
+	lock     *os.File // held locked while the sandbox is open
+	quota    quotaState
 	// cg is the sandbox's cgroup (nil without one); runs numbers its commands.
 	cg   *sandboxCgroup
 	runs atomic.Int64
