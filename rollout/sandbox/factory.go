@@ -88,6 +88,10 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: no cgroup, limits hold per process only",
 			slog.Any("per_process_only", e.PerProcessOnly), slog.String("reason", e.CgroupMissing))
 	}
+	if e.HostPathVisible != "" && !cfg.Unconfined {
+		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: the workspace's host path is visible inside",
+			slog.String("reason", e.HostPathVisible))
+	}
 	cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: ready", slog.String("backend", f.backend()),
 		slog.Int("uid", f.uid()), slog.String("python", cfg.Python), slog.Any("python_binds", f.pythonBinds),
 		slog.String("cgroup", string(e.Cgroup)), slog.String("storage", string(e.Storage)),
