@@ -204,3 +204,25 @@ func BenchmarkSearchFilesCraftedPattern(b *testing.B) {
 		})
 	}
 }
+
+// TestAgentCountsFileToolsPerRollout: Agent.Run gives each rollout an account of its
+// own. With a rollout's file-tool time of 1ns, the first read_file of a rollout is
+// done (a small file is read before any deadline check) and spends it; the next call
+// is refused; the next rollout starts afresh.
+func TestAgentCountsFileToolsPerRollout(t *testing.T) {
+	read := call("read_file", map[string]any{"path": "a.txt"})
+	turns := []string{read, read, "Done."}
+	p := &fakePolicy{script: func(turn int, _ string) (string, string) { return turns[turn%3], rollout.FinishStop }}
+	a, err := rollout.NewAgent(p, rollout.Config{Tools: rollout.NewTools(rollout.ToolsConfig{RolloutFileToolTime: time.Nanosecond})})
+	require.NoError(t, err)
+	sb := newTempSandbox(t)
+	require.NoError(t, sb.WriteFile("a.txt", []byte("one\n")))
+	for rollout_ := range 2 {
+		tr, err := a.Run(context.Background(), startMessages, sb)
+		require.NoError(t, err)
+		require.Equal(t, "system,user,assistant,tool,assistant,tool,assistant", roles(tr.Messages), "rollout %d", rollout_)
+		require.Equal(t, "     1|one\n", toolResult(t, tr.Messages[3])["content"], "rollout %d: the first call is done", rollout_)
+		require.Equal(t, "read_file: this rollout's file tools have used their 1ns of host time; use the terminal",
+			toolResult(t, tr.Messages[5])["error"], "rollout %d: the second is refused", rollout_)
+	}
+}
