@@ -26,3 +26,18 @@ const (
 	SearchMaxScan         = searchMaxScan
 	SearchMaxPatternInsts = searchMaxPatternInsts
 )
+
+// Spend adds bytes and matching work to ctx's rollout account, as calls would.
+func Spend(ctx context.Context, bytes, work int64) {
+	a := accountOf(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.bytes += bytes
+	a.work += work
+}
+
+// The caps of one rollout, for the external tests.
+const (
+	RolloutMaxFileBytes = rolloutMaxFileBytes
+	RolloutMaxMatchWork = rolloutMaxMatchWork
+)

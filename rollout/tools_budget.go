@@ -88,6 +88,9 @@ type meter struct {
 	rollCap  time.Duration
 	maxBytes int64
 	maxWork  int64
+	// rolloutBytes and rolloutWork are set when maxBytes and maxWork are what the
+	// rollout has left rather than the call's own caps.
+	rolloutBytes, rolloutWork bool
 	bytes    int64
 	work     int64
 	next     int64 // bytes at which the deadline is checked next
@@ -117,8 +120,12 @@ func (c ToolsConfig) begin(ctx context.Context, perCallBytes, perCallWork int64)
 		if left := c.RolloutFileToolTime - elapsed; left < d {
 			d, m.rollout = left, true
 		}
-		m.maxBytes = min(m.maxBytes, rolloutMaxFileBytes-bytes)
-		m.maxWork = min(m.maxWork, rolloutMaxMatchWork-work)
+		if left := rolloutMaxFileBytes - bytes; left < m.maxBytes {
+			m.maxBytes, m.rolloutBytes = left, true
+		}
+		if left := rolloutMaxMatchWork - work; left < m.maxWork {
+			m.maxWork, m.rolloutWork = left, true
+		}
 	}
 	var cancel context.CancelFunc
 	m.ctx, cancel = context.WithTimeout(ctx, d)
@@ -145,8 +152,12 @@ func (m *meter) scan(n int64) error {
 	}
 	m.bytes += n
 	if m.bytes > m.maxBytes {
-		return capErrorf("stopped after reading %d MiB, the most one call reads (or all this rollout's file tools have left of %d MiB)",
-			m.maxBytes>>20, rolloutMaxFileBytes>>20)
+		if m.rolloutBytes {
+			return capErrorf("stopped at the end of the %d MiB this rollout's file tools may read and write; use the terminal",
+				rolloutMaxFileBytes>>20)
+		}
+		return capErrorf("stopped after reading %d MiB, the most one call reads; give a narrower path or glob, or use the terminal (grep)",
+			m.maxBytes>>20)
 	}
 	if m.bytes >= m.next {
 		m.next = m.bytes + meterCheckBytes
@@ -186,8 +197,13 @@ func (m *meter) write(n int64) error {
 func (m *meter) match(cost, n int64) error {
 	w := cost * (n + 1)
 	if m.work+w > m.maxWork {
+		if m.rolloutWork {
+			return capErrorf("stopped: this rollout's searches have done %d instruction-bytes of matching "+
+				"(each line's length times the pattern's instructions), the most one rollout may; use the terminal (grep)",
+				int64(rolloutMaxMatchWork))
+		}
 		return capErrorf("stopped: matching this pattern (%d instructions) over the lines so far is the most work one call may do "+
-			"(%d instruction-bytes, each line's length times the pattern's instructions; or what this rollout has left); "+
+			"(%d instruction-bytes, each line's length times the pattern's instructions); "+
 			"simplify the pattern, give a narrower path or glob, or use the terminal (grep)", cost, m.maxWork)
 	}
 	m.work += w

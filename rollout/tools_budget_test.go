@@ -226,3 +226,46 @@ func TestAgentCountsFileToolsPerRollout(t *testing.T) {
 			toolResult(t, tr.Messages[5])["error"], "rollout %d: the second is refused", rollout_)
 	}
 }
+
+// TestFileToolsRefuseWhenTheRolloutIsSpent fills a rollout's account to just under
+// its caps (as earlier calls would) and checks that the next calls stop at them, then
+// refuse, each naming the rollout's cap; matching work spent does not stop the tools
+// that do no matching.
+func TestFileToolsRefuseWhenTheRolloutIsSpent(t *testing.T) {
+	sb := newTempSandbox(t)
+	require.NoError(t, sb.WriteFile("a.txt", []byte(strings.Repeat("0123456789\n", 10))))
+	tools := rollout.DefaultTools()
+	bytesCap := fmt.Sprintf("the %d MiB this rollout's file tools may read and write", rollout.RolloutMaxFileBytes>>20)
+	workCap := fmt.Sprintf("this rollout's searches have done %d instruction-bytes of matching", int64(rollout.RolloutMaxMatchWork))
+	for _, c := range []struct {
+		name        string
+		bytes, work int64 // spent before the call
+		tool, args  string
+		want        string
+	}{
+		{"read_file with 10 bytes left", rollout.RolloutMaxFileBytes - 10, 0, "read_file", `{"path": "a.txt"}`,
+			"read_file: stopped at the end of " + bytesCap + "; use the terminal"},
+		{"read_file with nothing left", rollout.RolloutMaxFileBytes, 0, "read_file", `{"path": "a.txt"}`,
+			"read_file: this rollout's file tools have read and written 1024 MiB, the most one rollout may; use the terminal"},
+		{"write_file over what is left", rollout.RolloutMaxFileBytes - 3, 0, "write_file", `{"path": "b.txt", "content": "hello"}`,
+			"write_file: writing 5 bytes would pass " + bytesCap + "; use the terminal"},
+		{"search_files with 100 instruction-bytes left", 0, rollout.RolloutMaxMatchWork - 100, "search_files", `{"pattern": "5"}`,
+			"search_files stopped: " + workCap + " (each line's length times the pattern's instructions), the most one rollout may; use the terminal (grep)"},
+		{"search_files with none left", 0, rollout.RolloutMaxMatchWork, "search_files", `{"pattern": "5"}`,
+			"search_files: " + workCap + ", the most one rollout may; use the terminal (grep)"},
+		{"read_file with no matching left", 0, rollout.RolloutMaxMatchWork, "read_file", `{"path": "a.txt", "limit": 1}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := rollout.WithToolBudget(context.Background())
+			rollout.Spend(ctx, c.bytes, c.work)
+			got := callToolCtx(t, ctx, tools, sb, c.tool, c.args)
+			if c.want == "" {
+				require.Nil(t, got["error"], "%v", got)
+				return
+			}
+			require.Equal(t, c.want, got["error"], "%v", got)
+		})
+	}
+	_, err := os.Stat(filepath.Join(sb.dir, "b.txt"))
+	require.ErrorIs(t, err, os.ErrNotExist, "write_file wrote past the rollout's cap")
+}
