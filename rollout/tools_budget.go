@@ -91,9 +91,9 @@ type meter struct {
 	// rolloutBytes and rolloutWork are set when maxBytes and maxWork are what the
 	// rollout has left rather than the call's own caps.
 	rolloutBytes, rolloutWork bool
-	bytes    int64
-	work     int64
-	next     int64 // bytes at which the deadline is checked next
+	bytes                     int64
+	work                      int64
+	next                      int64 // bytes at which the deadline is checked next
 }
 
 // begin starts a call of a file tool: it refuses (a non-nil error) when the
