@@ -24,8 +24,8 @@
 //   - the workspace bound read-write at [WorkspaceDir] ("/workspace"), the only host
 //     path the code can write, and the working directory; host paths never appear,
 //     /proc/self/mountinfo included (see Storage for how a workspace that is not a
-//     tmpfs keeps its path out of it, and [Enforcement.HostPathVisible] for the one
-//     case where it cannot: a library not running as root). The host uid the code
+//     tmpfs keeps its path out of it, and [Enforcement.HostPathVisible] for a host
+//     where it cannot). The host uid the code
 //     runs as does show, in the options of the tmpfs mounts bubblewrap makes (the
 //     kernel prints a tmpfs's owner as the host sees it);
 //   - a cleared environment: PATH (with "python" and "python3" linked to
@@ -90,11 +90,19 @@
 // library mounts on it: its files live on disk in the upper layer ("data" in the
 // sandbox's directory) over an empty lower layer, the workspace is the root of a file
 // system of its own ("/" in mountinfo), and the layers are named in the mount's
-// options as /proc/self/fd/N, descriptors the library held while mounting. [New]
-// tries one in Config.BaseDir; where that fails (a BaseDir on a file system overlayfs
-// cannot use as an upper layer), and without root, where nothing can be mounted,
-// the workspace is bound as a plain directory, its path shows in mountinfo, and
-// [Enforcement.HostPathVisible] says why. A tmpfs workspace shows "/" as well.
+// options as /proc/self/fd/N, descriptors the library held while mounting. Without
+// root the library cannot mount on the host, so each such workspace is an overlay in
+// a user and mount namespace of its own, held for the sandbox's life by a small
+// process (unshare(1), then mount(8) with the layers named relative to the sandbox's
+// directory, "lowerdir=empty,upperdir=data,...", then cat(1) on a pipe the library
+// holds, so it ends with the sandbox or with the library's process); each command
+// enters those namespaces with nsenter(1) before bwrap starts, and the host-side file
+// methods reach the overlay through /proc/<pid>/root ([Sandbox.HostDir]). [New] tries
+// an overlay in Config.BaseDir; where that fails (a BaseDir on a file system
+// overlayfs cannot use as an upper layer, a kernel without unprivileged overlayfs),
+// the workspace is bound as a plain directory, its path shows in mountinfo, [New]
+// warns, and [Enforcement.HostPathVisible] says why. A tmpfs workspace shows "/" as
+// well.
 //
 // Without root ([StorageWalk]) the workspace is a directory under Config.BaseDir,
 // measured while a command runs and when it ends: a walk through its os.Root adds up

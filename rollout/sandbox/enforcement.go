@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -27,9 +28,10 @@ type Enforcement struct {
 	StorageMissing string
 	// HostPathVisible says why the code inside can see the workspace's host path
 	// (in /proc/self/mountinfo, or as its working directory when unconfined);
-	// empty when it cannot, which is the case under bubblewrap whenever the
-	// library runs as root: a workspace that is not a tmpfs is then an overlay of
-	// its own (see the package documentation, Storage).
+	// empty when it cannot: under bubblewrap a workspace that is not a tmpfs is an
+	// overlay of its own, mounted by the library as root and in a user namespace
+	// otherwise (see the package documentation, Storage), and this says why where
+	// no overlay could be made.
 	HostPathVisible string
 }
 
@@ -104,8 +106,12 @@ func (f *Factory) detectOverlay() {
 		e.HostPathVisible = "Config.Unconfined: commands run in the workspace at its host path"
 	case e.Storage == StorageTmpfs:
 	case !f.asRoot:
-		e.HostPathVisible = "not root: the workspace is a directory bound into the sandbox, and /proc/self/mountinfo inside shows " +
-			"its path within its file system; an overlay per workspace, which hides it, needs CAP_SYS_ADMIN"
+		if err := checkHolder(context.Background(), f.cfg.BaseDir); err != nil {
+			e.HostPathVisible = "no overlay in a user namespace (" + err.Error() + "): the workspace is a directory bound into the sandbox, " +
+				"and /proc/self/mountinfo inside shows its path within its file system"
+		} else {
+			f.overlayNS = true
+		}
 	default:
 		if err := checkOverlay(f.cfg.BaseDir); err != nil {
 			e.HostPathVisible = "no overlay in Config.BaseDir (" + err.Error() + "): the workspace is a directory bound into the sandbox, " +

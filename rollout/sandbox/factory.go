@@ -34,8 +34,10 @@ type Factory struct {
 	cg          *cgroupHost
 	enforcement Enforcement
 	// overlay is true when workspaces that are not a tmpfs are mounted as an
-	// overlay of their own (root, bubblewrap), so that no host path shows inside.
-	overlay bool
+	// overlay of their own (root, bubblewrap), so that no host path shows inside;
+	// overlayNS when, without root, each is an overlay in a user and mount
+	// namespace of its own (see overlay.go).
+	overlay, overlayNS bool
 }
 
 var _ rollout.SandboxFactory = (*Factory)(nil)
@@ -256,6 +258,11 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 			return fail(err)
 		}
 		sb.overlaid = true
+	} else if f.overlayNS {
+		if sb.holder, err = startHolder(ctx, dir); err != nil {
+			return fail(err)
+		}
+		sb.hostWS = sb.holder.ws
 	}
 	fail = func(err error) (*Sandbox, error) {
 		_ = sb.release()
@@ -267,8 +274,8 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 			return fail(err)
 		}
 	}
-	sb.wsDev = deviceOf(ws)
-	if sb.root, err = os.OpenRoot(ws); err != nil {
+	sb.wsDev = deviceOf(sb.HostDir())
+	if sb.root, err = os.OpenRoot(sb.HostDir()); err != nil {
 		return fail(err)
 	}
 	lock = nil // the sandbox holds it until Close
@@ -347,6 +354,9 @@ func (s *Sandbox) release() error {
 	}
 	if s.mounted || s.overlaid {
 		errs = append(errs, unmountWorkspace(s.ws))
+	}
+	if s.holder != nil {
+		errs = append(errs, s.holder.stop())
 	}
 	errs = append(errs, removeAll(s.dir))
 	return errors.Join(errs...)
@@ -439,8 +449,12 @@ type Sandbox struct {
 	// overlaid is true when the workspace is an overlay the sandbox mounted, its
 	// files in the upper layer on disk (a walked workspace under bubblewrap, as root).
 	overlaid bool
-	lock     *os.File // held locked while the sandbox is open
-	quota    quotaState
+	// holder, without root, holds the namespaces in which the workspace is an
+	// overlay; hostWS is where the host reaches it (/proc/<holder>/root/<ws>).
+	holder *overlayHolder
+	hostWS string
+	lock   *os.File // held locked while the sandbox is open
+	quota  quotaState
 	// cg is the sandbox's cgroup (nil without one); runs numbers its commands.
 	cg   *sandboxCgroup
 	runs atomic.Int64
@@ -465,10 +479,17 @@ func (s *Sandbox) Dir() string {
 	return WorkspaceDir
 }
 
-// HostDir is the workspace's path on the host. Code on the host must not follow
+// HostDir is the workspace's path on the host: without root, when the workspace is
+// an overlay in a namespace of its own, a path under /proc/<pid>/root that reaches
+// it there. Code on the host must not follow
 // paths under it by name: the sandboxed code can plant symlinks there. Use the file
 // methods, which go through [os.Root].
-func (s *Sandbox) HostDir() string { return s.ws }
+func (s *Sandbox) HostDir() string {
+	if s.hostWS != "" {
+		return s.hostWS
+	}
+	return s.ws
+}
 
 // Close kills every command still running, waits for them, and removes the
 // workspace. It is idempotent and safe to call concurrently with Run.

@@ -237,6 +237,9 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	args := append([]string{"--args", "4", "--"}, f.prlimitArgs(timeout)...)
 	args = append(args, argv...)
 	cmd := exec.Command(f.cfg.BwrapPath, args...)
+	if s.holder != nil {
+		s.holder.enter(cmd) // the workspace's namespaces, where it is an overlay (overlay.go)
+	}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{w, optFile}
