@@ -247,7 +247,7 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 			}
 		}
 	}
-	sb := &Sandbox{f: f, dir: dir, ws: ws, procs: map[*proc]struct{}{}, lock: lock}
+	sb := &Sandbox{f: f, dir: dir, ws: ws, bind: ws, procs: map[*proc]struct{}{}, lock: lock}
 	if f.enforcement.Storage == StorageTmpfs {
 		if err := mountWorkspace(ws, f.cfg.DiskQuota, f.uid(), f.gid()); err != nil {
 			return fail(err)
@@ -262,7 +262,7 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 		if sb.holder, err = startHolder(ctx, dir); err != nil {
 			return fail(err)
 		}
-		sb.hostWS = sb.holder.ws
+		sb.ws = sb.holder.ws
 	}
 	fail = func(err error) (*Sandbox, error) {
 		_ = sb.release()
@@ -274,8 +274,8 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 			return fail(err)
 		}
 	}
-	sb.wsDev = deviceOf(sb.HostDir())
-	if sb.root, err = os.OpenRoot(sb.HostDir()); err != nil {
+	sb.wsDev = deviceOf(sb.ws)
+	if sb.root, err = os.OpenRoot(sb.ws); err != nil {
 		return fail(err)
 	}
 	lock = nil // the sandbox holds it until Close
@@ -353,7 +353,7 @@ func (s *Sandbox) release() error {
 		errs = append(errs, s.cg.remove())
 	}
 	if s.mounted || s.overlaid {
-		errs = append(errs, unmountWorkspace(s.ws))
+		errs = append(errs, unmountWorkspace(s.bind))
 	}
 	if s.holder != nil {
 		errs = append(errs, s.holder.stop())
@@ -438,9 +438,13 @@ func underUsr(p string) bool { return p == "/usr" || strings.HasPrefix(p, "/usr/
 // Sandbox is one workspace and the commands run in it. It implements
 // [rollout.Sandbox] and is safe for concurrent use.
 type Sandbox struct {
-	f    *Factory
-	dir  string // host directory holding the workspace (and, unconfined, bin/)
-	ws   string // host path of the workspace
+	f   *Factory
+	dir string // host directory holding the workspace (and, unconfined, bin/)
+	ws  string // host path of the workspace, where the host-side methods reach it
+	// bind is the workspace's directory in the sandbox's directory: what bwrap binds
+	// at WorkspaceDir, and what a mount is mounted on. It is ws but without root,
+	// when ws reaches the overlay through its holder's /proc/<pid>/root.
+	bind string
 	root *os.Root
 	// mounted is true when the workspace is a tmpfs the sandbox mounted; wsDev is
 	// the workspace's device.
@@ -450,9 +454,8 @@ type Sandbox struct {
 	// files in the upper layer on disk (a walked workspace under bubblewrap, as root).
 	overlaid bool
 	// holder, without root, holds the namespaces in which the workspace is an
-	// overlay; hostWS is where the host reaches it (/proc/<holder>/root/<ws>).
+	// overlay (ws is then where the host reaches it: /proc/<holder>/root/<bind>).
 	holder *overlayHolder
-	hostWS string
 	lock   *os.File // held locked while the sandbox is open
 	quota  quotaState
 	// cg is the sandbox's cgroup (nil without one); runs numbers its commands.
@@ -484,12 +487,7 @@ func (s *Sandbox) Dir() string {
 // it there. Code on the host must not follow
 // paths under it by name: the sandboxed code can plant symlinks there. Use the file
 // methods, which go through [os.Root].
-func (s *Sandbox) HostDir() string {
-	if s.hostWS != "" {
-		return s.hostWS
-	}
-	return s.ws
-}
+func (s *Sandbox) HostDir() string { return s.ws }
 
 // Close kills every command still running, waits for them, and removes the
 // workspace. It is idempotent and safe to call concurrently with Run.

@@ -42,7 +42,9 @@ const holderStart = 30 * time.Second
 type overlayHolder struct {
 	cmd   *exec.Cmd
 	stdin *os.File // the library's end of the holder's standard input
-	// ws is the overlaid workspace as the host reaches it: /proc/<pid>/root/<ws>.
+	// ws is the overlaid workspace as the host reaches it: /proc/<pid>/root/<dir>/workspace.
+	// The library never reaps the holder before stop, so if it dies its pid stays a
+	// zombie's and cannot name another process.
 	ws string
 }
 

@@ -223,7 +223,7 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	f := s.f
 	// The options, which name host paths, reach bwrap through a file descriptor
 	// (--args), so they appear in no command line, inside the sandbox or out.
-	opts := bwrapArgs(f, s.ws, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
+	opts := bwrapArgs(f, s.bind, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
 	opts = append(opts, "--json-status-fd", "3")
 	optFile, err := argsFile(opts)
 	if err != nil {
