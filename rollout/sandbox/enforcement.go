@@ -31,7 +31,8 @@ type Enforcement struct {
 	// empty when it cannot: under bubblewrap a workspace that is not a tmpfs is an
 	// overlay of its own, mounted by the library as root and in a user namespace
 	// otherwise (see the package documentation, Storage), and this says why where
-	// no overlay could be made.
+	// no overlay could be made. It also names the prefix of a Config.Python outside
+	// /usr, which is bound at its host path.
 	HostPathVisible string
 }
 

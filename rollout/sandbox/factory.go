@@ -69,6 +69,10 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		if err != nil {
 			err = &ProbeError{Kind: ErrProbeFailed, Command: []string{cfg.Python}, ExitCode: -1, Err: err,
 				Advice: "Config.Python must be a working interpreter"}
+		} else if len(f.pythonBinds) > 0 {
+			f.enforcement.HostPathVisible = strings.TrimPrefix(f.enforcement.HostPathVisible+"; ", "; ") +
+				"Config.Python lies outside /usr: its installation prefix is bound at its host path (" +
+				strings.Join(f.pythonBinds, ", ") + ")"
 		}
 	}
 	if err == nil {

@@ -200,7 +200,9 @@ func TestHostile(t *testing.T) {
 			hostileQuotaDeleted(t, walk)
 		})
 		// Every workspace mode bubblewrap runs with: a tmpfs (root), a walked
-		// directory, a directory without quota.
+		// directory, a directory without quota. (Unconfined mode isolates nothing:
+		// its commands run in the workspace at its host path, and its factory says
+		// so in Enforcement.HostPathVisible.)
 		for _, m := range []struct {
 			name    string
 			f       *sandbox.Factory
