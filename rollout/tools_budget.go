@@ -22,8 +22,10 @@ const (
 	// instruction-bytes: each line searched costs its length (plus one) times the
 	// compiled pattern's instructions, which bounds what Go's regexp engines do
 	// with it (the NFA visits each instruction at most once per byte). A pattern that
-	// is a plain literal costs the line's length. About 1 to 4.5 s of one core in the
-	// worst case measured (BenchmarkSearchFilesCraftedPattern).
+	// is a plain literal costs the line's length. The worst patterns measured cost
+	// 7 to 30 ns per instruction-byte on 2 loaded cores, so a call matches for at
+	// most about 1 to 4 s of one core (BenchmarkSearchFilesCraftedPattern measured
+	// 0.9 s for a 603-instruction pattern stopped at the cap).
 	searchMaxWork = 1 << 27
 	// searchMaxPatternInsts is the largest compiled pattern search_files runs;
 	// searchMaxPatternLen the longest pattern text it compiles.
