@@ -81,7 +81,7 @@
 // sandbox holds at most 1 GiB of RAM whatever it does. A tmpfs was preferred to a
 // loop-mounted file system per workspace: no mkfs, no loop device, no image file,
 // and its memory is bounded by the same cgroup. Config.DisableWorkspaceMount keeps
-// plain directories.
+// workspaces on the disk of Config.BaseDir.
 //
 // A bind mount of a directory shows, in /proc/self/mountinfo, the directory's path
 // within its file system (the "root" field): for a plain directory under
