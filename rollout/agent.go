@@ -173,6 +173,9 @@ func (a *Agent) RunStats(ctx context.Context, messages []chat.Message, sb Sandbo
 	if sb == nil {
 		return nil, Stats{}, errors.New("rollout: Agent.Run: nil Sandbox")
 	}
+	if accountOf(ctx) == nil {
+		ctx = WithToolBudget(ctx) // the file tools' host work counts against this rollout
+	}
 	r := &run{a: a, sb: sb, tr: &Trajectory{Messages: chat.Clone(messages)}, stats: Stats{Rollouts: 1}}
 	err := r.loop(ctx)
 	r.finish()

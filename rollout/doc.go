@@ -69,6 +69,25 @@
 // agent planted is refused before it is opened. Each call allocates well under 8 MiB
 // on a 1 GiB file (TestFileToolsAreBoundedOnHugeFiles).
 //
+// They are bounded in time and work too. Each call has a deadline
+// (ToolsConfig.FileToolTimeout, 10 s), checked every 256 KiB read and every 256
+// directory entries. search_files refuses a pattern over 4096 bytes, or one that
+// compiles to more than 1,000 instructions (a loose bound over 8,000 refuses it
+// before it is compiled: a few bytes such as x{999} repeated can compile to
+// millions), and reads at most 64 MiB and matches at most 2^27 instruction-bytes per
+// call: each line costs its length plus one times the pattern's instructions (one
+// for a plain literal), which bounds what Go's regexp engines do on it, and a line
+// that would pass the budget is not matched. Every call counts its wall time, the
+// bytes it reads and writes and its matching against its rollout's account
+// ([WithToolBudget]; [Agent.Run] starts one per rollout): 2 min of host time
+// (ToolsConfig.RolloutFileToolTime), 1 GiB, and 16 searches' worth of matching;
+// past them the file tools refuse. A call stopped at a cap returns what it found
+// so far (search_files: the matches, truncated) with an "error" that names the cap
+// and says what to do instead (a narrower path or pattern, or the terminal, which
+// the sandbox bounds). A crafted pattern over 4 MB took 32 s of host CPU before
+// these caps; TestSearchFilesIsBoundedInWork and BenchmarkSearchFilesCraftedPattern
+// measure it now.
+//
 // # Deltas and drift
 //
 // [Template] implements the fixed-base diff of reference multiturn-tokenization §2.2

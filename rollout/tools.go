@@ -52,6 +52,13 @@ type ToolsConfig struct {
 	TerminalTimeout time.Duration
 	// MaxTerminalTimeout bounds the timeout the model may ask for. 0 means 600s.
 	MaxTerminalTimeout time.Duration
+	// FileToolTimeout bounds the wall time of one call of read_file, write_file,
+	// patch or search_files, which run on the host: a call still working then stops
+	// and its result names the cap. 0 means 10s.
+	FileToolTimeout time.Duration
+	// RolloutFileToolTime bounds the wall time those tools spend over one rollout
+	// (see [WithToolBudget]); past it they refuse and say so. 0 means 2m.
+	RolloutFileToolTime time.Duration
 }
 
 func (c ToolsConfig) withDefaults() ToolsConfig {
@@ -63,6 +70,12 @@ func (c ToolsConfig) withDefaults() ToolsConfig {
 	}
 	if c.MaxTerminalTimeout <= 0 {
 		c.MaxTerminalTimeout = 600 * time.Second
+	}
+	if c.FileToolTimeout <= 0 {
+		c.FileToolTimeout = 10 * time.Second
+	}
+	if c.RolloutFileToolTime <= 0 {
+		c.RolloutFileToolTime = 2 * time.Minute
 	}
 	return c
 }
@@ -76,7 +89,7 @@ func DefaultTools() []Tool { return NewTools(ToolsConfig{}) }
 func NewTools(cfg ToolsConfig) []Tool {
 	cfg = cfg.withDefaults()
 	return []Tool{
-		terminalTool{cfg}, readFileTool{cfg}, writeFileTool{}, patchTool{}, searchFilesTool{cfg},
+		terminalTool{cfg}, readFileTool{cfg}, writeFileTool{cfg}, patchTool{cfg}, searchFilesTool{cfg},
 	}
 }
 

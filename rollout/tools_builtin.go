@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -97,7 +98,7 @@ func (readFileTool) Definition() chat.Tool {
 			`"required":["path"]}`)
 }
 
-func (t readFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) string {
+func (t readFileTool) Call(ctx context.Context, sb Sandbox, args json.RawMessage) string {
 	var a struct {
 		Path   string `json:"path"`
 		Offset *int   `json:"offset"`
@@ -123,12 +124,18 @@ func (t readFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) 
 		}
 		limit = min(*a.Limit, readMaxLimit)
 	}
+	m, cancel, err := t.cfg.begin(ctx, readMaxScan, 0)
+	if err != nil {
+		return errorResult("read_file: %v", err)
+	}
+	defer cancel()
+	defer m.end()
 	f, _, err := openRegular(sb.FS(), p)
 	if err != nil {
 		return errorResult("read_file: %v", err)
 	}
 	defer f.Close()
-	content, total, capped, err := readLines(f, offset, limit)
+	content, total, capped, err := readLinesMetered(f, offset, limit, m)
 	if err != nil {
 		return errorResult("read_file: %v", err)
 	}
@@ -156,7 +163,7 @@ type readResult struct {
 
 // write_file
 
-type writeFileTool struct{}
+type writeFileTool struct{ cfg ToolsConfig }
 
 func (writeFileTool) Definition() chat.Tool {
 	return definition("write_file",
@@ -167,7 +174,7 @@ func (writeFileTool) Definition() chat.Tool {
 			`"required":["path","content"]}`)
 }
 
-func (writeFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) string {
+func (t writeFileTool) Call(ctx context.Context, sb Sandbox, args json.RawMessage) string {
 	var a struct {
 		Path    string  `json:"path"`
 		Content *string `json:"content"`
@@ -182,6 +189,15 @@ func (writeFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) s
 	if a.Content == nil {
 		return errorResult(`write_file: "content" is required`)
 	}
+	m, cancel, err := t.cfg.begin(ctx, math.MaxInt64, 0)
+	if err != nil {
+		return errorResult("write_file: %v", err)
+	}
+	defer cancel()
+	defer m.end()
+	if err := m.write(int64(len(*a.Content))); err != nil {
+		return errorResult("write_file: %v", err)
+	}
 	if err := sb.WriteFile(p, []byte(*a.Content)); err != nil {
 		return errorResult("write_file: %v", err)
 	}
@@ -193,7 +209,7 @@ func (writeFileTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) s
 
 // patch
 
-type patchTool struct{}
+type patchTool struct{ cfg ToolsConfig }
 
 func (patchTool) Definition() chat.Tool {
 	return definition("patch",
@@ -206,7 +222,7 @@ func (patchTool) Definition() chat.Tool {
 			`"required":["path","old_string","new_string"]}`)
 }
 
-func (patchTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) string {
+func (t patchTool) Call(ctx context.Context, sb Sandbox, args json.RawMessage) string {
 	var a struct {
 		Path       string  `json:"path"`
 		OldString  string  `json:"old_string"`
@@ -226,7 +242,16 @@ func (patchTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) strin
 	if a.NewString == nil {
 		return errorResult(`patch: "new_string" is required`)
 	}
+	m, cancel, err := t.cfg.begin(ctx, math.MaxInt64, 0)
+	if err != nil {
+		return errorResult("patch: %v", err)
+	}
+	defer cancel()
+	defer m.end()
 	data, err := readCapped(sb.FS(), p, patchMaxFileSize)
+	if err == nil {
+		err = m.scan(int64(len(data)))
+	}
 	if err != nil {
 		return errorResult("patch: %v", err)
 	}
@@ -246,6 +271,9 @@ func (patchTool) Call(_ context.Context, sb Sandbox, args json.RawMessage) strin
 		text = strings.ReplaceAll(text, a.OldString, *a.NewString)
 	} else {
 		text = strings.Replace(text, a.OldString, *a.NewString, 1)
+	}
+	if err := m.write(int64(len(text))); err != nil {
+		return errorResult("patch: %v", err)
 	}
 	if err := sb.WriteFile(p, []byte(text)); err != nil {
 		return errorResult("patch: %v", err)
@@ -312,9 +340,9 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 	if a.Pattern == "" {
 		return errorResult(`search_files: "pattern" is required`)
 	}
-	re, err := regexp.Compile(a.Pattern)
+	re, cost, err := compileSearch(a.Pattern)
 	if err != nil {
-		return errorResult("search_files: invalid pattern: %v", err)
+		return errorResult("search_files: %v", err)
 	}
 	if a.Glob != "" {
 		if _, err := path.Match(a.Glob, ""); err != nil {
@@ -330,6 +358,12 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 			return errorResult("search_files: path %q leaves the workspace", a.Path)
 		}
 	}
+	m, cancel, err := t.cfg.begin(ctx, searchMaxScan, searchMaxWork)
+	if err != nil {
+		return errorResult("search_files: %v", err)
+	}
+	defer cancel()
+	defer m.end()
 	fsys := sb.FS()
 	var matches []string
 	total := 0
@@ -338,10 +372,7 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 	}
 	var line []byte
 	tooLarge := 0
-	stopped, err := walkFiles(fsys, root, skip, func(p string) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	stopped, err := walkFiles(fsys, root, skip, m, func(p string) error {
 		if a.Glob != "" && !globMatch(a.Glob, root, p) {
 			return nil
 		}
@@ -355,16 +386,22 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 			return nil
 		}
 		lr := newLineReader(f, searchMaxFileSize, searchMaxFileSize)
+		lr.m = m
 		var found []string
 		hits := 0
+		var stop error
 		for n := 1; ; n++ {
 			var ok bool
 			line, _, ok, err = lr.next(true, line[:0])
 			if err != nil || !ok {
+				stop = asCap(err)
 				break
 			}
 			if bytes.IndexByte(line, 0) >= 0 {
 				return nil // binary
+			}
+			if stop = m.match(cost, int64(len(line))); stop != nil {
+				break
 			}
 			if !re.Match(line) {
 				continue
@@ -384,9 +421,10 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 		}
 		matches = append(matches, found...)
 		total += hits
-		return nil
+		return stop
 	})
-	if err != nil {
+	var capped *capError
+	if err != nil && !errors.As(err, &capped) {
 		return errorResult("search_files: %v", err)
 	}
 	var notes []string
@@ -400,12 +438,30 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 	}
 	note := strings.Join(notes, "; ")
 	joined := CapText(strings.Join(matches, "\n"), t.cfg.MaxOutputChars)
-	return jsonResult(struct {
-		Matches   string `json:"matches"`
-		Total     int    `json:"total"`
-		Truncated bool   `json:"truncated"`
-		Note      string `json:"note,omitempty"`
-	}{joined, total, total > len(matches) || stopped, note})
+	r := searchResult{Matches: joined, Total: total, Truncated: total > len(matches) || stopped || capped != nil, Note: note}
+	if capped != nil {
+		// The search did not finish: what it found so far, and which cap stopped it.
+		r.Error = "search_files " + capped.Error()
+	}
+	return jsonResult(r)
+}
+
+type searchResult struct {
+	Matches   string `json:"matches"`
+	Total     int    `json:"total"`
+	Truncated bool   `json:"truncated"`
+	Note      string `json:"note,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// asCap returns err when it is a cap or the deadline (the search stops there);
+// other read errors only end the file.
+func asCap(err error) error {
+	var c *capError
+	if errors.As(err, &c) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
 }
 
 // globMatch reports whether the file at workspace path p, found under the search root,

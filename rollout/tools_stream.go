@@ -33,6 +33,8 @@ const (
 	searchMaxDepth   = 64
 	// searchDirBatch is how many directory entries search_files holds at a time.
 	searchDirBatch = 256
+	// walkCheckEntries is how often (in entries) a walk checks its deadline.
+	walkCheckEntries = 256
 )
 
 // openRegular opens a regular file of fsys for reading; anything else (a directory,
@@ -64,6 +66,8 @@ type lineReader struct {
 	scanned int64
 	// capped is set when reading stopped at maxScan with more of the file left.
 	capped bool
+	// m, when set, counts the bytes read against the call's budget and deadline.
+	m *meter
 }
 
 func newLineReader(r io.Reader, keep int, maxScan int64) *lineReader {
@@ -90,6 +94,9 @@ func (l *lineReader) next(want bool, dst []byte) ([]byte, int64, bool, error) {
 			}
 			got = got || len(frag) > 0
 			l.scanned += int64(len(frag))
+			if merr := l.m.scan(int64(len(frag))); merr != nil {
+				return dst, cut, got, merr
+			}
 		}
 		body := bytes.TrimSuffix(frag, []byte{'\n'})
 		if want {
@@ -132,6 +139,9 @@ func (l *lineReader) count() (int, error) {
 				atLineStart = buf[k-1] == '\n'
 			}
 			l.scanned += int64(k)
+			if merr := l.m.scan(int64(k)); merr != nil {
+				return 0, merr
+			}
 		}
 		if l.capped || errors.Is(err, io.EOF) {
 			break
@@ -149,7 +159,13 @@ func (l *lineReader) count() (int, error) {
 // readLines reads lines [offset, offset+limit) of r (1-based), numbered as
 // read_file shows them, and counts the file's lines up to readMaxScan.
 func readLines(r io.Reader, offset, limit int) (content string, total int, capped bool, err error) {
+	return readLinesMetered(r, offset, limit, nil)
+}
+
+// readLinesMetered is readLines within m's budget and deadline (none when m is nil).
+func readLinesMetered(r io.Reader, offset, limit int, m *meter) (content string, total int, capped bool, err error) {
 	lr := newLineReader(r, readMaxLineBytes, readMaxScan)
+	lr.m = m
 	var b strings.Builder
 	var line []byte
 	for n := 1; ; n++ {
@@ -191,8 +207,9 @@ func readLines(r io.Reader, offset, limit int) (content string, total int, cappe
 // walkFiles calls fn for every regular file under root in fsys, depth first, without
 // ever holding more than searchDirBatch entries of a directory. Directories for which
 // skipDir is true are not entered. It stops after searchMaxEntries entries and does
-// not go deeper than searchMaxDepth; it reports whether it stopped early.
-func walkFiles(fsys fs.FS, root string, skipDir func(name string) bool, fn func(path string) error) (bool, error) {
+// not go deeper than searchMaxDepth; it reports whether it stopped early. Every
+// entry counts against m's deadline.
+func walkFiles(fsys fs.FS, root string, skipDir func(name string) bool, m *meter, fn func(path string) error) (bool, error) {
 	type level struct {
 		dir   string
 		f     fs.ReadDirFile
@@ -241,6 +258,11 @@ func walkFiles(fsys fs.FS, root string, skipDir func(name string) bool, fn func(
 		visited++
 		if visited > searchMaxEntries {
 			return true, nil
+		}
+		if visited%walkCheckEntries == 0 {
+			if err := m.expired(); err != nil {
+				return false, err
+			}
 		}
 		p := e.Name()
 		if top.dir != "." {

@@ -91,8 +91,11 @@ type Config struct {
 	// killed and its result marked (see [Result.DiskQuotaExceeded]). Default
 	// [DefaultDiskQuota]; negative means no quota (and a plain directory).
 	DiskQuota int64
-	// DisableWorkspaceMount keeps workspaces plain directories under BaseDir even as
-	// root ([StorageWalk]), for hosts where a tmpfs workspace's RAM is not wanted.
+	// DisableWorkspaceMount keeps workspaces on the disk of BaseDir even as root
+	// ([StorageWalk]), for hosts where a tmpfs workspace's RAM is not wanted. Under
+	// bubblewrap such a workspace is an overlay whose files are in a directory under
+	// BaseDir, so that its host path does not show inside (see the package
+	// documentation, Storage).
 	DisableWorkspaceMount bool
 
 	// CgroupParent is the cgroup, as a path from the root of each hierarchy (as in

@@ -455,3 +455,73 @@ time.sleep(2)  # hold the children while the other sandbox counts
 		require.Less(t, n, limit)
 	}
 }
+
+// TestOverlaidWorkspaceKeepsItsFilesOnDisk: a workspace that is not a tmpfs is an
+// overlay (so that no host path shows inside), mounted by the library as root and in
+// a user namespace of its own otherwise; it must still behave as the plain directory
+// it replaces, for the code inside and for the host: files, hard links, deletions,
+// ownership, the quota, and nothing left mounted or running after Close.
+func TestOverlaidWorkspaceKeepsItsFilesOnDisk(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		cfg  sandbox.Config
+	}{
+		{"walked", sandbox.Config{DisableWorkspaceMount: true, DiskQuota: 8 << 20}},
+		{"no quota", sandbox.Config{DiskQuota: -1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFactory(t, c.cfg)
+			if e := f.Enforcement(); e.HostPathVisible != "" {
+				t.Skipf("no overlaid workspace on this host: %s", e.HostPathVisible)
+			}
+			sb, err := f.NewSandbox(t.Context())
+			require.NoError(t, err)
+			s := sb.(*sandbox.Sandbox)
+			res := run(t, sb, "grep ' /workspace ' /proc/self/mountinfo", 10*time.Second)
+			require.Contains(t, string(res.Stdout), " - overlay overlay ", "the workspace is an overlay")
+			if os.Geteuid() == 0 {
+				require.Contains(t, mountsAt(t, s.HostDir()), " - overlay ", "mounted on the host")
+			}
+			res = run(t, sb, "echo one > a && mkdir d && ln a d/b && echo two > c && rm c && stat -c '%h %u' a && cat d/b", 10*time.Second)
+			require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+			require.Equal(t, "2 1000\none\n", string(res.Stdout))
+			// The host sees the same files, owned by the sandbox uid, on disk.
+			fi, err := os.Stat(filepath.Join(filepath.Dir(s.HostDir()), "data", "d", "b"))
+			require.NoError(t, err, "the files are on disk in the upper layer")
+			require.Equal(t, sandboxHostUID(), hostUID(fi))
+			data, err := sb.ReadFile("d/b")
+			require.NoError(t, err)
+			require.Equal(t, "one\n", string(data))
+			require.ErrorIs(t, sb.WriteFile("a", []byte("x")), sandbox.ErrHardLinked)
+			require.NoError(t, sb.WriteFile("new.txt", []byte("from the host")))
+			res = run(t, sb, "cat new.txt && ls -a", 10*time.Second)
+			require.Equal(t, "from the host. .. a d new.txt ", strings.ReplaceAll(string(res.Stdout), "\n", " "))
+			if c.cfg.DiskQuota > 0 {
+				res, err := s.RunDetailed(t.Context(), rollout.Command{Shell: "head -c 9000000 /dev/zero > big; sleep 30", Timeout: 20 * time.Second})
+				require.NoError(t, err)
+				require.True(t, res.DiskQuotaExceeded, "the walk measures the overlay; stderr: %s", res.Stderr)
+			}
+			hostDir := s.HostDir()
+			require.NoError(t, sb.Close())
+			require.Empty(t, mountsAt(t, hostDir), "a mount was left")
+			_, err = os.Stat(filepath.Dir(hostDir))
+			require.ErrorIs(t, err, os.ErrNotExist, "the sandbox's directory (or, without root, its namespace) was left")
+		})
+	}
+}
+
+// mountsAt lists the lines of this process's mountinfo whose mount point is dir.
+func mountsAt(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -22,10 +22,12 @@
 //     read-only, a minimal read-only /dev, a private size-capped /tmp (256 MiB) and
 //     /dev/shm (64 MiB), then the root itself remounted read-only;
 //   - the workspace bound read-write at [WorkspaceDir] ("/workspace"), the only host
-//     path the code can write, and the working directory; host paths never appear
-//     (with one exception: a plain-directory workspace, [StorageWalk], shows its path
-//     within its file system in /proc/self/mountinfo, as every bind mount does; a
-//     tmpfs workspace shows none);
+//     path the code can write, and the working directory; host paths never appear,
+//     /proc/self/mountinfo included (see Storage for how a workspace that is not a
+//     tmpfs keeps its path out of it, and [Enforcement.HostPathVisible] for a host
+//     where it cannot). The host uid the code
+//     runs as does show, in the options of the tmpfs mounts bubblewrap makes (the
+//     kernel prints a tmpfs's owner as the host sees it);
 //   - a cleared environment: PATH (with "python" and "python3" linked to
 //     Config.Python first), HOME=/workspace, LANG=C.UTF-8, TMPDIR=/tmp,
 //     PYTHONDONTWRITEBYTECODE, PYTHONUNBUFFERED, one-thread BLAS/OpenMP;
@@ -79,7 +81,28 @@
 // sandbox holds at most 1 GiB of RAM whatever it does. A tmpfs was preferred to a
 // loop-mounted file system per workspace: no mkfs, no loop device, no image file,
 // and its memory is bounded by the same cgroup. Config.DisableWorkspaceMount keeps
-// plain directories.
+// workspaces on the disk of Config.BaseDir.
+//
+// A bind mount of a directory shows, in /proc/self/mountinfo, the directory's path
+// within its file system (the "root" field): for a plain directory under
+// Config.BaseDir, the host path of the workspace. So as root, a workspace that is not
+// a tmpfs (Config.DisableWorkspaceMount, or a negative DiskQuota) is an overlay the
+// library mounts on it: its files live on disk in the upper layer ("data" in the
+// sandbox's directory) over an empty lower layer, the workspace is the root of a file
+// system of its own ("/" in mountinfo), and the layers are named in the mount's
+// options as /proc/self/fd/N, descriptors the library held while mounting. Without
+// root the library cannot mount on the host, so each such workspace is an overlay in
+// a user and mount namespace of its own, held for the sandbox's life by a small
+// process (unshare(1), then mount(8) with the layers named relative to the sandbox's
+// directory, "lowerdir=empty,upperdir=data,...", then cat(1) on a pipe the library
+// holds, so it ends with the sandbox or with the library's process); each command
+// enters those namespaces with nsenter(1) before bwrap starts, and the host-side file
+// methods reach the overlay through /proc/<pid>/root ([Sandbox.HostDir]). [New] tries
+// an overlay in Config.BaseDir; where that fails (a BaseDir on a file system
+// overlayfs cannot use as an upper layer, a kernel without unprivileged overlayfs),
+// the workspace is bound as a plain directory, its path shows in mountinfo, [New]
+// warns, and [Enforcement.HostPathVisible] says why. A tmpfs workspace shows "/" as
+// well.
 //
 // Without root ([StorageWalk]) the workspace is a directory under Config.BaseDir,
 // measured while a command runs and when it ends: a walk through its os.Root adds up

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -25,6 +26,14 @@ type Enforcement struct {
 	// StorageMissing says why the workspace is not a tmpfs (empty when it is, or
 	// when there is no quota).
 	StorageMissing string
+	// HostPathVisible says why the code inside can see the workspace's host path
+	// (in /proc/self/mountinfo, or as its working directory when unconfined);
+	// empty when it cannot: under bubblewrap a workspace that is not a tmpfs is an
+	// overlay of its own, mounted by the library as root and in a user namespace
+	// otherwise (see the package documentation, Storage), and this says why where
+	// no overlay could be made. It also names the prefix of a Config.Python outside
+	// /usr, which is bound at its host path.
+	HostPathVisible string
 }
 
 // Enforcement reports how the limits are enforced, as found when the factory was
@@ -83,6 +92,33 @@ func (f *Factory) detectEnforcement() {
 			e.Storage, e.StorageMissing = StorageWalk, err.Error()
 		} else {
 			e.Storage = StorageTmpfs
+		}
+	}
+	f.detectOverlay()
+}
+
+// detectOverlay decides, once Storage is known, whether a workspace that is not a
+// tmpfs is mounted as an overlay of its own, which keeps its host path out of
+// /proc/self/mountinfo inside; otherwise it says why the path is visible.
+func (f *Factory) detectOverlay() {
+	e := &f.enforcement
+	switch {
+	case f.cfg.Unconfined:
+		e.HostPathVisible = "Config.Unconfined: commands run in the workspace at its host path"
+	case e.Storage == StorageTmpfs:
+	case !f.asRoot:
+		if err := checkHolder(context.Background(), f.cfg.BaseDir); err != nil {
+			e.HostPathVisible = "no overlay in a user namespace (" + err.Error() + "): the workspace is a directory bound into the sandbox, " +
+				"and /proc/self/mountinfo inside shows its path within its file system"
+		} else {
+			f.overlayNS = true
+		}
+	default:
+		if err := checkOverlay(f.cfg.BaseDir); err != nil {
+			e.HostPathVisible = "no overlay in Config.BaseDir (" + err.Error() + "): the workspace is a directory bound into the sandbox, " +
+				"and /proc/self/mountinfo inside shows its path within its file system"
+		} else {
+			f.overlay = true
 		}
 	}
 }

@@ -33,6 +33,11 @@ type Factory struct {
 	// cg is where sandbox cgroups are made (nil: none, see enforcement.CgroupMissing).
 	cg          *cgroupHost
 	enforcement Enforcement
+	// overlay is true when workspaces that are not a tmpfs are mounted as an
+	// overlay of their own (root, bubblewrap), so that no host path shows inside;
+	// overlayNS when, without root, each is an overlay in a user and mount
+	// namespace of its own (see overlay.go).
+	overlay, overlayNS bool
 }
 
 var _ rollout.SandboxFactory = (*Factory)(nil)
@@ -64,6 +69,10 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		if err != nil {
 			err = &ProbeError{Kind: ErrProbeFailed, Command: []string{cfg.Python}, ExitCode: -1, Err: err,
 				Advice: "Config.Python must be a working interpreter"}
+		} else if len(f.pythonBinds) > 0 {
+			f.enforcement.HostPathVisible = strings.TrimPrefix(f.enforcement.HostPathVisible+"; ", "; ") +
+				"Config.Python lies outside /usr: its installation prefix is bound at its host path (" +
+				strings.Join(f.pythonBinds, ", ") + ")"
 		}
 	}
 	if err == nil {
@@ -85,9 +94,14 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: no cgroup, limits hold per process only",
 			slog.Any("per_process_only", e.PerProcessOnly), slog.String("reason", e.CgroupMissing))
 	}
+	if e.HostPathVisible != "" && !cfg.Unconfined {
+		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: the workspace's host path is visible inside",
+			slog.String("reason", e.HostPathVisible))
+	}
 	cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: ready", slog.String("backend", f.backend()),
 		slog.Int("uid", f.uid()), slog.String("python", cfg.Python), slog.Any("python_binds", f.pythonBinds),
-		slog.String("cgroup", string(e.Cgroup)), slog.String("storage", string(e.Storage)))
+		slog.String("cgroup", string(e.Cgroup)), slog.String("storage", string(e.Storage)),
+		slog.String("host_path_visible", e.HostPathVisible))
 	return f, nil
 }
 
@@ -237,12 +251,22 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 			}
 		}
 	}
-	sb := &Sandbox{f: f, dir: dir, ws: ws, procs: map[*proc]struct{}{}, lock: lock}
+	sb := &Sandbox{f: f, dir: dir, ws: ws, bind: ws, procs: map[*proc]struct{}{}, lock: lock}
 	if f.enforcement.Storage == StorageTmpfs {
 		if err := mountWorkspace(ws, f.cfg.DiskQuota, f.uid(), f.gid()); err != nil {
 			return fail(err)
 		}
 		sb.mounted = true
+	} else if f.overlay {
+		if err := makeOverlay(dir, ws, f.uid(), f.gid(), f.asRoot); err != nil {
+			return fail(err)
+		}
+		sb.overlaid = true
+	} else if f.overlayNS {
+		if sb.holder, err = startHolder(ctx, dir); err != nil {
+			return fail(err)
+		}
+		sb.ws = sb.holder.ws
 	}
 	fail = func(err error) (*Sandbox, error) {
 		_ = sb.release()
@@ -254,8 +278,8 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 			return fail(err)
 		}
 	}
-	sb.wsDev = deviceOf(ws)
-	if sb.root, err = os.OpenRoot(ws); err != nil {
+	sb.wsDev = deviceOf(sb.ws)
+	if sb.root, err = os.OpenRoot(sb.ws); err != nil {
 		return fail(err)
 	}
 	lock = nil // the sandbox holds it until Close
@@ -332,8 +356,11 @@ func (s *Sandbox) release() error {
 	if s.cg != nil {
 		errs = append(errs, s.cg.remove())
 	}
-	if s.mounted {
-		errs = append(errs, unmountWorkspace(s.ws))
+	if s.mounted || s.overlaid {
+		errs = append(errs, unmountWorkspace(s.bind))
+	}
+	if s.holder != nil {
+		errs = append(errs, s.holder.stop())
 	}
 	errs = append(errs, removeAll(s.dir))
 	return errors.Join(errs...)
@@ -415,16 +442,26 @@ func underUsr(p string) bool { return p == "/usr" || strings.HasPrefix(p, "/usr/
 // Sandbox is one workspace and the commands run in it. It implements
 // [rollout.Sandbox] and is safe for concurrent use.
 type Sandbox struct {
-	f    *Factory
-	dir  string // host directory holding the workspace (and, unconfined, bin/)
-	ws   string // host path of the workspace
+	f   *Factory
+	dir string // host directory holding the workspace (and, unconfined, bin/)
+	ws  string // host path of the workspace, where the host-side methods reach it
+	// bind is the workspace's directory in the sandbox's directory: what bwrap binds
+	// at WorkspaceDir, and what a mount is mounted on. It is ws but without root,
+	// when ws reaches the overlay through its holder's /proc/<pid>/root.
+	bind string
 	root *os.Root
 	// mounted is true when the workspace is a tmpfs the sandbox mounted; wsDev is
 	// the workspace's device.
 	mounted bool
 	wsDev   uint64
-	lock    *os.File // held locked while the sandbox is open
-	quota   quotaState
+	// overlaid is true when the workspace is an overlay the sandbox mounted, its
+	// files in the upper layer on disk (a walked workspace under bubblewrap, as root).
+	overlaid bool
+	// holder, without root, holds the namespaces in which the workspace is an
+	// overlay (ws is then where the host reaches it: /proc/<holder>/root/<bind>).
+	holder *overlayHolder
+	lock   *os.File // held locked while the sandbox is open
+	quota  quotaState
 	// cg is the sandbox's cgroup (nil without one); runs numbers its commands.
 	cg   *sandboxCgroup
 	runs atomic.Int64
@@ -449,7 +486,9 @@ func (s *Sandbox) Dir() string {
 	return WorkspaceDir
 }
 
-// HostDir is the workspace's path on the host. Code on the host must not follow
+// HostDir is the workspace's path on the host: without root, when the workspace is
+// an overlay in a namespace of its own, a path under /proc/<pid>/root that reaches
+// it there. Code on the host must not follow
 // paths under it by name: the sandboxed code can plant symlinks there. Use the file
 // methods, which go through [os.Root].
 func (s *Sandbox) HostDir() string { return s.ws }

@@ -48,9 +48,17 @@ func FuzzFileToolNames(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The sandbox's own lock file lives beside the workspace.
-		if len(entries) != 2 || entries[0].Name() != "lock" || entries[1].Name() != "workspace" {
-			t.Fatalf("WriteFile(%q) created something beside the workspace: %v", name, entries)
+		// The sandbox's own lock file lives beside the workspace, and so do the
+		// layers of an overlaid one (without root, or without a tmpfs).
+		for _, e := range entries {
+			switch e.Name() {
+			case "lock", "workspace", "data", "empty", "overlay-work":
+			default:
+				t.Fatalf("WriteFile(%q) created something beside the workspace: %v", name, entries)
+			}
+		}
+		if empty, err := os.ReadDir(filepath.Join(outside, "empty")); err == nil && len(empty) > 0 {
+			t.Fatalf("WriteFile(%q) wrote into the overlay's empty layer: %v", name, empty)
 		}
 		if b, err := os.ReadFile(target); err != nil || string(b) != "host" {
 			t.Fatalf("WriteFile(%q) changed a host file: %q, %v", name, b, err)

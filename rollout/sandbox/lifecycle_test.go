@@ -147,6 +147,7 @@ func TestInterpreterOutsideUsr(t *testing.T) {
 	py := filepath.Join(dir, "python3")
 	require.NoError(t, os.Symlink("/usr/bin/python3", py))
 	f := newFactory(t, sandbox.Config{Python: py})
+	require.Contains(t, f.Enforcement().HostPathVisible, "Config.Python lies outside /usr", "its host path shows inside")
 	sb := newSandbox(t, f)
 	res := run(t, sb, `readlink /run/sandbox/bin/python; python -c 'print("ok")'; touch `+dir+`/x`, 0)
 	require.Equal(t, py+"\nok\n", string(res.Stdout))

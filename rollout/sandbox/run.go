@@ -226,7 +226,7 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	f := s.f
 	// The options, which name host paths, reach bwrap through a file descriptor
 	// (--args), so they appear in no command line, inside the sandbox or out.
-	opts := bwrapArgs(f, s.ws, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
+	opts := bwrapArgs(f, s.bind, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
 	opts = append(opts, "--json-status-fd", "3")
 	optFile, err := argsFile(opts)
 	if err != nil {
@@ -240,6 +240,9 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	args := append([]string{"--args", "4", "--"}, f.prlimitArgs(timeout)...)
 	args = append(args, argv...)
 	cmd := exec.Command(f.cfg.BwrapPath, args...)
+	if s.holder != nil {
+		s.holder.enter(cmd) // the workspace's namespaces, where it is an overlay (overlay.go)
+	}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{w, optFile}

@@ -56,6 +56,75 @@ func unmountWorkspace(ws string) error {
 	return nil
 }
 
+// The directories of an overlaid workspace, in the sandbox's directory: the
+// workspace's files (the overlay's upper layer), an empty lower layer, and the
+// overlay's work directory.
+const (
+	overlayData  = "data"
+	overlayEmpty = "empty"
+	overlayWork  = "overlay-work"
+)
+
+// mountOverlay mounts on ws an overlay whose upper layer is data (the workspace's
+// files, on the disk of Config.BaseDir) over an empty lower layer. The workspace is
+// then the root of a file system of its own, so a bind of it shows "/" as its root in
+// /proc/self/mountinfo, where a bind of a plain directory shows the directory's path
+// within its file system; and the layers are named in the mount's options as
+// /proc/self/fd/N of descriptors this process held during the call, so that the
+// options name no host path either. data must be owned by the sandbox uid (the
+// overlay's root takes its owner and mode); empty and work are the library's.
+func mountOverlay(ws, empty, data, work string) error {
+	var fds [3]int
+	for i, dir := range []string{empty, data, work} {
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return fmt.Errorf("mounting the workspace's overlay: %w", err)
+		}
+		defer unix.Close(fd)
+		fds[i] = fd
+	}
+	opts := fmt.Sprintf("lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d", fds[0], fds[1], fds[2])
+	if err := unix.Mount("overlay", ws, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mounting the workspace's overlay: %w", err)
+	}
+	return nil
+}
+
+// makeOverlay makes the layers of an overlaid workspace in dir, data owned by
+// uid/gid, and mounts the overlay on ws.
+func makeOverlay(dir, ws string, uid, gid int, chown bool) error {
+	data, empty, work := filepath.Join(dir, overlayData), filepath.Join(dir, overlayEmpty), filepath.Join(dir, overlayWork)
+	for _, d := range []string{data, empty, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if chown {
+		if err := os.Chown(data, uid, gid); err != nil {
+			return err
+		}
+	}
+	return mountOverlay(ws, empty, data, work)
+}
+
+// checkOverlay tries an overlaid workspace in base, to learn whether walked
+// workspaces can hide their host path.
+func checkOverlay(base string) error {
+	dir, err := os.MkdirTemp(base, "agenticopd-mountcheck-")
+	if err != nil {
+		return err
+	}
+	defer removeAll(dir)
+	ws := filepath.Join(dir, "workspace")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return err
+	}
+	if err := makeOverlay(dir, ws, 0, 0, false); err != nil {
+		return err
+	}
+	return unix.Unmount(ws, unix.MNT_DETACH)
+}
+
 // checkMount tries a tmpfs mount in base, to learn whether workspaces can be tmpfs.
 func checkMount(base string) error {
 	dir, err := os.MkdirTemp(base, "agenticopd-mountcheck-")

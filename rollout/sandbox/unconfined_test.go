@@ -20,6 +20,7 @@ func TestUnconfined(t *testing.T) {
 	// Unconfined is an explicit choice and needs no bubblewrap at all.
 	f := newFactory(t, sandbox.Config{Unconfined: true, UID: unconfinedUID, GID: unconfinedUID, BwrapPath: "/nonexistent/bwrap", OutputLimit: 100})
 	require.True(t, f.Unconfined())
+	require.Contains(t, f.Enforcement().HostPathVisible, "Config.Unconfined", "the factory says the code sees host paths")
 	sb := newSandbox(t, f)
 	require.Equal(t, sb.HostDir(), sb.Dir(), "commands see the host path")
 
