@@ -178,7 +178,7 @@ func (l *TestList) UnmarshalJSON(data []byte) error {
 	}
 	var list []string
 	if err := json.Unmarshal(data, &list); err != nil {
-		return fmt.Errorf("want a list of test ids (a JSON array of strings, or a string holding one): %w", err)
+		return fmt.Errorf("want a list of test ids (a JSON array of strings, or a string holding one), have %.40s", data)
 	}
 	*l = list
 	return nil
@@ -191,7 +191,7 @@ func (l *TestList) parseString(s string) error {
 	}
 	var list []string
 	if err := json.Unmarshal([]byte(s), &list); err != nil {
-		return fmt.Errorf("a string that does not hold a JSON array of test ids: %w", err)
+		return fmt.Errorf("a string that does not hold a JSON array of test ids (%v)", err)
 	}
 	*l = list
 	return nil
@@ -228,9 +228,13 @@ func RepoSpecs() map[string]RepoSpec {
 		"pydicom/pydicom", "pylint-dev/pylint", "scikit-learn/scikit-learn", "matplotlib/matplotlib",
 		"mwaskom/seaborn", "getmoto/moto", "conan-io/conan", "iterative/dvc", "python/mypy", "pandas-dev/pandas",
 		"dask/dask", "bokeh/bokeh", "modin-project/modin", "facebookresearch/hydra", "project-monai/monai",
-		"pydantic/pydantic", "agentic-opd/swe-toy"} {
+		"pydantic/pydantic"} {
 		m[r] = pytest
 	}
+	// The toy repository of this module's tests (testdata/swe), in a Debian image
+	// whose pytest is the python3 module.
+	m["agentic-opd/swe-toy"] = RepoSpec{TestCommand: "python3 -m pytest --no-header -rA --tb=no -p no:cacheprovider",
+		LogParser: ParserPytest, AppendTestFiles: true}
 	return m
 }
 
