@@ -374,7 +374,7 @@ func agentDiff(ctx context.Context, sb rollout.Sandbox, startCommit string, maxD
 		}
 	}
 	const out = ".git/agenticopd-agent.diff"
-	cmd := git + "add -A && " + git + "diff --cached --binary --no-color --no-ext-diff --no-textconv --full-index " +
+	cmd := git + "add -A && " + git + "diff --cached --binary --no-color --no-ext-diff --no-textconv --full-index --no-renames --src-prefix=a/ --dst-prefix=b/ " +
 		quote(startCommit) + " --output=" + out + " && wc -c <" + out
 	res, err := sb.Run(ctx, rollout.Command{Shell: cmd, Timeout: gitTimeout})
 	if err != nil {
