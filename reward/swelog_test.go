@@ -40,7 +40,7 @@ func TestParseTestLog(t *testing.T) {
 		},
 		{
 			name: "pytest -v lines with colour codes", parser: "parse_log_pytest_v2",
-			log: "tests/a.py::test_x \x1b[32mPASSED\x1b[0m [ 50%]\ntests/a.py::test_y SKIPPED (no db) [100%]\n",
+			log:  "tests/a.py::test_x \x1b[32mPASSED\x1b[0m [ 50%]\ntests/a.py::test_y SKIPPED (no db) [100%]\n",
 			want: st{"tests/a.py::test_x": pass, "tests/a.py::test_y": skip},
 		},
 		{
