@@ -300,3 +300,17 @@ func TestPatchFilesAndCommands(t *testing.T) {
 	require.Equal(t, "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 admin_views.tests",
 		specs["django/django"].Command("django/django", dj))
 }
+
+func TestRepoPromptShowsTheIssueNotTheTests(t *testing.T) {
+	ts, err := tasks.LoadSWE(filepath.Join("..", "testdata", "swe", "tasks.jsonl"), tasks.SWEConfig{})
+	require.NoError(t, err)
+	msgs := tasks.Prompt{}.Messages(ts[0])
+	require.Len(t, msgs, 2)
+	require.Equal(t, tasks.RepoSystemPrompt, msgs[0].Content)
+	user := msgs[1].Content
+	require.Contains(t, user, "repository agentic-opd/swe-toy at /testbed")
+	require.Contains(t, user, "toycalc.add(2, 3)")
+	for _, secret := range []string{"test_add", "return a + b", "FAIL_TO_PASS", "add(-1, 1)"} {
+		require.NotContains(t, user, secret)
+	}
+}
