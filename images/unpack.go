@@ -97,7 +97,7 @@ func cleanName(name string) (string, error) {
 // resolved inside the root, joined with p's last component (never followed).
 func (u *unpacker) resolveParent(p string) (string, error) {
 	dir, base := path.Split(p)
-	rdir, err := u.resolve(strings.TrimSuffix(dir, "/"), 0)
+	rdir, err := u.resolve(dir)
 	if err != nil {
 		return "", err
 	}
@@ -105,12 +105,15 @@ func (u *unpacker) resolveParent(p string) (string, error) {
 }
 
 // resolve resolves every symlink in p (relative to the root) inside the root, as
-// chroot(2) would: an absolute target restarts at the root, ".." stops at it.
-// Components that do not exist are kept as they are.
-func (u *unpacker) resolve(p string, hops int) (string, error) {
-	out := ""
-	comps := strings.Split(p, "/")
-	for i, c := range comps {
+// the kernel would after chroot(2): a relative target continues from the link's
+// directory, an absolute one from the root, and ".." stops at the root. Components
+// that do not exist are kept as they are.
+func (u *unpacker) resolve(p string) (string, error) {
+	todo := strings.Split(p, "/")
+	out, hops := "", 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
 		switch c {
 		case "", ".":
 			continue
@@ -124,19 +127,17 @@ func (u *unpacker) resolve(p string, hops int) (string, error) {
 			out = next
 			continue
 		}
-		hops++
-		if hops > maxSymlinkHops {
+		if hops++; hops > maxSymlinkHops {
 			return "", fmt.Errorf("too many symlinks resolving %q", p)
 		}
 		target, err := u.root.Readlink(next)
 		if err != nil {
 			return "", err
 		}
-		rest := strings.Join(comps[i+1:], "/")
 		if strings.HasPrefix(target, "/") {
-			return u.resolve(path.Join(target, rest), hops)
+			out = ""
 		}
-		return u.resolve(path.Join(out, target, rest), hops)
+		todo = append(strings.Split(target, "/"), todo...)
 	}
 	return out, nil
 }
@@ -346,7 +347,7 @@ func (u *unpacker) markCreated(p string) {
 // ".wh..wh..opq" (remove everything the lower layers put in the directory).
 func (u *unpacker) whiteout(name string) error {
 	dir, base := path.Split(name)
-	rdir, err := u.resolve(strings.TrimSuffix(dir, "/"), 0)
+	rdir, err := u.resolve(dir)
 	if err != nil {
 		return err
 	}
