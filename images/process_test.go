@@ -230,13 +230,11 @@ func TestUnpackerKilled(t *testing.T) {
 	open := func() { once.Do(func() { close(release) }) }
 	defer open()
 	host := stallingRegistry(t, release)
-	tag, err := name.NewTag(host + "/big/img:1")
-	require.NoError(t, err)
-	require.NoError(t, remote.Write(tag, bigImage(t, 2000, 4000, "k")))
+	tag := pushTo(t, host+"/big/img:1", bigImage(t, 2000, 4000, "k"))
 
 	dir := reachableDir(t)
 	p := startChild(t, dir, tag.String())
-	_, err = io.WriteString(p.stdin, "go\n")
+	_, err := io.WriteString(p.stdin, "go\n")
 	require.NoError(t, err)
 	// Wait until the child is unpacking: its temporary root holds a file.
 	deadline := time.Now().Add(time.Minute)
@@ -265,4 +263,13 @@ func TestUnpackerKilled(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ents, 200, "the image is whole")
 	nothingLeft(t, c)
+}
+
+// pushTo pushes img as ref ("host/repo:tag").
+func pushTo(t *testing.T, ref string, img v1.Image) name.Tag {
+	t.Helper()
+	tag, err := name.NewTag(ref)
+	require.NoError(t, err)
+	require.NoError(t, remote.Write(tag, img))
+	return tag
 }
