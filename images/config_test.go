@@ -62,7 +62,9 @@ func TestRootCanceled(t *testing.T) {
 	pushTo(t, reg, bigImage(t, 100, 4000, "s"))
 	c := newCache(t, images.CacheConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		// cancel once the unpack has begun
 		for ctx.Err() == nil {
 			m, _ := filepath.Glob(filepath.Join(c.Dir(), "tmp", "*", "rootfs", "d*"))
@@ -74,6 +76,6 @@ func TestRootCanceled(t *testing.T) {
 	}()
 	_, err := c.Root(ctx, reg)
 	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
+	<-done
 	nothingLeft(t, c)
-	cancel()
 }
