@@ -15,6 +15,8 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 # neither, and without a C compiler the go command turns cgo off: "-race requires cgo").
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
+# The repository-task tests build a Debian root for their test image (internal/testimage).
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 # The report's browser test loads a page in Debian's headless Chromium.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then

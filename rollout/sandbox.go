@@ -34,6 +34,37 @@ type SandboxFactory interface {
 	NewSandbox(ctx context.Context) (Sandbox, error)
 }
 
+// SandboxSpec says what sandbox a task needs. The zero value is the sandbox
+// [SandboxFactory.NewSandbox] makes: the factory's own root and an empty workspace.
+type SandboxSpec struct {
+	// Image is an image reference ("registry/repo:tag", "registry/repo@sha256:…", or
+	// whatever the factory's image source reads); "" means the factory's own root.
+	Image string
+	// WorkDir is the absolute directory inside the image that becomes the sandbox's
+	// workspace: a writable copy-on-write view of the image's directory there (created
+	// empty when the image has none). The file tools' paths are relative to it and
+	// commands start in it. "" means the image's WorkingDir, then "/workspace".
+	WorkDir string
+	// Network, when true, lets the sandbox's commands reach the network; otherwise
+	// they have only a loopback interface of their own.
+	Network bool
+}
+
+// SpecFactory is a SandboxFactory that can make a sandbox for a spec: an image's root
+// file system with its working directory as the workspace. A factory that cannot
+// honour a spec (an image without an image source, an image it cannot get, a network
+// it cannot give) returns an error and no sandbox; it never makes a sandbox that
+// ignores part of the spec. Implementations must be safe for concurrent use; the
+// caller closes each sandbox. The bubblewrap implementation is
+// [github.com/agentic-opd/agenticopd/rollout/sandbox.Factory]; a backend that runs
+// the same images elsewhere (a Kubernetes pod per sandbox) implements the same
+// interface.
+type SpecFactory interface {
+	SandboxFactory
+	// NewSandboxFor makes a fresh sandbox for spec; the caller closes it.
+	NewSandboxFor(ctx context.Context, spec SandboxSpec) (Sandbox, error)
+}
+
 // SandboxFactoryFunc adapts a function to a SandboxFactory.
 type SandboxFactoryFunc func(ctx context.Context) (Sandbox, error)
 

@@ -125,6 +125,11 @@ type Config struct {
 	// silent fallback.
 	Unconfined bool
 
+	// Images gives the root file systems of image references, for
+	// [Factory.NewSandboxFor] with a spec that names an image (package images' Cache
+	// is one). Nil: such specs are refused with [ErrNoImages].
+	Images RootSource
+
 	// Logger receives the probe outcome and kills at Debug/Info level. Nil means no
 	// logging.
 	Logger *slog.Logger
