@@ -14,7 +14,7 @@ import (
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
-const toyBase = "9083bdba2919800e5e029996ecc3c51356546fb7"
+const toyBase = "1e9c69279c37989248012beee7d840ff918e341f"
 
 func readPatch(t *testing.T, name string) string {
 	t.Helper()

@@ -12,11 +12,12 @@ cp -R "$here/repo/." "$out/testbed/"
 cd "$out/testbed"
 find . -type d -exec chmod 0755 {} +
 find . -type f -exec chmod 0644 {} +
-export GIT_AUTHOR_NAME=toycalc GIT_AUTHOR_EMAIL=toycalc@localhost \
-	GIT_COMMITTER_NAME=toycalc GIT_COMMITTER_EMAIL=toycalc@localhost \
-	GIT_AUTHOR_DATE=2024-01-01T00:00:00Z GIT_COMMITTER_DATE=2024-01-01T00:00:00Z \
+# The same identity, date and message as images/imagestest's layer of this repository.
+export GIT_AUTHOR_NAME=toy GIT_AUTHOR_EMAIL=toy@example.com \
+	GIT_COMMITTER_NAME=toy GIT_COMMITTER_EMAIL=toy@example.com \
+	GIT_AUTHOR_DATE=2020-01-01T00:00:00Z GIT_COMMITTER_DATE=2020-01-01T00:00:00Z \
 	GIT_CONFIG_NOSYSTEM=1 HOME="$out"
 git init -q -b main .
 git add -A
-git commit -q -m "toycalc 0.1"
+git commit -q -m base
 git rev-parse HEAD
