@@ -488,7 +488,7 @@ type Sandbox struct {
 	img     *imageState
 	network bool
 	lock    *os.File // held locked while the sandbox is open
-	quota  quotaState
+	quota   quotaState
 	// cg is the sandbox's cgroup (nil without one); runs numbers its commands.
 	cg   *sandboxCgroup
 	runs atomic.Int64

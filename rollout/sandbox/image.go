@@ -368,4 +368,3 @@ func imageBwrapArgs(f *Factory, s *Sandbox, cwd string) []string {
 	}
 	return a
 }
-

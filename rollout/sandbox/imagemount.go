@@ -21,9 +21,9 @@ import (
 // documentation, Image sandboxes): the tmpfs holding the upper layers, the image's
 // root as an overlay, and the workspace.
 const (
-	imageLayers = "layers"  // a tmpfs of DiskQuota bytes (a directory with DisableWorkspaceMount)
-	imageRootfs = "rootfs"  // overlay: the image's root below, layers/root above
-	imageLower  = "lower"   // the idmapped working directory, attached while the overlay is made
+	imageLayers = "layers" // a tmpfs of DiskQuota bytes (a directory with DisableWorkspaceMount)
+	imageRootfs = "rootfs" // overlay: the image's root below, layers/root above
+	imageLower  = "lower"  // the idmapped working directory, attached while the overlay is made
 	imageHosts  = "etc/hosts"
 )
 
@@ -127,6 +127,7 @@ func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bo
 	}
 	return tmpfs, nil
 }
+
 // prepareRootfs writes into the root overlay what bubblewrap and the code expect to
 // find: the mount points (/proc, /dev, /tmp, the working directory), /etc/hosts and
 // /etc/hostname. Every path goes through an [os.Root], so a symlink in the image
