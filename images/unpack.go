@@ -97,7 +97,6 @@ func (u *unpacker) forget() {
 // close releases the directory roots.
 func (u *unpacker) close() { u.closeRoots() }
 
-
 // layer applies one uncompressed layer stream.
 func (u *unpacker) layer(r io.Reader) error {
 	u.created = map[string]bool{}
