@@ -410,6 +410,7 @@ func (c *Cache) unpackInto(ctx context.Context, dir, ref string, img v1.Image) (
 	}
 	defer r.Close()
 	u := newUnpacker(r, c.chown, c.uid, c.gid, c.maxBytes)
+	defer u.close()
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return meta{}, err

@@ -10,6 +10,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxSymlinkHops bounds how many symlinks resolving one path may follow, as the
@@ -35,6 +37,12 @@ type unpacker struct {
 	written  int64
 	skipped  int // device nodes, FIFOs and other special files
 	dirTimes map[string]time.Time
+	// Caches of the tree as it is, dropped whenever anything is removed from it:
+	// directories known to be real directories (not symlinks), and roots opened on
+	// some of them, so that writing a file costs one openat, not one per component.
+	dirs  map[string]bool
+	roots map[string]*os.Root
+	buf   []byte
 	// per layer: the paths this layer wrote (whiteouts spare them) and their ancestors
 	created   map[string]bool
 	ancestors map[string]bool
@@ -45,8 +53,49 @@ var errTooLarge = errors.New("images: image larger than the cache's MaxBytes")
 
 func newUnpacker(root *os.Root, chown bool, uid, gid int, limit int64) *unpacker {
 	return &unpacker{root: root, chown: chown, uid: uid, gid: gid, limit: limit,
-		dirTimes: map[string]time.Time{}}
+		dirTimes: map[string]time.Time{}, dirs: map[string]bool{}, roots: map[string]*os.Root{},
+		buf: make([]byte, 1<<20)}
 }
+
+// maxDirRoots bounds the directory roots (descriptors) an unpacker keeps open.
+const maxDirRoots = 64
+
+// at returns a root opened on p's directory, and p's last component.
+func (u *unpacker) at(p string) (*os.Root, string, error) {
+	dir, base := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		return u.root, base, nil
+	}
+	if r := u.roots[dir]; r != nil {
+		return r, base, nil
+	}
+	r, err := u.root.OpenRoot(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(u.roots) >= maxDirRoots {
+		u.closeRoots()
+	}
+	u.roots[dir] = r
+	return r, base, nil
+}
+
+func (u *unpacker) closeRoots() {
+	for k, r := range u.roots {
+		r.Close()
+		delete(u.roots, k)
+	}
+}
+
+// forget drops what the unpacker knows of the tree: something was removed.
+func (u *unpacker) forget() {
+	u.closeRoots()
+	clear(u.dirs)
+}
+
+// close releases the directory roots.
+func (u *unpacker) close() { u.closeRoots() }
 
 // layer applies one uncompressed layer stream.
 func (u *unpacker) layer(r io.Reader) error {
@@ -122,7 +171,14 @@ func (u *unpacker) resolve(p string) (string, error) {
 			continue
 		}
 		next := path.Join(out, c)
+		if u.dirs[next] {
+			out = next
+			continue
+		}
 		fi, err := u.root.Lstat(next)
+		if err == nil && fi.IsDir() {
+			u.dirs[next] = true
+		}
 		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 			out = next
 			continue
@@ -173,15 +229,17 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	case tar.TypeDir:
 		fi, err := u.root.Lstat(p)
 		if err == nil && !fi.IsDir() {
-			if err := u.root.RemoveAll(p); err != nil {
+			if err := u.root.Remove(p); err != nil {
 				return err
 			}
+			u.forget()
 			err = fs.ErrNotExist
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			if err := u.root.Mkdir(p, 0o700); err != nil {
 				return err
 			}
+			u.dirs[p] = true
 		} else if err != nil {
 			return err
 		}
@@ -200,10 +258,17 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		}
 		// os.Root.Symlink stores any target: it is only ever resolved inside the
 		// sandbox, where this root is "/".
-		if err := u.root.Symlink(hdr.Linkname, p); err != nil {
+		d, base, err := u.at(p)
+		if err != nil {
 			return err
 		}
-		return u.own(p)
+		if err := d.Symlink(hdr.Linkname, base); err != nil {
+			return err
+		}
+		if u.chown {
+			return d.Lchown(base, u.uid, u.gid)
+		}
+		return nil
 	case tar.TypeLink:
 		target, err := cleanName(hdr.Linkname)
 		if err != nil {
@@ -241,13 +306,18 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 // replace removes whatever is at p (a lower layer's file, symlink or directory), so
 // that what the entry makes is new, never written through an existing symlink.
 func (u *unpacker) replace(p string) error {
-	fi, err := u.root.Lstat(p)
+	d, base, err := u.at(p)
+	if err != nil {
+		return err
+	}
+	fi, err := d.Lstat(base)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	u.forget()
 	if fi.IsDir() {
 		return u.root.RemoveAll(p)
 	}
@@ -259,28 +329,43 @@ func (u *unpacker) file(p string, hdr *tar.Header, r io.Reader) error {
 	if u.limit > 0 && u.written+hdr.Size > u.limit {
 		return fmt.Errorf("%w (%d bytes)", errTooLarge, u.limit)
 	}
-	f, err := u.root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	d, base, err := u.at(p)
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(f, io.LimitReader(r, hdr.Size))
-	u.written += n
+	f, err := d.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = u.write(f, hdr, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	return err
+}
+
+// write fills f (just made, empty) with the entry's content, then sets its owner,
+// mode and times through the descriptor.
+func (u *unpacker) write(f *os.File, hdr *tar.Header, r io.Reader) error {
+	// io.Writer alone, so that the copy uses the unpacker's large buffer.
+	n, err := io.CopyBuffer(struct{ io.Writer }{f}, io.LimitReader(r, hdr.Size), u.buf)
+	u.written += n
 	if err != nil {
 		return err
 	}
 	if n != hdr.Size {
 		return fmt.Errorf("short file: %d of %d bytes", n, hdr.Size)
 	}
-	if err := u.own(p); err != nil {
+	if u.chown {
+		if err := f.Chown(u.uid, u.gid); err != nil {
+			return err
+		}
+	}
+	if err := f.Chmod(fileMode(hdr)); err != nil {
 		return err
 	}
-	if err := u.root.Chmod(p, fileMode(hdr)); err != nil {
-		return err
-	}
-	return u.root.Chtimes(p, hdr.ModTime, hdr.ModTime)
+	tv := unix.NsecToTimeval(hdr.ModTime.UnixNano())
+	return unix.Futimes(int(f.Fd()), []unix.Timeval{tv, tv})
 }
 
 // fileMode keeps an entry's permission bits and sticky bit, drops setuid and setgid,
@@ -309,9 +394,13 @@ func (u *unpacker) dirMode(p string, hdr *tar.Header) error {
 
 // mkdirAll makes the (already resolved) directory dir and its parents.
 func (u *unpacker) mkdirAll(dir string) error {
+	if u.dirs[dir] {
+		return nil
+	}
 	fi, err := u.root.Lstat(dir)
 	if err == nil {
 		if fi.IsDir() {
+			u.dirs[dir] = true
 			return nil
 		}
 		return fmt.Errorf("%q is not a directory", dir)
@@ -324,6 +413,7 @@ func (u *unpacker) mkdirAll(dir string) error {
 	if err := u.root.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
+	u.dirs[dir] = true
 	return u.own(dir)
 }
 
@@ -365,6 +455,7 @@ func (u *unpacker) whiteout(name string) error {
 	if _, err := u.root.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	u.forget()
 	return u.root.RemoveAll(p)
 }
 
@@ -402,6 +493,7 @@ func (u *unpacker) opaque(dir string) error {
 				return err
 			}
 		default:
+			u.forget()
 			if err := u.root.RemoveAll(p); err != nil {
 				return err
 			}
