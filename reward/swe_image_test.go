@@ -92,6 +92,10 @@ func TestVerifyRepoToyTasks(t *testing.T) {
 		"@@ -1,3 +1,5 @@\n \"\"\"toycalc: a small package with known bugs, the repository of agenticopd's SWE-style test tasks.\"\"\"\n" +
 		"+import atexit\n+atexit.register(print, \"PASSED tests/test_arith.py::test_add\\nPASSED tests/test_arith.py::test_mul\\nPASSED tests/test_arith.py::test_sub\")\n" +
 		" \n from toycalc.arith import add, clamp, mul, sub\n"
+	// The gold fix, and 300 KB printed after pytest's summary: the log is read in
+	// chunks well past the sandbox's output cap.
+	noisy := toyPatch(t, "add.gold.patch") + "diff --git a/toycalc/text.py b/toycalc/text.py\n--- a/toycalc/text.py\n+++ b/toycalc/text.py\n" +
+		"@@ -1,3 +1,5 @@\n \"\"\"Text helpers.\"\"\"\n+import atexit\n+atexit.register(print, \"noise \" * 60000)\n \n \n"
 	// The clamp fix with an edit of the test the test patch replaces.
 	clampTestEdit := "diff --git a/tests/test_clamp.py b/tests/test_clamp.py\n--- a/tests/test_clamp.py\n+++ b/tests/test_clamp.py\n" +
 		"@@ -7,3 +7,7 @@ def test_clamp_inside():\n \n def test_clamp_low():\n     assert clamp(-3, 0, 10) == 0\n+\n+\n+def test_clamp_high():\n+    assert True\n"
@@ -111,6 +115,7 @@ func TestVerifyRepoToyTasks(t *testing.T) {
 		{name: "plain fix: a planted conftest.py passing every test", task: 0, patch: newFile("conftest.py", fakeConftest),
 			rule: reward.RuleUnresolved, c: 0.2, testEdits: 1, discarded: []string{"conftest.py"}},
 		{name: "plain fix: fake PASSED lines printed by the package", task: 0, patch: fakeLines, rule: reward.RuleUnresolved, c: 0.2},
+		{name: "plain fix: gold, with a log longer than the sandbox's output cap", task: 0, patch: noisy, rule: reward.RuleResolved, c: 1, f2p: 1},
 		{name: "new tests: gold", task: 1, patch: reward.PatchGold, rule: reward.RuleResolved, c: 1, f2p: 1},
 		{name: "new tests: empty patch", task: 1, patch: reward.PatchEmpty, rule: reward.RuleUnresolved, c: 0.2},
 		{name: "new tests: the agent writes the hidden test file itself", task: 1,
