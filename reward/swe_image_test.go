@@ -2,6 +2,7 @@ package reward_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,6 +217,51 @@ func TestVerifyRepoFaults(t *testing.T) {
 			require.ErrorContains(t, err, tc.err)
 			require.Equal(t, reward.RuleSandboxError, v.Rule)
 			require.Zero(t, v.Correctness)
+		})
+	}
+}
+
+// TestVerifyRepoSWESmithRow: a SWE-smith row (an image per repository, a patch that
+// brings the bug, the failing tests' file hidden from the agent) over the toy image.
+func TestVerifyRepoSWESmithRow(t *testing.T) {
+	fresh := newToyFactory(t)
+	ref := imagestest.SWERef(t)
+	row, err := json.Marshal(map[string]any{
+		"instance_id": "agentic-opd__swe-toy.1e9c6927.func_pm_op_change__mul", "repo": "agentic-opd/swe-toy",
+		"image_name": ref, "patch": toyPatch(t, "mul.bug.patch"), "problem_statement": "mul(3, 4) returns 7.",
+		"FAIL_TO_PASS": []string{"tests/test_arith.py::test_mul"}, "PASS_TO_PASS": []string{"tests/test_arith.py::test_sub"},
+	})
+	require.NoError(t, err)
+	ts, err := tasks.ReadSWEJSONL(strings.NewReader(string(row)), "smith.jsonl", tasks.SWEConfig{})
+	require.NoError(t, err)
+	task := ts[0]
+	require.Equal(t, []string{"tests/test_arith.py"}, task.Repo.HiddenFiles)
+
+	ctx := context.Background()
+	t.Run("the agent's sandbox has the bug and not the hidden tests", func(t *testing.T) {
+		sb, err := fresh.NewSandbox(ctx)
+		require.NoError(t, err)
+		defer sb.Close()
+		require.NoError(t, reward.PrepareRepo(ctx, sb, task.Repo))
+		res, err := sb.Run(ctx, rollout.Command{Shell: "grep -c 'return a + b' toycalc/arith.py; test -e tests/test_arith.py || echo hidden; git status --short"})
+		require.NoError(t, err)
+		require.Equal(t, "1\nhidden\n", string(res.Stdout), string(res.Stderr))
+	})
+	for _, tc := range []struct {
+		name  string
+		patch string
+		rule  reward.Rule
+	}{
+		{name: "gold: the bug patch reversed", patch: reward.PatchGold, rule: reward.RuleResolved},
+		{name: "empty patch", patch: reward.PatchEmpty, rule: reward.RuleUnresolved},
+		{name: "the agent writes the hidden test file", rule: reward.RuleUnresolved,
+			patch: newFile("tests/test_arith.py", "def test_mul():\n    pass\n\n\ndef test_sub():\n    pass\n")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := reward.VerifyPatch(ctx, fresh, task, tc.patch, reward.RepoOptions{})
+			require.NoError(t, err)
+			require.Equal(t, tc.rule, v.Rule, "%s\n%s", v.Reason, v.Output)
+			require.Equal(t, 1.0, v.Repo.P2PRate, v.Output)
 		})
 	}
 }
