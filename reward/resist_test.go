@@ -22,12 +22,11 @@ type hack struct {
 
 // Tasks the hacks are tried on.
 var (
-	fizzbuzz      = tasks.Builtin()[0]
-	isPalindrome  = tasks.Builtin()[1]
-	twoSum        = tasks.Builtin()[2]
-	commonPrefix  = tasks.Builtin()[4]
-	countTask     = tasks.Task{ID: "count", TestCode: "from solution import count\nassert count([1, 2, 3]) == 3\nassert count([]) == 0\nprint('All tests passed!')\n"}
-	allFizzBuzzes = "['1', '2', 'Fizz', '4', 'Buzz', 'Fizz', '7', '8', 'Fizz', 'Buzz', '11', 'Fizz', '13', '14', 'FizzBuzz']"
+	fizzbuzz     = tasks.Builtin()[0]
+	isPalindrome = tasks.Builtin()[1]
+	twoSum       = tasks.Builtin()[2]
+	commonPrefix = tasks.Builtin()[4]
+	countTask    = tasks.Task{ID: "count", TestCode: "from solution import count\nassert count([1, 2, 3]) == 3\nassert count([]) == 0\nprint('All tests passed!')\n"}
 )
 
 // runHacks verifies each hack with every factory and requires C ≤ 0.2.
