@@ -90,6 +90,13 @@ type PolicyConfig struct {
 	Tokenizer *vllm.Client
 	// Model is sent as "model"; the model server overwrites it with its own.
 	Model string
+	// Tools are the tool definitions the agent renders into its prompts; the model
+	// server renders the same. Nil means those of rollout.DefaultTools() (the agent's
+	// default); they must equal the agent's, or every call's prompt differs from the
+	// agent's ids and fails.
+	Tools []chat.Tool
+	// ChatTemplateKwargs are sent with every call; they must equal the agent's.
+	ChatTemplateKwargs map[string]any
 	// HTTPClient sends the model calls; nil means a client without timeouts (a call
 	// lasts as long as generation does; ctx bounds it).
 	HTTPClient *http.Client
@@ -130,6 +137,11 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	cfg.ModelURL = strings.TrimSuffix(cfg.ModelURL, "/")
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
+	}
+	if cfg.Tools == nil {
+		for _, t := range rollout.DefaultTools() {
+			cfg.Tools = append(cfg.Tools, t.Definition())
+		}
 	}
 	return &Policy{cfg: cfg}, nil
 }
@@ -317,6 +329,12 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessag
 		"model": p.cfg.Model, "messages": msgs, "max_tokens": maxTokens,
 		"logprobs": true, "top_logprobs": 0,
 		"skip_special_tokens": false, "include_stop_str_in_output": true,
+	}
+	if len(p.cfg.Tools) > 0 {
+		b["tools"] = p.cfg.Tools
+	}
+	if p.cfg.ChatTemplateKwargs != nil {
+		b["chat_template_kwargs"] = p.cfg.ChatTemplateKwargs
 	}
 	for k, v := range sp.Map() {
 		b[k] = v
