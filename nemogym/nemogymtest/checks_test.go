@@ -39,7 +39,7 @@ func item(r map[string]any, i int) map[string]any {
 func TestCheckResult(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		break_ func(r map[string]any)
+		spoil func(r map[string]any)
 		want  error
 	}{
 		{"valid", func(map[string]any) {}, nil},
@@ -72,11 +72,11 @@ func TestCheckResult(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body []byte
-			if tc.break_ == nil {
+			if tc.spoil == nil {
 				body = []byte(`[1]`)
 			} else {
 				r := goodResult()
-				tc.break_(r)
+				tc.spoil(r)
 				var err error
 				body, err = json.Marshal(r)
 				require.NoError(t, err)
