@@ -1,8 +1,10 @@
 package agenticopd_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http/httptest"
 	"regexp"
 	"testing"
@@ -175,4 +177,30 @@ func TestNemoGymEndToEnd(t *testing.T) {
 		}
 	}
 	require.Positive(t, hinted, "the fixing rollouts have hinted turns")
+}
+
+// Process writes NeMo Gym rollouts lines through NemoGymOnGroup: one line per
+// rollout, grouped by task index, each passing the trainer's checks.
+func TestProcessWritesNemoGymLines(t *testing.T) {
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(answerScript("nemo")))
+	var buf bytes.Buffer
+	w := nemogym.NewWriter(&buf)
+	var write func(*agenticopd.Group)
+	env := fastEnv(t, sim.Client(), func(c *agenticopd.Config) {
+		c.DisableOPD = true
+		c.OnGroup = func(g *agenticopd.Group) { write(g) }
+	})
+	write = agenticopd.NemoGymOnGroup(env, w)
+	require.NoError(t, env.Process(context.Background(), 3, io.Discard))
+	require.NoError(t, w.Err())
+
+	var runs []nemogymtest.Run
+	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		require.NoError(t, nemogymtest.CheckResult(line))
+		var res map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(line, &res))
+		runs = append(runs, nemogymtest.Run{Result: res, Raw: line})
+	}
+	require.Len(t, runs, 6)
+	require.NoError(t, nemogymtest.CheckGroups(runs, 2))
 }
