@@ -313,6 +313,11 @@ func withTokens(msgs []chat.Message, calls []TokenInfo) ([]chatMessage, error) {
 	return out, nil
 }
 
+// firstClass are the sampling fields NeMo Gym's chat parameters declare; the others
+// (top_k, min_p, repetition_penalty) are dropped by its model server unless they come
+// in metadata.extra_body.
+var firstClass = map[string]bool{"temperature": true, "top_p": true, "presence_penalty": true, "frequency_penalty": true}
+
 func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessage) ([]byte, error) {
 	sp := req.Sampling.Resolved()
 	if s.Temperature != nil {
@@ -328,17 +333,36 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessag
 	b := map[string]any{
 		"model": p.cfg.Model, "messages": msgs, "max_tokens": maxTokens,
 		"logprobs": true, "top_logprobs": 0,
-		"skip_special_tokens": false, "include_stop_str_in_output": true,
 	}
+	// The engine's own fields travel twice: in metadata.extra_body (a JSON string),
+	// which NeMo Gym's model server merges under the request, and at the top level,
+	// which the trainer's server reads when called directly.
+	extra := map[string]any{"skip_special_tokens": false, "include_stop_str_in_output": true}
+	for k, v := range sp.Map() {
+		b[k] = v
+		if !firstClass[k] {
+			extra[k] = v
+		}
+	}
+	b["skip_special_tokens"], b["include_stop_str_in_output"] = false, true
+	meta := map[string]string{}
+	eb, err := json.Marshal(extra)
+	if err != nil {
+		return nil, err
+	}
+	meta["extra_body"] = string(eb)
 	if len(p.cfg.Tools) > 0 {
 		b["tools"] = p.cfg.Tools
 	}
 	if p.cfg.ChatTemplateKwargs != nil {
 		b["chat_template_kwargs"] = p.cfg.ChatTemplateKwargs
+		kw, err := json.Marshal(p.cfg.ChatTemplateKwargs)
+		if err != nil {
+			return nil, fmt.Errorf("ChatTemplateKwargs: %w", err)
+		}
+		meta["chat_template_kwargs"] = string(kw)
 	}
-	for k, v := range sp.Map() {
-		b[k] = v
-	}
+	b["metadata"] = meta
 	if req.Seed != nil {
 		b["seed"] = *req.Seed
 	}

@@ -153,3 +153,13 @@ func TestPolicyErrors(t *testing.T) {
 	require.Equal(t, 503, apiErr.Status)
 	require.True(t, strings.Contains(err.Error(), "injected"))
 }
+
+// Every sampling field reaches the engine through NeMo Gym's model server, which
+// drops top-level keys it does not declare: top_k travels in metadata.extra_body, and
+// the trainer's server refuses a top_k it does not sample with.
+func TestPolicyStatesEveryField(t *testing.T) {
+	r := newRig(t, nil, sampling.Params{TopK: 20})
+	traj := r.run(t, nemogym.NewSession(nemogym.Sampling{}))
+	require.Equal(t, rollout.StopPolicyError, traj.Stop)
+	require.Contains(t, traj.Err, "top_k is 20")
+}

@@ -55,7 +55,9 @@ type Answer struct {
 
 // ModelServer is an in-process fake of the model path of NeMo Gym under NeMo RL: the
 // Gym model server in training mode (return_token_id_information) in front of NeMo
-// RL's OpenAI-compatible server, on a loopback port. It serves POST
+// RL's OpenAI-compatible server, on a loopback port. The Gym hop is modelled: only the
+// chat parameters Gym declares pass (top_k, min_p and the like only through
+// metadata.extra_body), logprobs are forced on with top_logprobs 0. It serves POST
 // /v1/chat/completions, POST /tokenize and GET /v1/models (the trainer's, passed to the backend) and
 // GET /, and does what the real pair does and checks:
 //
@@ -253,6 +255,9 @@ func (m *ModelServer) chat(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	var req chatRequest
 	if err == nil {
+		body, err = gymHop(body)
+	}
+	if err == nil {
 		err = json.Unmarshal(body, &req)
 	}
 	if err != nil {
@@ -274,6 +279,48 @@ func (m *ModelServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.generate(w, r.Context(), call, &req, prompt)
+}
+
+// gymFields are the chat parameters NeMo Gym's model server declares; it drops
+// every other top-level key.
+var gymFields = map[string]bool{"messages": true, "model": true, "audio": true, "frequency_penalty": true,
+	"logit_bias": true, "logprobs": true, "max_completion_tokens": true, "max_tokens": true, "metadata": true,
+	"modalities": true, "n": true, "parallel_tool_calls": true, "prediction": true, "presence_penalty": true,
+	"reasoning_effort": true, "response_format": true, "seed": true, "service_tier": true, "stop": true,
+	"store": true, "stream_options": true, "temperature": true, "tool_choice": true, "tools": true,
+	"top_logprobs": true, "top_p": true, "user": true, "web_search_options": true, "stream": true}
+
+// gymHop does to a body what NeMo Gym's model server does before the trainer's
+// server sees it: unknown top-level keys dropped, metadata.extra_body (a JSON string)
+// merged under the request, metadata.chat_template_kwargs made chat_template_kwargs,
+// logprobs forced on with top_logprobs 0.
+func gymHop(body []byte) ([]byte, error) {
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	out := map[string]json.RawMessage{}
+	var meta map[string]string
+	if raw, ok := in["metadata"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, fmt.Errorf("metadata must map strings to strings: %w", err)
+		}
+	}
+	if eb := meta["extra_body"]; eb != "" {
+		if err := json.Unmarshal([]byte(eb), &out); err != nil {
+			return nil, fmt.Errorf("metadata.extra_body: %w", err)
+		}
+	}
+	if kw := meta["chat_template_kwargs"]; kw != "" {
+		out["chat_template_kwargs"] = json.RawMessage(kw)
+	}
+	for k, v := range in {
+		if gymFields[k] {
+			out[k] = v
+		}
+	}
+	out["logprobs"], out["top_logprobs"] = json.RawMessage("true"), json.RawMessage("0")
+	return json.Marshal(out)
 }
 
 func (m *ModelServer) checkSampling(req *chatRequest) (int, string) {

@@ -57,10 +57,12 @@ func TestModelServerRefuses(t *testing.T) {
 		status int
 	}{
 		{"n 2", func(r map[string]any) { r["n"] = 2 }, 500},
-		{"top_k 20", func(r map[string]any) { r["top_k"] = 20 }, 500},
+		{"top_k 20 in metadata.extra_body", func(r map[string]any) {
+			r["metadata"] = map[string]string{"extra_body": `{"top_k": 20}`}
+		}, 500},
+		{"top_k 20 at the top level (Gym drops it)", func(r map[string]any) { r["top_k"] = 20 }, 200},
 		{"no top_p", func(r map[string]any) { delete(r, "top_p") }, 500},
 		{"not the trainer's temperature", func(r map[string]any) { r["temperature"] = 0.7 }, 500},
-		{"logprobs without top_logprobs", func(r map[string]any) { delete(r, "top_logprobs") }, 400},
 		{"partial token fields", func(r map[string]any) {
 			r["messages"] = []any{user("hi"), map[string]any{"role": "assistant", "content": "x", "prompt_token_ids": []int{1}}, user("again")}
 		}, 422},
