@@ -51,6 +51,7 @@ type options struct {
 	modelURL, tokURL     string
 	teacherURL, judgeURL string
 	failures             string
+	rows                 string
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
@@ -68,6 +69,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&o.tokURL, "tokenizer-url", "", "serve: the trainer's server, for /tokenize (default: the config's policy_base_url)")
 	fs.StringVar(&o.teacherURL, "teacher-url", "", "serve: vLLM server of the teacher (default: the config's teacher_url)")
 	fs.StringVar(&o.judgeURL, "judge-url", "", "serve: vLLM server of the judge (default: the config's judge_url)")
+	fs.StringVar(&o.rows, "rows", "", "write the built-in tasks as NeMo Gym dataset rows to this JSONL file and exit")
 	fs.StringVar(&o.failures, "failures", "status", "how a failed rollout is answered: status (NeMo RL) or row (gym eval run)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -78,6 +80,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	failures, err := parseFailures(o.failures)
 	if err != nil {
 		return err
+	}
+	if o.rows != "" {
+		return writeRows(o.rows, tasks.Builtin(), stdout)
 	}
 	if o.serve {
 		return serve(ctx, o, failures, stdout)
@@ -161,15 +166,7 @@ func offline(ctx context.Context, o options, failures nemogym.Failures, stdout i
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "agent server: %s; fake model server: %s\n", url, model.URL)
 
-	var rows []map[string]any
-	for _, t := range all[:o.tasks] {
-		row := nemogym.TaskFields(t)
-		row["responses_create_params"] = map[string]any{
-			"input": []any{map[string]any{"role": "user", "content": t.Statement}}, "temperature": 1.0, "top_p": 1.0,
-		}
-		row["agent_ref"] = map[string]any{"name": "agentic_opd_go_agent"}
-		rows = append(rows, row)
-	}
+	rows := datasetRows(all[:o.tasks])
 	col := nemogymtest.Collector{AgentURL: url, Driver: nemogymtest.Standalone}
 	runs, failed, err := col.Run(ctx, rows, o.repeats)
 	if err != nil {
@@ -189,6 +186,45 @@ func offline(ctx context.Context, o options, failures nemogym.Failures, stdout i
 	}
 	fmt.Fprintf(stdout, "\n%d rollouts (%d failed) in %s; every NeMo RL post-processing check passes\n",
 		len(runs), len(failed), filepath.Join(o.out, "rollouts.jsonl"))
+	return nil
+}
+
+// datasetRows are NeMo Gym dataset rows for ts: the task under "task", the
+// statement as the input, the agent by its instance name. NeMo RL overwrites
+// temperature and top_p with its own; the standalone collector sends them as given.
+func datasetRows(ts []tasks.Task) []map[string]any {
+	var rows []map[string]any
+	for _, t := range ts {
+		row := nemogym.TaskFields(t)
+		row["responses_create_params"] = map[string]any{
+			"input": []any{map[string]any{"role": "user", "content": t.Statement}}, "temperature": 1.0, "top_p": 1.0,
+		}
+		row["agent_ref"] = map[string]any{"name": "agentic_opd_go_agent"}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func writeRows(path string, ts []tasks.Task, stdout io.Writer) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := nemogym.NewWriter(f)
+	for _, row := range datasetRows(ts) {
+		b, err := json.Marshal(row)
+		if err == nil {
+			err = w.WriteLine(b)
+		}
+		if err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %d rows to %s\n", len(ts), path)
 	return nil
 }
 
