@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/opd"
@@ -129,47 +130,51 @@ func callItems(k int, msg chat.Message) []Item {
 }
 
 func tokenInfo(t *rollout.Trajectory, turn rollout.Turn) (*TokenInfo, error) {
-	info := &TokenInfo{
+	lps, err := floored(t.Logprobs[turn.Start:turn.End:turn.End])
+	if err != nil {
+		return nil, fmt.Errorf("generated token %w", err)
+	}
+	return &TokenInfo{
 		PromptTokenIDs:     t.Tokens[:turn.Start:turn.Start],
 		GenerationTokenIDs: t.Tokens[turn.Start:turn.End:turn.End],
-		GenerationLogProbs: make([]float32, turn.End-turn.Start),
-	}
-	for i, lp := range t.Logprobs[turn.Start:turn.End] {
-		v, err := floor(lp)
-		if err != nil {
-			return nil, fmt.Errorf("generated token %d: %w", i, err)
-		}
-		info.GenerationLogProbs[i] = v
-	}
-	return info, nil
+		GenerationLogProbs: lps,
+	}, nil
 }
 
+// teacherRows returns the rows of positions [start, end); they share the memory of
+// rows, which nobody modifies.
 func teacherRows(rows *opd.Rows, start, end int) (*TeacherRows, error) {
 	tr := &TeacherRows{TokenIDs: make([][]int32, end-start), Logprobs: make([][]float32, end-start)}
 	for p := start; p < end; p++ {
 		ids, lps := rows.Row(p)
-		i := p - start
-		tr.TokenIDs[i] = append([]int32{}, ids...)
-		tr.Logprobs[i] = make([]float32, len(lps))
-		for j, lp := range lps {
-			v, err := floor(lp)
-			if err != nil {
-				return nil, fmt.Errorf("teacher row of generated token %d: %w", i, err)
-			}
-			tr.Logprobs[i][j] = v
+		lps, err := floored(lps)
+		if err != nil {
+			return nil, fmt.Errorf("teacher row of generated token %w", err)
 		}
+		tr.TokenIDs[p-start], tr.Logprobs[p-start] = ids, lps
 	}
 	return tr, nil
 }
 
-func floor(lp float32) (float32, error) {
-	switch {
-	case math.IsNaN(float64(lp)):
-		return 0, errors.New("logprob is NaN")
-	case lp < LogprobFloor:
-		return LogprobFloor, nil
+// floored returns lps with every value below [LogprobFloor] raised to it: lps itself
+// when none is, else a copy. A NaN is an error.
+func floored(lps []float32) ([]float32, error) {
+	var out []float32
+	for i, lp := range lps {
+		switch {
+		case math.IsNaN(float64(lp)):
+			return nil, fmt.Errorf("%d: logprob is NaN", i)
+		case lp < LogprobFloor:
+			if out == nil {
+				out = slices.Clone(lps)
+			}
+			out[i] = LogprobFloor
+		}
 	}
-	return lp, nil
+	if out == nil {
+		return lps, nil
+	}
+	return out, nil
 }
 
 // response builds the rollout's Response object from its outcome and the request's

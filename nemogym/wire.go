@@ -2,8 +2,6 @@ package nemogym
 
 import (
 	"encoding/json"
-	"fmt"
-	"math"
 )
 
 // Item is one Responses-API item of a rollout's output: an assistant "message", a
@@ -126,37 +124,3 @@ type Result struct {
 // Result keys this package writes, and the keys removed from an echoed row.
 var reservedKeys = []string{"reward", "reward_components", "response", "error",
 	"_ng_failure_class", "_ng_no_persist", "_ng_failure_terminal", "responses_create_params"}
-
-// MarshalJSON writes the result as one JSON object.
-func (r *Result) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(r.Row)+6)
-	for k, v := range r.Row {
-		m[k] = v
-	}
-	for _, k := range reservedKeys {
-		delete(m, k)
-	}
-	params := r.ResponsesCreateParams
-	if params == nil {
-		params = json.RawMessage("{}")
-	}
-	m["responses_create_params"] = params
-	if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) {
-		return nil, fmt.Errorf("nemogym: reward %v is not finite", r.Reward)
-	}
-	m["reward"] = r.Reward
-	if r.Response != nil {
-		m["response"] = r.Response
-	}
-	if len(r.RewardComponents) > 0 {
-		m["reward_components"] = r.RewardComponents
-	}
-	if r.FailureClass != "" {
-		m["_ng_failure_class"] = r.FailureClass
-		m["error"] = r.Error
-		if r.Terminal {
-			m["_ng_failure_terminal"] = true
-		}
-	}
-	return json.Marshal(m)
-}
