@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
@@ -35,6 +36,7 @@ type Session struct {
 	sampling Sampling
 	mu       sync.Mutex
 	calls    []TokenInfo
+	frags    [][]byte // each call's token fields as JSON object members, written once
 	jar      http.CookieJar
 }
 
@@ -154,26 +156,39 @@ func (p *Policy) Render(ctx context.Context, req rollout.RenderRequest) (rollout
 	return p.cfg.Tokenizer.Render(ctx, req)
 }
 
-// chatMessage is a chat message with the optional token fields.
+// chatMessage is a chat message with the optional token fields, as JSON members.
 type chatMessage struct {
 	chat.Message
-	*TokenInfo
+	tokens []byte
 }
 
-// MarshalJSON merges the token fields into the message object.
-func (m chatMessage) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(m.Message)
-	if err != nil || m.TokenInfo == nil {
-		return b, err
-	}
-	t, err := json.Marshal(m.TokenInfo)
+// appendJSON appends the message object with its token fields merged in.
+func (m chatMessage) appendJSON(b []byte) ([]byte, error) {
+	msg, err := json.Marshal(m.Message)
 	if err != nil {
 		return nil, err
 	}
-	if len(b) == 2 { // "{}"
-		return t, nil
+	if m.tokens == nil {
+		return append(b, msg...), nil
 	}
-	return append(append(b[:len(b)-1:len(b)-1], ','), t[1:]...), nil
+	b = append(b, msg[:len(msg)-1]...)
+	if len(msg) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, m.tokens...)
+	return append(b, '}'), nil
+}
+
+// tokenMembers writes a call's token fields as JSON object members, once per call: a
+// late call replays every earlier one, and the bytes are the same each time.
+func tokenMembers(t TokenInfo) ([]byte, error) {
+	b := make([]byte, 0, 64+7*(len(t.PromptTokenIDs)+len(t.GenerationTokenIDs))+12*len(t.GenerationLogProbs))
+	b = append(b, `"prompt_token_ids":`...)
+	b = jsonscan.AppendInt32s(b, t.PromptTokenIDs)
+	b = append(b, `,"generation_token_ids":`...)
+	b = jsonscan.AppendInt32s(b, t.GenerationTokenIDs)
+	b = append(b, `,"generation_log_probs":`...)
+	return appendFloats(b, t.GenerationLogProbs)
 }
 
 type chatAnswer struct {
@@ -207,9 +222,9 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 		return rollout.Generation{}, fmt.Errorf("%s: the request carries no messages (GenerateRequest.Messages)", op)
 	}
 	s.mu.Lock()
-	calls := slices.Clone(s.calls)
+	calls, frags := slices.Clone(s.calls), slices.Clone(s.frags)
 	s.mu.Unlock()
-	msgs, err := withTokens(req.Messages, calls)
+	msgs, err := withTokens(req.Messages, frags)
 	if err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -247,8 +262,13 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 	if err := p.contiguous(calls, info.PromptTokenIDs, req.Prompt); err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
+	frag, err := tokenMembers(info)
+	if err != nil {
+		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
+	}
 	s.mu.Lock()
 	s.calls = append(s.calls, info)
+	s.frags = append(s.frags, frag)
 	s.mu.Unlock()
 	finish := ch.FinishReason
 	if finish == "tool_calls" {
@@ -293,9 +313,9 @@ func diffAt(a, b []int32) int {
 	return min(len(a), len(b))
 }
 
-// withTokens attaches the calls' token fields to the last len(calls) assistant
-// messages, in order.
-func withTokens(msgs []chat.Message, calls []TokenInfo) ([]chatMessage, error) {
+// withTokens attaches the calls' token fields (frags, in call order) to the last
+// len(frags) assistant messages, in order.
+func withTokens(msgs []chat.Message, frags [][]byte) ([]chatMessage, error) {
 	out := make([]chatMessage, len(msgs))
 	var assistants []int
 	for i, m := range msgs {
@@ -304,11 +324,11 @@ func withTokens(msgs []chat.Message, calls []TokenInfo) ([]chatMessage, error) {
 			assistants = append(assistants, i)
 		}
 	}
-	if len(assistants) < len(calls) {
-		return nil, fmt.Errorf("the conversation has %d assistant messages for %d earlier calls", len(assistants), len(calls))
+	if len(assistants) < len(frags) {
+		return nil, fmt.Errorf("the conversation has %d assistant messages for %d earlier calls", len(assistants), len(frags))
 	}
-	for j, i := range assistants[len(assistants)-len(calls):] {
-		out[i].TokenInfo = &calls[j]
+	for j, i := range assistants[len(assistants)-len(frags):] {
+		out[i].tokens = frags[j]
 	}
 	return out, nil
 }
@@ -331,7 +351,7 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessag
 		maxTokens = min(maxTokens, s.MaxOutputTokens)
 	}
 	b := map[string]any{
-		"model": p.cfg.Model, "messages": msgs, "max_tokens": maxTokens,
+		"model": p.cfg.Model, "max_tokens": maxTokens,
 		"logprobs": true, "top_logprobs": 0,
 	}
 	// The engine's own fields travel twice: in metadata.extra_body (a JSON string),
@@ -366,7 +386,25 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessag
 	if req.Seed != nil {
 		b["seed"] = *req.Seed
 	}
-	return json.Marshal(b)
+	rest, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	size := len(rest) + 64
+	for _, m := range msgs {
+		size += len(m.Content) + len(m.tokens) + 256
+	}
+	out := append(make([]byte, 0, size), `{"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		if out, err = m.appendJSON(out); err != nil {
+			return nil, err
+		}
+	}
+	out = append(out, "],"...)
+	return append(out, rest[1:]...), nil
 }
 
 func (p *Policy) post(ctx context.Context, s *Session, body []byte) ([]byte, error) {
