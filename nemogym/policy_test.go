@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -162,4 +165,32 @@ func TestPolicyStatesEveryField(t *testing.T) {
 	traj := r.run(t, nemogym.NewSession(nemogym.Sampling{}))
 	require.Equal(t, rollout.StopPolicyError, traj.Stop)
 	require.Contains(t, traj.Err, "top_k is 20")
+}
+
+// A server whose parsers separated the reasoning and the tool calls: the text the
+// agent parses has them back, as <think> and Hermes <tool_call> blocks.
+func TestPolicyUndoesServerParsers(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant",
+			"content":"Running.","reasoning_content":"the tests first",
+			"tool_calls":[{"id":"x","type":"function","function":{"name":"terminal","arguments":"{\"command\":\"ls\"}"}}],
+			"prompt_token_ids":[1,2],"generation_token_ids":[7,8],"generation_log_probs":[-0.5,-0.25]}}]}`)
+	}))
+	defer hs.Close()
+	tok, err := vllm.NewClient(hs.URL)
+	require.NoError(t, err)
+	p, err := nemogym.NewPolicy(nemogym.PolicyConfig{ModelURL: hs.URL, Tokenizer: tok})
+	require.NoError(t, err)
+	ctx := nemogym.WithSession(context.Background(), nemogym.NewSession(nemogym.Sampling{}))
+	g, err := p.Generate(ctx, rollout.GenerateRequest{Prompt: []int32{1, 2}, MaxTokens: 8, Sampling: sampling.Neutral(1),
+		Messages: []chat.Message{{Role: chat.RoleUser, Content: "x"}}})
+	require.NoError(t, err)
+	require.Equal(t, rollout.FinishStop, g.FinishReason)
+	parsed := rollout.Hermes{}.Parse(g.Text)
+	require.Equal(t, "the tests first", parsed.Reasoning)
+	require.Equal(t, "Running.", strings.TrimSpace(parsed.Content))
+	require.Len(t, parsed.Calls, 1)
+	require.Equal(t, "terminal", parsed.Calls[0].Name)
+	require.JSONEq(t, `{"command":"ls"}`, string(parsed.Calls[0].Arguments))
 }
