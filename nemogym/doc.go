@@ -83,8 +83,8 @@
 //
 // Known limits: NeMo Gym's model server answers a context overflow with an empty
 // completion without token fields; the agent avoids it by bounding each call by the
-// context the tokenizer reports, and should it happen the rollout fails as an
-// infrastructure failure. The reasoning a server's reasoning parser separates, and the
+// context the tokenizer reports, and should it happen the rollout fails
+// ([ErrContextOverflow]) as an infrastructure failure. The reasoning a server's reasoning parser separates, and the
 // tool calls a tool parser extracts, are put back as <think> and Hermes <tool_call>
 // text for the agent's parser; run the trainer's vLLM without them where possible.
 //

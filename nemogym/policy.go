@@ -72,6 +72,13 @@ var ErrNoSession = errors.New("nemogym: no Session in the context (run the rollo
 // Such a call is never trained on: the rollout fails.
 var ErrNonContiguous = errors.New("nemogym: the model server's prompt does not extend the rollout's tokens")
 
+// ErrContextOverflow is wrapped by [Policy.Generate]'s error when the model server
+// answers an empty completion without token fields and finish_reason "length": NeMo
+// Gym's answer when the engine refused the prompt as longer than its context. The
+// agent bounds each call by the context the tokenizer reports, so it means the
+// trainer's engine has a shorter context than its /tokenize says.
+var ErrContextOverflow = errors.New("nemogym: the model server reports a context overflow (an empty completion without token fields)")
+
 // APIError is a non-2xx answer of the model server.
 type APIError struct {
 	Status int
@@ -245,6 +252,10 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 	}
 	ch := ans.Choices[0]
 	m := ch.Message
+	if m.PromptTokenIDs == nil && m.GenerationTokenIDs == nil && m.GenerationLogProbs == nil &&
+		ch.FinishReason == rollout.FinishLength && (m.Content == nil || *m.Content == "") {
+		return rollout.Generation{}, fmt.Errorf("%s: %w", op, ErrContextOverflow)
+	}
 	if m.PromptTokenIDs == nil || m.GenerationTokenIDs == nil || m.GenerationLogProbs == nil {
 		return rollout.Generation{}, fmt.Errorf("%s: the answer lacks token information (prompt_token_ids, generation_token_ids, generation_log_probs come together or not at all; run the model server with return_token_id_information: true)", op)
 	}

@@ -194,3 +194,12 @@ func TestPolicyUndoesServerParsers(t *testing.T) {
 	require.Equal(t, "terminal", parsed.Calls[0].Name)
 	require.JSONEq(t, `{"command":"ls"}`, string(parsed.Calls[0].Arguments))
 }
+
+// An engine with a shorter context than the tokenizer says: NeMo Gym's model server
+// answers an empty completion without tokens; the rollout fails with a clear error.
+func TestPolicyContextOverflow(t *testing.T) {
+	r := newRig(t, func(c *nemogymtest.ModelConfig) { c.MaxModelLen = 8 }, sampling.Params{})
+	traj := r.run(t, nemogym.NewSession(nemogym.Sampling{}))
+	require.Equal(t, rollout.StopPolicyError, traj.Stop)
+	require.Contains(t, traj.Err, "context overflow")
+}

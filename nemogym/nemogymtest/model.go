@@ -70,7 +70,8 @@ type Answer struct {
 //   - the prompt: the last message with token fields gives the prefix, the chat
 //     template renders the rest, and the two are spliced by counting EOS tokens as
 //     NeMo RL's replace_prefix_tokens does (500 when the n-th EOS is missing); a prompt
-//     that fills the context: 400 "maximum context length";
+//     that fills the context: an empty completion without token fields,
+//     finish_reason "length" (NeMo RL's 400 as Gym's model server answers it);
 //   - the answer carries the three token fields on the message, logprobs floored at
 //     −9999 (content is the generated text as is: no tool-call parser).
 //
@@ -443,9 +444,12 @@ func (m *ModelServer) generate(w http.ResponseWriter, ctx context.Context, call 
 	maxTokens := *req.MaxTokens
 	if maxLen > 0 {
 		if len(prompt) >= maxLen {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": fmt.Sprintf(
-				"This model's maximum context length is %d tokens. However, your request has %d input tokens.", maxLen, len(prompt)),
-				"type": "invalid_request_error", "code": 400}})
+			// The trainer's server answers 400 "maximum context length"; Gym's model
+			// server turns that into an empty completion without token fields.
+			writeJSON(w, http.StatusOK, map[string]any{
+				"id": fmt.Sprintf("chatcmpl-%d", call), "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "finish_reason": "length", "message": map[string]any{"role": "assistant", "content": nil}}},
+			})
 			return
 		}
 		maxTokens = min(maxTokens, maxLen-len(prompt))
