@@ -54,8 +54,13 @@ func (e *Env) RunOne(ctx context.Context, task tasks.Task) (nemogym.Outcome, err
 }
 
 // components returns the weighted parts of the default reward, nil for another.
-func (e *Env) components(b reward.Breakdown) map[string]float64 {
-	d, ok := e.reward.(reward.Default)
+func (e *Env) components(b reward.Breakdown) map[string]float64 { return componentsOf(e.reward, b) }
+
+// componentsOf returns the weighted parts of b when r is the default reward: their
+// plain sum is b.Reward (the default's clamp to [0, 1] never cuts a sum of parts
+// weighted by non-negative weights that sum to at most 1). Nil for another reward.
+func componentsOf(r reward.Reward, b reward.Breakdown) map[string]float64 {
+	d, ok := r.(reward.Default)
 	if !ok {
 		return nil
 	}
@@ -70,30 +75,23 @@ func (e *Env) components(b reward.Breakdown) map[string]float64 {
 	}
 }
 
-// NemoGymOutcomes returns the group's rollouts as NeMo Gym outcomes, in order, with
-// the group's teacher rows when it has them.
-func (e *Env) NemoGymOutcomes(g *Group) []nemogym.Outcome {
-	out := make([]nemogym.Outcome, len(g.Rollouts))
-	for i, r := range g.Rollouts {
-		out[i] = nemogym.Outcome{Trajectory: r.Trajectory, Reward: r.Reward.Reward, Components: e.components(r.Reward)}
-		if i < len(g.OPD.Sequences) {
-			out[i].Rows = &g.OPD.Sequences[i].Rows
-		}
-	}
-	return out
-}
-
 // NemoGymOnGroup returns a Config.OnGroup function that writes every group Process
-// (or Serve) finishes to w as NeMo Gym rollouts lines: group n (from 0, in the order
-// groups finish) is task index n, its rollouts are rollout indices 0..GroupSize−1.
-// Set it after NewEnv, on a Config copy, or wrap it in your own OnGroup:
+// (or Serve) finishes to w as NeMo Gym rollouts lines, beside the Atropos JSONL:
+// group n (from 0, in the order groups finish) is task index n, its rollouts are
+// rollout indices 0..GroupSize−1, with the group's teacher rows when it has them.
+// cfg is the Config the Env is made with (its reward decides the components):
 //
 //	w := nemogym.NewWriter(f)
-//	var env *agenticopd.Env
-//	cfg.OnGroup = func(g *agenticopd.Group) { write(g) } // write := agenticopd.NemoGymOnGroup(env, w)
+//	cfg.OnGroup = agenticopd.NemoGymOnGroup(w, cfg)
+//	env, err := agenticopd.NewEnv(cfg)
 //
-// A write error is kept in w (see [nemogym.Writer.Err]).
-func NemoGymOnGroup(e *Env, w *nemogym.Writer) func(*Group) {
+// A write error is kept in w (see [nemogym.Writer.Err]); a group whose rewards do
+// not sum from their parts is not written, and makes that error.
+func NemoGymOnGroup(w *nemogym.Writer, cfg Config) func(*Group) {
+	rew := cfg.Reward
+	if rew == nil {
+		rew = reward.Default{Weights: cfg.Weights}
+	}
 	var (
 		mu   sync.Mutex
 		next int64
@@ -103,8 +101,12 @@ func NemoGymOnGroup(e *Env, w *nemogym.Writer) func(*Group) {
 		idx := next
 		next++
 		mu.Unlock()
-		for i, out := range e.NemoGymOutcomes(g) {
-			_ = w.WriteOutcome(idx, int64(i), g.Task, out)
+		for i, r := range g.Rollouts {
+			out := nemogym.Outcome{Trajectory: r.Trajectory, Reward: r.Reward.Reward, Components: componentsOf(rew, r.Reward)}
+			if i < len(g.OPD.Sequences) {
+				out.Rows = &g.OPD.Sequences[i].Rows
+			}
+			w.Fail(w.WriteOutcome(idx, int64(i), g.Task, out))
 		}
 	}
 }

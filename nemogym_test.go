@@ -185,12 +185,10 @@ func TestProcessWritesNemoGymLines(t *testing.T) {
 	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(answerScript("nemo")))
 	var buf bytes.Buffer
 	w := nemogym.NewWriter(&buf)
-	var write func(*agenticopd.Group)
 	env := fastEnv(t, sim.Client(), func(c *agenticopd.Config) {
 		c.DisableOPD = true
-		c.OnGroup = func(g *agenticopd.Group) { write(g) }
+		c.OnGroup = agenticopd.NemoGymOnGroup(w, *c)
 	})
-	write = agenticopd.NemoGymOnGroup(env, w)
 	require.NoError(t, env.Process(context.Background(), 3, io.Discard))
 	require.NoError(t, w.Err())
 

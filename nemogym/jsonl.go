@@ -32,6 +32,20 @@ func (w *Writer) Err() error {
 	return w.err
 }
 
+// Fail records err (when not nil and no error is recorded yet) as the Writer's error:
+// later writes do nothing and [Writer.Err] reports it. For callers that cannot return
+// a write's error, such as Config.OnGroup.
+func (w *Writer) Fail(err error) {
+	if err == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
 // WriteLine writes one JSON value (a /run answer body, say) as a line. The value must
 // be one JSON object.
 func (w *Writer) WriteLine(obj json.RawMessage) error {
