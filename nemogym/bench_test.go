@@ -76,7 +76,7 @@ func BenchmarkServerOverhead(b *testing.B) {
 			out := syntheticOutcome(sz.calls, sz.prompt, sz.gen, sz.result, 8, sz.hinted)
 			s, err := nemogym.NewServer(nemogym.Config{Runner: nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
 				return out, nil
-			}), KeepResults: -1})
+			}), KeepBytes: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -49,9 +49,10 @@ type Config struct {
 	Failures Failures
 	// Model is the "model" of the responses; "" means the row's, else "policy".
 	Model string
-	// KeepResults is how many finished results are kept to answer a duplicate /run;
-	// 0 means 1024, negative keeps none.
-	KeepResults int
+	// KeepBytes bounds the finished answers kept to answer a duplicate /run (a
+	// long rollout's answer is a few MB: every call's prompt ids); the oldest go
+	// first. 0 means 64 MiB, negative keeps none.
+	KeepBytes int64
 	// MaxBodyBytes bounds a /run body; 0 means 64 MiB.
 	MaxBodyBytes int64
 	// Logger receives a record per failed rollout; nil logs nothing.
@@ -66,7 +67,7 @@ type Config struct {
 // with _ng_task_index and _ng_rollout_index is keyed by them (and _ng_attempt_index):
 // a duplicate that arrives while the rollout runs waits for the same rollout, and
 // one that arrives after it succeeded gets the same result again (the last
-// KeepResults are kept), so one rollout is run and scored once. Failures are not
+// answers within KeepBytes are kept), so one rollout is run and scored once. Failures are not
 // kept: a retry runs again. Rows without a rollout index (NeMo RL's) cannot be told
 // apart from the group's other copies and each runs its own rollout.
 //
@@ -81,6 +82,7 @@ type Server struct {
 	flights map[runKey]*flight
 	done    map[runKey][]byte
 	order   []runKey
+	kept    int64 // bytes in done
 	ids     uint64
 	wg      sync.WaitGroup
 }
@@ -109,8 +111,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Failures != FailStatus && cfg.Failures != FailRow {
 		return nil, fmt.Errorf("nemogym: NewServer: unknown Failures %d", cfg.Failures)
 	}
-	if cfg.KeepResults == 0 {
-		cfg.KeepResults = 1024
+	if cfg.KeepBytes == 0 {
+		cfg.KeepBytes = 64 << 20
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
@@ -214,10 +216,12 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 		if s.flights[key] == f {
 			delete(s.flights, key)
 		}
-		if err == nil && s.cfg.KeepResults > 0 {
+		if err == nil && int64(len(body)) <= s.cfg.KeepBytes {
 			s.done[key] = body
 			s.order = append(s.order, key)
-			if len(s.order) > s.cfg.KeepResults {
+			s.kept += int64(len(body))
+			for s.kept > s.cfg.KeepBytes {
+				s.kept -= int64(len(s.done[s.order[0]]))
 				delete(s.done, s.order[0])
 				s.order = s.order[1:]
 			}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -132,6 +133,37 @@ func TestServerFailures(t *testing.T) {
 			require.Contains(t, res, "error")
 			_, terminal := res["_ng_failure_terminal"]
 			require.Equal(t, tc.class == nemogym.ClassBadRow, terminal)
+		})
+	}
+}
+
+// A finished rollout's answer is kept for a duplicate /run within KeepBytes; past it
+// (or for rows without a rollout index) the row runs again.
+func TestServerKeepsAnswersForDuplicates(t *testing.T) {
+	noIndex := `{"responses_create_params":{"input":"q"},"task":{"statement":"s"},"_ng_task_index":0}`
+	for _, tc := range []struct {
+		name  string
+		keep  int64
+		row   string
+		wantN int64
+	}{
+		{"kept", 0, goodRow, 1},
+		{"too large to keep", 10, goodRow, 2},
+		{"keeping off", -1, goodRow, 2},
+		{"no rollout index", 0, noIndex, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int64
+			runner := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
+				n.Add(1)
+				return oneTurn(), nil
+			})
+			url := serve(t, nemogym.Config{Runner: runner, KeepBytes: tc.keep})
+			for range 2 {
+				status, body := do(t, http.MethodPost, url+"/run", tc.row)
+				require.Equal(t, 200, status, body)
+			}
+			require.Equal(t, tc.wantN, n.Load())
 		})
 	}
 }
