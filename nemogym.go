@@ -17,6 +17,9 @@ import (
 // the Atropos path does for each sequence of a group. It implements
 // [nemogym.Runner]: the NeMo Gym agent server calls it once per POST /run.
 //
+// When ctx carries a [nemogym.Session] (the agent server's), RunOne tells it the
+// agent's tools and chat-template kwargs, so that a [nemogym.Policy] sends them.
+//
 // Unlike CollectGroup, it cannot drop a rollout whose group has equal scores: the
 // group is formed by the trainer, after the fact. A rollout that could not be carried
 // out fails with an error wrapping [ErrRolloutFailed], as in a group.
@@ -25,6 +28,9 @@ import (
 // w_C·C, efficiency w_E·E, tool_use w_U·U), whose plain sum is its Reward; a custom
 // Config.Reward gives no components.
 func (e *Env) RunOne(ctx context.Context, task tasks.Task) (nemogym.Outcome, error) {
+	if s := nemogym.SessionFrom(ctx); s != nil {
+		s.SetTemplate(e.agent.ToolDefinitions(), e.cfg.ChatTemplateKwargs)
+	}
 	r, err := e.runRollout(ctx, e.agent, task)
 	if err != nil {
 		if ctx.Err() == nil {

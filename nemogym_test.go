@@ -16,6 +16,7 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/nemogym"
 	"github.com/agentic-opd/agenticopd/nemogym/nemogymtest"
+	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -201,4 +202,21 @@ func TestProcessWritesNemoGymLines(t *testing.T) {
 	}
 	require.Len(t, runs, 6)
 	require.NoError(t, nemogymtest.CheckGroups(runs, 2))
+}
+
+// An Env with tools of its own: the agent server's session tells the policy which
+// tools the agent renders, so the model server renders the same prompt.
+func TestNemoGymCustomTools(t *testing.T) {
+	var tools []rollout.Tool
+	for _, tool := range rollout.DefaultTools() {
+		if name := tool.Definition().Function.Name; name == "write_file" || name == "terminal" {
+			tools = append(tools, tool)
+		}
+	}
+	require.Len(t, tools, 2)
+	rig := newNemoGymRig(t, func(c *agenticopd.Config) { c.Tools = tools; c.DisableOPD = true }, nil)
+	col := nemogymtest.Collector{AgentURL: rig.url, Driver: nemogymtest.NeMoRL, Temperature: 1, TopP: 1}
+	runs, _, err := col.Run(context.Background(), nemoGymRows(tasks.Builtin()[0]), 1)
+	require.NoError(t, err)
+	require.NoError(t, nemogymtest.CheckResult(runs[0].Raw))
 }

@@ -67,7 +67,7 @@ func BenchmarkPolicyRequests(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			body, err := p.body(rollout.GenerateRequest{MaxTokens: 1024, Sampling: sampling.Neutral(1)}, Sampling{}, cm)
+			body, err := p.body(rollout.GenerateRequest{MaxTokens: 1024, Sampling: sampling.Neutral(1)}, Sampling{}, cm, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

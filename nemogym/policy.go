@@ -38,6 +38,20 @@ type Session struct {
 	calls    []TokenInfo
 	frags    [][]byte // each call's token fields as JSON object members, written once
 	jar      http.CookieJar
+
+	template    bool // SetTemplate was called
+	tools       []chat.Tool
+	templateKws map[string]any
+}
+
+// SetTemplate tells the Policy the tools and chat-template kwargs the agent of this
+// rollout renders with; they are sent with every call instead of PolicyConfig's, so
+// that the model server renders what the agent did. [Runner]s call it
+// (Env.RunOne does).
+func (s *Session) SetTemplate(tools []chat.Tool, kwargs map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.template, s.tools, s.templateKws = true, tools, kwargs
 }
 
 // NewSession returns a Session with the row's sampling.
@@ -99,12 +113,13 @@ type PolicyConfig struct {
 	Tokenizer *vllm.Client
 	// Model is sent as "model"; the model server overwrites it with its own.
 	Model string
-	// Tools are the tool definitions the agent renders into its prompts; the model
-	// server renders the same. Nil means those of rollout.DefaultTools() (the agent's
-	// default); they must equal the agent's, or every call's prompt differs from the
-	// agent's ids and fails.
+	// Tools are the tool definitions the agent renders into its prompts, for
+	// sessions whose Runner does not say ([Session.SetTemplate]; Env.RunOne does);
+	// the model server renders the same. Nil means those of rollout.DefaultTools()
+	// (the agent's default). Tools that are not the agent's make every call's prompt
+	// differ from the agent's ids, which fails the rollout.
 	Tools []chat.Tool
-	// ChatTemplateKwargs are sent with every call; they must equal the agent's.
+	// ChatTemplateKwargs are sent with every call, as Tools.
 	ChatTemplateKwargs map[string]any
 	// HTTPClient sends the model calls; nil means a client without timeouts (a call
 	// lasts as long as generation does; ctx bounds it).
@@ -230,12 +245,16 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 	}
 	s.mu.Lock()
 	calls, frags := slices.Clone(s.calls), slices.Clone(s.frags)
+	tools, kwargs := p.cfg.Tools, p.cfg.ChatTemplateKwargs
+	if s.template {
+		tools, kwargs = s.tools, s.templateKws
+	}
 	s.mu.Unlock()
 	msgs, err := withTokens(req.Messages, frags)
 	if err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
-	body, err := p.body(req, s.sampling, msgs)
+	body, err := p.body(req, s.sampling, msgs, tools, kwargs)
 	if err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -349,7 +368,7 @@ func withTokens(msgs []chat.Message, frags [][]byte) ([]chatMessage, error) {
 // in metadata.extra_body.
 var firstClass = map[string]bool{"temperature": true, "top_p": true, "presence_penalty": true, "frequency_penalty": true}
 
-func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessage) ([]byte, error) {
+func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessage, tools []chat.Tool, kwargs map[string]any) ([]byte, error) {
 	sp := req.Sampling.Resolved()
 	if s.Temperature != nil {
 		sp.Temperature = *s.Temperature
@@ -382,12 +401,12 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessag
 		return nil, err
 	}
 	meta["extra_body"] = string(eb)
-	if len(p.cfg.Tools) > 0 {
-		b["tools"] = p.cfg.Tools
+	if len(tools) > 0 {
+		b["tools"] = tools
 	}
-	if p.cfg.ChatTemplateKwargs != nil {
-		b["chat_template_kwargs"] = p.cfg.ChatTemplateKwargs
-		kw, err := json.Marshal(p.cfg.ChatTemplateKwargs)
+	if kwargs != nil {
+		b["chat_template_kwargs"] = kwargs
+		kw, err := json.Marshal(kwargs)
 		if err != nil {
 			return nil, fmt.Errorf("ChatTemplateKwargs: %w", err)
 		}
