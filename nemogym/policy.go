@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/internal/jsonscan"
@@ -121,8 +122,9 @@ type PolicyConfig struct {
 	Tools []chat.Tool
 	// ChatTemplateKwargs are sent with every call, as Tools.
 	ChatTemplateKwargs map[string]any
-	// HTTPClient sends the model calls; nil means a client without timeouts (a call
-	// lasts as long as generation does; ctx bounds it).
+	// HTTPClient sends the model calls; nil means a client of its own without
+	// timeouts (a call lasts as long as generation does; ctx bounds it), keeping up
+	// to 256 idle connections for 4 s.
 	HTTPClient *http.Client
 }
 
@@ -160,7 +162,11 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	}
 	cfg.ModelURL = strings.TrimSuffix(cfg.ModelURL, "/")
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
+		// Many rollouts call at once; idle connections are dropped before a Python
+		// server's keep-alive (uvicorn: 5 s by default, Gym's servers 30 s) would.
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
+			Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 256, IdleConnTimeout: 4 * time.Second,
+		}}
 	}
 	if cfg.Tools == nil {
 		for _, t := range rollout.DefaultTools() {

@@ -84,6 +84,7 @@ type ModelServer struct {
 	cfg   ModelConfig
 	srv   *http.Server
 	proxy *httputil.ReverseProxy
+	tr    *http.Transport // the proxy's own: a pooled connection never outlives this server
 	close sync.Once
 
 	calls    atomic.Int64
@@ -108,7 +109,8 @@ func StartModelServer(cfg ModelConfig) (*ModelServer, error) {
 		return nil, err
 	}
 	m := &ModelServer{URL: "http://" + ln.Addr().String(), cfg: cfg, emitted: map[[32]byte]bool{},
-		proxy: httputil.NewSingleHostReverseProxy(base)}
+		proxy: httputil.NewSingleHostReverseProxy(base), tr: &http.Transport{}}
+	m.proxy.Transport = m.tr
 	m.srv = &http.Server{Handler: http.HandlerFunc(m.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = m.srv.Serve(ln) }()
 	return m, nil
@@ -143,6 +145,7 @@ func (m *ModelServer) Close() {
 		defer cancel()
 		_ = m.srv.Shutdown(ctx)
 		m.inflight.Wait()
+		m.tr.CloseIdleConnections()
 	})
 }
 
