@@ -42,6 +42,7 @@ func newNemoGymRig(t *testing.T, mod func(*agenticopd.Config), srvMod func(*nemo
 	require.NoError(t, err)
 	policy, err := nemogym.NewPolicy(nemogym.PolicyConfig{ModelURL: model.URL, Tokenizer: tok})
 	require.NoError(t, err)
+	t.Cleanup(policy.CloseIdleConnections)
 	cfg := agenticopd.Config{Policy: policy, Teacher: sim.Client(), JudgeModel: sim.Client(), GroupSize: 4, DistillTopK: topK, MaxRollouts: 8}
 	if mod != nil {
 		mod(&cfg)

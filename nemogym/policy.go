@@ -176,6 +176,12 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	return &Policy{cfg: cfg}, nil
 }
 
+// CloseIdleConnections closes the idle connections of the Policy's HTTP client to
+// the model server, for a clean shutdown.
+func (p *Policy) CloseIdleConnections() {
+	p.cfg.HTTPClient.CloseIdleConnections()
+}
+
 // NonContiguous returns the number of calls whose prompt broke the contiguity rule.
 func (p *Policy) NonContiguous() int64 { return p.nonContiguous.Load() }
 

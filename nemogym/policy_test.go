@@ -53,6 +53,7 @@ func newRig(t *testing.T, mc func(*nemogymtest.ModelConfig), agentSampling sampl
 	require.NoError(t, err)
 	policy, err := nemogym.NewPolicy(nemogym.PolicyConfig{ModelURL: model.URL, Tokenizer: tok})
 	require.NoError(t, err)
+	t.Cleanup(policy.CloseIdleConnections)
 	agent, err := rollout.NewAgent(policy, rollout.Config{MaxTurns: 4, Sampling: agentSampling})
 	require.NoError(t, err)
 	f, err := sandbox.New(context.Background(), sandbox.Config{})

@@ -101,18 +101,19 @@ func parseFailures(s string) (nemogym.Failures, error) {
 }
 
 // env builds the Env whose policy generates through the model server at modelURL.
-func env(modelURL, tokURL string, teacher, judgeModel *vllm.Client, topK int, sandboxes agenticopd.Config) (*agenticopd.Env, error) {
+func env(modelURL, tokURL string, teacher, judgeModel *vllm.Client, topK int, sandboxes agenticopd.Config) (*agenticopd.Env, *nemogym.Policy, error) {
 	tok, err := vllm.NewClient(tokURL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	policy, err := nemogym.NewPolicy(nemogym.PolicyConfig{ModelURL: modelURL, Tokenizer: tok})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg := sandboxes
 	cfg.Policy, cfg.Teacher, cfg.JudgeModel, cfg.DistillTopK = policy, teacher, judgeModel, topK
-	return agenticopd.NewEnv(cfg)
+	e, err := agenticopd.NewEnv(cfg)
+	return e, policy, err
 }
 
 func offline(ctx context.Context, o options, failures nemogym.Failures, stdout io.Writer) error {
@@ -141,12 +142,13 @@ func offline(ctx context.Context, o options, failures nemogym.Failures, stdout i
 	if o.tasks > len(all) {
 		return &cli.FlagError{Flag: "tasks", Value: o.tasks, Reason: fmt.Sprintf("at most %d (the built-in tasks)", len(all))}
 	}
-	e, err := env(model.URL, model.URL, sim.Client(), sim.Client(), o.topK, agenticopd.Config{
+	e, policy, err := env(model.URL, model.URL, sim.Client(), sim.Client(), o.topK, agenticopd.Config{
 		SandboxFactory: sandboxes, GroupSize: o.repeats, MaxRollouts: 8,
 	})
 	if err != nil {
 		return err
 	}
+	defer policy.CloseIdleConnections()
 	agent, err := nemogym.NewServer(nemogym.Config{Runner: e, Tasks: all, Failures: failures})
 	if err != nil {
 		return err
@@ -368,10 +370,11 @@ func serve(ctx context.Context, o options, failures nemogym.Failures, stdout io.
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stdout, nil))
-	e, err := env(o.modelURL, o.tokURL, teacher, judgeModel, o.topK, agenticopd.Config{SandboxFactory: sandboxes, Logger: log})
+	e, policy, err := env(o.modelURL, o.tokURL, teacher, judgeModel, o.topK, agenticopd.Config{SandboxFactory: sandboxes, Logger: log})
 	if err != nil {
 		return err
 	}
+	defer policy.CloseIdleConnections()
 	agent, err := nemogym.NewServer(nemogym.Config{Runner: e, Failures: failures, Logger: log})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,7 +27,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// closeIdle closes, when the test ends, the idle connections the collector's
+// requests leave in http.DefaultClient.
+func closeIdle(t *testing.T) { t.Cleanup(http.DefaultClient.CloseIdleConnections) }
+
 func TestOfflineRunPassesTheTrainersChecks(t *testing.T) {
+	closeIdle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -72,6 +78,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // -serve takes its addresses from the JSON app.py writes, and answers NeMo RL's
 // collector.
 func TestServeFromTheLaunchersConfig(t *testing.T) {
+	closeIdle(t)
 	sim, err := scripted.Start(8)
 	require.NoError(t, err)
 	defer sim.Close()
