@@ -100,6 +100,7 @@ type APIError struct {
 	Body   string
 }
 
+// Error says what the model server answered.
 func (e *APIError) Error() string {
 	return fmt.Sprintf("nemogym: model server answered %d: %s", e.Status, strings.TrimSpace(e.Body))
 }

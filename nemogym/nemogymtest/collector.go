@@ -52,6 +52,7 @@ type RunError struct {
 	Body   string
 }
 
+// Error says which row failed, how and why.
 func (e *RunError) Error() string {
 	return fmt.Sprintf("nemogymtest: /run of row %d: %s failure, status %d: %s", e.Row, e.Class, e.Status, e.Body)
 }
