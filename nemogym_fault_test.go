@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -173,5 +174,35 @@ func waitRollouts(t *testing.T, s *nemogym.Server) {
 	case <-done:
 	case <-time.After(2 * time.Minute):
 		t.Fatal("a rollout did not end")
+	}
+}
+
+// A model server that stalls, under a RolloutTimeout: the rollout fails as
+// timeout_exceeded (a 500 for NeMo RL) and its sandbox is released.
+func TestNemoGymRolloutTimeout(t *testing.T) {
+	for _, failures := range []nemogym.Failures{nemogym.FailStatus, nemogym.FailRow} {
+		t.Run(fmt.Sprint(failures), func(t *testing.T) {
+			rig, sbs := rigWithSandboxes(t, func(c *nemogym.Config) { c.Failures = failures; c.RolloutTimeout = 300 * time.Millisecond })
+			release := rig.model.Stall()
+			defer release()
+			status, body, err := postRun(context.Background(), rig.url, map[string]any{
+				"responses_create_params": map[string]any{"input": "x", "temperature": 1.0, "top_p": 1.0},
+				"task_id":                 tasks.Builtin()[0].ID,
+			})
+			require.NoError(t, err)
+			if failures == nemogym.FailStatus {
+				require.Equal(t, http.StatusInternalServerError, status)
+				require.Contains(t, string(body), "RolloutTimeout")
+			} else {
+				require.Equal(t, http.StatusOK, status)
+				var res map[string]json.RawMessage
+				require.NoError(t, json.Unmarshal(body, &res))
+				require.JSONEq(t, `"timeout_exceeded"`, string(res["_ng_failure_class"]))
+			}
+			waitRollouts(t, rig.agent)
+			sbs.mu.Lock()
+			defer sbs.mu.Unlock()
+			require.Zero(t, sbs.open)
+		})
 	}
 }

@@ -35,6 +35,7 @@ const (
 const (
 	ClassRolloutFailed = "rollout_failed"
 	ClassBadRow        = "bad_row"
+	ClassTimeout       = "timeout_exceeded" // NeMo Gym's name for a rollout past its deadline
 )
 
 // Config configures a [Server]. The zero value of every field but Runner is a
@@ -53,6 +54,11 @@ type Config struct {
 	// long rollout's answer is a few MB: every call's prompt ids); the oldest go
 	// first. 0 means 64 MiB, negative keeps none.
 	KeepBytes int64
+	// RolloutTimeout bounds one rollout, from its start to its answer; a rollout
+	// past it fails (500, or class "timeout_exceeded"). 0 means no bound: NeMo Gym's
+	// collector has none, and a stalled model server then holds the rollout (and its
+	// sandbox) until the client goes away.
+	RolloutTimeout time.Duration
 	// MaxBodyBytes bounds a /run body; 0 means 64 MiB.
 	MaxBodyBytes int64
 	// Logger receives a record per failed rollout; nil logs nothing.
@@ -198,6 +204,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 // rollout runs one row and publishes its answer in f.
 func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, keyed bool, id uint64) {
 	defer f.cancel()
+	if s.cfg.RolloutTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.cfg.RolloutTimeout, errRolloutTimeout)
+		defer cancel()
+	}
 	sess := NewSession(row.Sampling)
 	out, err := s.cfg.Runner.RunOne(WithSession(ctx, sess), row.Task)
 	var body []byte
@@ -206,10 +217,14 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 		body, err = s.result(row, out, id)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		class := ClassRolloutFailed
+		if errors.Is(context.Cause(ctx), errRolloutTimeout) {
+			class, err = ClassTimeout, fmt.Errorf("%w (%v): %w", errRolloutTimeout, s.cfg.RolloutTimeout, err)
+		}
+		if ctx.Err() == nil || class == ClassTimeout {
 			s.log.Warn("nemogym: rollout failed", "task", row.Task.ID, "err", err)
 		}
-		status, body = s.failure(row, ClassRolloutFailed, err)
+		status, body = s.failure(row, class, err)
 	}
 	s.mu.Lock()
 	if keyed {
@@ -284,6 +299,8 @@ func (s *Server) failure(row *Row, class string, err error) (int, []byte) {
 	}
 	return http.StatusOK, b
 }
+
+var errRolloutTimeout = errors.New("nemogym: the rollout ran past Config.RolloutTimeout")
 
 func rowKey(r *Row) (runKey, bool) {
 	if r.TaskIndex == nil || r.RolloutIndex == nil {
