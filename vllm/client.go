@@ -456,4 +456,3 @@ func mergeExtra(v any, extra map[string]any) ([]byte, error) {
 	}
 	return json.Marshal(obj)
 }
-
