@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"syscall"
 )
@@ -125,12 +126,18 @@ func (c *Client) recover(ctx context.Context) error {
 	// A new epoch at once: a post the old API accepts from now on is posted again.
 	c.mu.Lock()
 	c.epoch++
-	taken := c.retained
-	c.retained = nil
+	taken, files := c.retained, c.held
+	c.retained, c.held = nil, map[string]*heldFile{}
 	c.mu.Unlock()
-	if err := c.respool(taken); err != nil {
+	if left, err := c.respool(taken, files); err != nil {
+		// The files not settled stay held with their groups, for the next attempt.
 		c.mu.Lock()
-		c.retained = append(taken, c.retained...)
+		maps.Copy(c.held, left)
+		for _, s := range taken {
+			if left[s.file] != nil {
+				c.retained = append(c.retained, s)
+			}
+		}
 		c.mu.Unlock()
 		return err
 	}
@@ -216,31 +223,6 @@ func (c *Client) loseIf(epoch uint64, why string) {
 	}
 }
 
-// observe takes a /status-env reply for registration epoch, from a poll that began at
-// tick: a step below the highest seen loses the registration; otherwise the
-// registration is current, and the accepted groups the reply shows served are settled.
-// It reports whether the reply is this env's.
-func (c *Client) observe(epoch uint64, st EnvStatus, tick uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.reg == nil || c.epoch != epoch || c.state == regLost {
-		return false
-	}
-	switch {
-	case st.CurrentStep < c.lastStep && tick > c.lastStepTick:
-		c.lose(fmt.Sprintf("current_step went back from %d to %d", c.lastStep, st.CurrentStep))
-		return false
-	case st.CurrentStep > c.lastStep:
-		// Only a poll begun after this reply arrived can show the step going back:
-		// replies of polls that overlapped may arrive in any order.
-		c.clock++
-		c.lastStep, c.lastStepTick = st.CurrentStep, c.clock
-	}
-	c.state = regCurrent
-	c.settle(st, tick)
-	return true
-}
-
 // once runs one attempt of op, bounded by Retry.AttemptTimeout.
 func (c *Client) once(ctx context.Context, op func(context.Context) error) error {
 	if t := c.cfg.Retry.AttemptTimeout; t > 0 {
@@ -258,6 +240,7 @@ func (c *Client) adopt(reg *Registration) {
 	c.epoch++
 	c.state = regCurrent
 	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
+	c.posting, c.uncertain, c.oddSizes = 0, 0, false
 }
 
 // registerEnv runs the start-up order: it polls GET /info until a trainer registered,
