@@ -140,8 +140,8 @@ type Client struct {
 	lastStepTick uint64
 	resets       int
 	resent       int
-	waiting      bool            // registering, and the API answers: it waits for a trainer
-	clock        uint64          // event clock ordering posts and polls
+	waiting      bool                 // registering, and the API answers: it waits for a trainer
+	clock        uint64               // event clock ordering posts and polls
 	retained     []*sent              // groups accepted under reg, kept until known to be served
 	held         map[string]*heldFile // their spool files, by name
 	inflight     map[string]bool      // spool files being sent
