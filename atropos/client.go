@@ -294,8 +294,13 @@ type registerEnvReply struct {
 // the API lost it (the id may be another env's now) it sends nothing and returns
 // [ErrRegistrationLost]. Like a post, it is preceded by a /status-env check younger
 // than MaxCheckAge that shows the id is still this env's (see the package doc). It
-// never registers again. The spool files of groups the API accepted but was not seen
-// to serve stay on disk, and the next Register sends them again.
+// never registers again.
+//
+// After a successful Disconnect, the spool files of groups the API accepted but was
+// not yet seen to serve are removed: the API that just answered for this env's
+// registration holds them, and a later process would only send them twice. When
+// Disconnect fails or is never called (the process dies), they stay, and the next
+// Register sends them again.
 func (c *Client) Disconnect(ctx context.Context) error {
 	reg, epoch, st, ok := c.current()
 	if !ok {
@@ -346,9 +351,16 @@ func (c *Client) Disconnect(ctx context.Context) error {
 	if reply.Status != "success" {
 		return &APIError{Method: http.MethodPost, Path: "/disconnect-env", Status: http.StatusOK, Message: reply.Error}
 	}
+	// The API holds this env's registration, so it holds the groups it accepted and
+	// did not serve yet too: sending them again later would only duplicate them.
 	c.mu.Lock()
+	var taken []string
+	for name := range c.held {
+		taken = append(taken, name)
+	}
 	c.forget()
 	c.mu.Unlock()
+	c.removeServed(taken)
 	return nil
 }
 

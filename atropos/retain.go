@@ -129,7 +129,7 @@ func (c *Client) settle(st EnvStatus, tick uint64) (done []string) {
 	return done
 }
 
-// removeServed removes the spool files of served groups. Called without c.mu.
+// removeServed removes spool files of groups that need no sending again. Called without c.mu.
 func (c *Client) removeServed(names []string) {
 	for _, n := range names {
 		if err := os.Remove(filepath.Join(c.cfg.SpoolDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
