@@ -3,6 +3,7 @@ package agenticopd_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -290,4 +291,87 @@ func TestServeCallsOnGroupOneAtATime(t *testing.T) {
 	require.NoError(t, serveWhilePulling(ctx, t, s, trainer))
 	assert.GreaterOrEqual(t, calls.Load(), int64(maxGroups))
 	assert.Zero(t, overlaps.Load(), "OnGroup calls overlapped")
+}
+
+// TestServeBeforeTheFirstRegistration: with an API that answers nothing, Serve gives
+// up after StatusTimeout, with an error naming the API's URL, even before it ever
+// registered; with an API that answers but has no trainer, it waits however long the
+// trainer takes; a cancelled ctx is a clean stop that returns context.Canceled.
+func TestServeBeforeTheFirstRegistration(t *testing.T) {
+	deadURL := func(t *testing.T) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		url := "http://" + ln.Addr().String()
+		require.NoError(t, ln.Close()) // connections are refused from now on
+		return url
+	}
+	tests := []struct {
+		name string
+		// dead: the client points at a port where nothing listens.
+		dead bool
+		// run starts Serve and returns its error; it may act while Serve runs.
+		run func(t *testing.T, ctx context.Context, s *serving) error
+		// check examines the error.
+		check func(t *testing.T, err error, url string)
+	}{
+		{"no API at all", true, func(t *testing.T, ctx context.Context, s *serving) error {
+			return s.env.Serve(ctx, s.client)
+		}, func(t *testing.T, err error, url string) {
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), url, "the error names the URL")
+			assert.Contains(t, err.Error(), "answered nothing")
+			assert.NotErrorIs(t, err, context.Canceled)
+		}},
+		{"no trainer for several StatusTimeouts", false, func(t *testing.T, ctx context.Context, s *serving) error {
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- s.env.Serve(ctx, s.client) }()
+			// 40 polls of /info, 10 ms apart at least: four StatusTimeouts.
+			require.Eventually(t, func() bool { return s.api.RequestCount("/info") >= 40 }, time.Minute, 5*time.Millisecond)
+			select {
+			case err := <-serveErr:
+				t.Fatalf("Serve gave up while the API waited for a trainer: %v", err)
+			default:
+			}
+			trainer := train(ctx, t, s.api, 2)
+			for {
+				select {
+				case err := <-serveErr:
+					return err
+				case <-time.After(20 * time.Millisecond):
+					_, err := trainer.Batch(ctx)
+					require.NoError(t, err)
+				}
+			}
+		}, func(t *testing.T, err error, _ string) {
+			require.NoError(t, err, "the stop rule ends Serve once the trainer came")
+		}},
+		{"cancelled while waiting for a trainer", false, func(t *testing.T, ctx context.Context, s *serving) error {
+			ctx, cancel := context.WithCancel(ctx)
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- s.env.Serve(ctx, s.client) }()
+			require.Eventually(t, func() bool { return s.api.RequestCount("/info") >= 2 }, time.Minute, 5*time.Millisecond)
+			cancel()
+			return <-serveErr
+		}, func(t *testing.T, err error, _ string) {
+			require.ErrorIs(t, err, context.Canceled)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServing(t, atropos.RetryConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
+				func(c *agenticopd.Config) { c.StatusTimeout = 100 * time.Millisecond })
+			url := s.api.URL()
+			if tt.dead {
+				url = deadURL(t)
+				var err error
+				s.client, err = atropos.NewClient(url, atropos.ClientConfig{EnvName: "agentic_opd", GroupSize: groupSize, SpoolDir: t.TempDir()})
+				require.NoError(t, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a guard, not a timing
+			defer cancel()
+			err := tt.run(t, ctx, s)
+			require.NoError(t, ctx.Err(), "Serve ended by itself, before the guard's deadline")
+			tt.check(t, err, url)
+		})
+	}
 }

@@ -228,6 +228,9 @@ func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
 	return &Client{api: a, cfg: cfg, inflight: map[string]bool{}, held: map[string]*heldFile{}, recovering: make(chan struct{}, 1)}, nil
 }
 
+// URL returns the trajectory API's base URL, as the client uses it.
+func (c *Client) URL() string { return c.api.base.String() }
+
 // Registration returns the registration, or nil before [Client.Register] succeeded.
 func (c *Client) Registration() *Registration {
 	c.mu.Lock()
