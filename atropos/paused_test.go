@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -119,4 +120,32 @@ func sendBatch(t *testing.T, c *atropos.Client, tr *atropos.Trainer) {
 	require.Len(t, b, 4)
 	_, err = c.Status(ctx)
 	require.NoError(t, err)
+}
+
+// TestNewTrainerConfigurationIsAReset: a request fails (the API is unreachable for a
+// moment), and meanwhile the API restarted, a trainer registered with another batch
+// size at the step this env saw, and another env took this env's id. /status-env
+// answers for the id as if nothing happened; /info's batch size shows the restart.
+func TestNewTrainerConfigurationIsAReset(t *testing.T) {
+	ctx := context.Background()
+	srv := atropostest.NewServer(t)
+	startTrainer(t, srv, 0)
+	c := registered(t, srv, t.TempDir())
+	srv.SetDown(true)
+	_, err := c.Status(ctxTimeout(t, 50*time.Millisecond))
+	require.Error(t, err, "the API does not answer")
+	require.NoError(t, srv.Restart())
+	reg := trainerReg
+	reg.BatchSize = 16
+	srv.RegisterTrainer(reg)
+	srv.StartTrainer()
+	srv.SetDown(false)
+	other := registered(t, srv, t.TempDir(), func(c *atropos.ClientConfig) { c.EnvName = "other" })
+	require.Equal(t, 0, other.Registration().EnvID)
+
+	require.NoError(t, c.Send(ctx, group(9, 2)))
+	require.Equal(t, 1, c.Resets())
+	require.Equal(t, 1, c.Registration().EnvID)
+	require.Equal(t, 16, c.Registration().BatchSize)
+	require.Equal(t, []int{1}, envIDs(srv.Queue()))
 }

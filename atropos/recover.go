@@ -157,6 +157,8 @@ func (c *Client) recover(ctx context.Context) error {
 // upstream's API gives of a restart or a /reset_data:
 //   - /info shows batch_size -1: the trainer's registration is gone, and with it every
 //     env's (lost);
+//   - /info shows another batch size or max token length than at registration: a
+//     trainer registered again with another configuration (lost);
 //   - a connection was refused: the API process was not running (lost);
 //   - /status-env answers with a current_step below the highest this registration saw,
 //     to a poll begun after that step was seen: the step counter never goes back within
@@ -179,6 +181,12 @@ func (c *Client) verify(ctx context.Context) error {
 		err := c.once(ctx, func(ctx context.Context) error { return c.api.do(ctx, http.MethodGet, "/info", nil, &info) })
 		if err == nil && info.BatchSize <= 0 {
 			c.loseIf(epoch, "no trainer registered (/info batch_size -1)")
+			return nil
+		}
+		if err == nil && (info.BatchSize != reg.BatchSize || info.MaxTokenLen != reg.MaxTokenLen) {
+			// Both are set once per API life, by the trainer's first /register.
+			c.loseIf(epoch, fmt.Sprintf("/info shows batch_size %d and max_token_len %d, not %d and %d as at registration: a trainer registered again",
+				info.BatchSize, info.MaxTokenLen, reg.BatchSize, reg.MaxTokenLen))
 			return nil
 		}
 		if err == nil {
