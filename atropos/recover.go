@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"syscall"
+	"time"
 )
 
 // ErrWaitingForTrainer is matched by an error of [Client.Register], [Client.Status],
@@ -269,6 +270,7 @@ func (c *Client) registerEnv(ctx context.Context) (*Registration, error) {
 
 func (c *Client) registerEnvOnce(ctx context.Context) (_ *Registration, answered bool, _ error) {
 	var info Info
+	var waitStart waitLog
 	for {
 		err := c.retry(ctx, "GET /info", false, func(ctx context.Context, _ Registration, _ uint64) error {
 			return c.api.do(ctx, http.MethodGet, "/info", nil, &info)
@@ -285,7 +287,7 @@ func (c *Client) registerEnvOnce(ctx context.Context) (_ *Registration, answered
 		if info.BatchSize > 0 {
 			break
 		}
-		c.api.logger.Debug("atropos: waiting for a trainer to register")
+		c.noteWaiting(&waitStart, "atropos: waiting for a trainer to register with the API (/info batch_size -1)")
 		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
 			return nil, true, fmt.Errorf("%w: %w", ErrWaitingForTrainer, err)
 		}
@@ -312,7 +314,7 @@ func (c *Client) registerEnvOnce(ctx context.Context) (_ *Registration, answered
 		if reply.Status == "success" && reply.EnvID != nil {
 			break
 		}
-		c.api.logger.Debug("atropos: register-env", "status", reply.Status)
+		c.noteWaiting(&waitStart, "atropos: waiting for the trainer's first /batch (/register-env: "+reply.Status+")")
 		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
 			return nil, true, fmt.Errorf("%w: %w", ErrWaitingForTrainer, err)
 		}
@@ -341,4 +343,26 @@ func (c *Client) Resent() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.resent
+}
+
+// waitLogEvery is how often a wait for the trainer is logged at info level.
+const waitLogEvery = time.Minute
+
+// waitLog is one wait for the trainer, as logged.
+type waitLog struct{ start, logged time.Time }
+
+// noteWaiting logs a wait for the trainer at info level when it begins and every
+// waitLogEvery after, with how long it has lasted, and at debug level otherwise.
+func (c *Client) noteWaiting(w *waitLog, msg string) {
+	now := time.Now()
+	switch {
+	case w.start.IsZero():
+		w.start, w.logged = now, now
+		c.api.logger.Info(msg, "url", c.api.base.String())
+	case now.Sub(w.logged) >= waitLogEvery:
+		w.logged = now
+		c.api.logger.Info(msg, "url", c.api.base.String(), "waited", now.Sub(w.start).Round(time.Second))
+	default:
+		c.api.logger.Debug(msg, "waited", now.Sub(w.start))
+	}
 }

@@ -398,6 +398,7 @@ func (c *Client) Flush(ctx context.Context) error {
 		return err
 	}
 	var rejected []error
+	sent := 0
 	for _, name := range names {
 		c.mu.Lock()
 		busy := c.inflight[name] || c.held[name] != nil // a Send may have finished since the listing
@@ -417,6 +418,10 @@ func (c *Client) Flush(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		sent++
+	}
+	if sent > 0 {
+		c.api.logger.Info("atropos: spool: sent what the spool held", "files", sent, "rejected", len(rejected))
 	}
 	return errors.Join(rejected...)
 }
