@@ -3,6 +3,7 @@ package agenticopd_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -33,14 +34,41 @@ type serving struct {
 	client *atropos.Client
 	env    *agenticopd.Env
 
+	logs *logCounter // the env's log
+
 	mu   sync.Mutex
 	sent map[string]int // groups the env finished and did not drop
 }
 
+// logCounter is a slog.Handler that counts the records it gets, by message.
+type logCounter struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs[r.Message]++
+	return nil
+}
+
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logCounter) WithGroup(string) slog.Handler      { return l }
+
+func (l *logCounter) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.msgs[msg]
+}
+
 func newServing(t *testing.T, retry atropos.RetryConfig, mods ...func(*agenticopd.Config)) *serving {
 	t.Helper()
-	s := &serving{api: atropostest.NewServer(t), sent: map[string]int{}}
+	s := &serving{api: atropostest.NewServer(t), sent: map[string]int{}, logs: &logCounter{msgs: map[string]int{}}}
 	f := newFixture(t, func(c *agenticopd.Config) {
+		c.Logger = slog.New(s.logs)
 		c.MaxGroups = maxGroups
 		c.PollInterval = 10 * time.Millisecond
 		c.OnGroup = func(g *agenticopd.Group) {
@@ -325,8 +353,9 @@ func TestServeBeforeTheFirstRegistration(t *testing.T) {
 		{"no trainer for several StatusTimeouts", false, func(t *testing.T, ctx context.Context, s *serving) error {
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- s.env.Serve(ctx, s.client) }()
-			// 40 polls of /info, 10 ms apart at least: four StatusTimeouts.
-			require.Eventually(t, func() bool { return s.api.RequestCount("/info") >= 40 }, time.Minute, 5*time.Millisecond)
+			// Serve logs each StatusTimeout it waited: three of them.
+			require.Eventually(t, func() bool { return s.logs.count("waiting for a trainer to register with the trajectory API") >= 3 },
+				time.Minute, 5*time.Millisecond)
 			select {
 			case err := <-serveErr:
 				t.Fatalf("Serve gave up while the API waited for a trainer: %v", err)
@@ -359,7 +388,7 @@ func TestServeBeforeTheFirstRegistration(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newServing(t, atropos.RetryConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
-				func(c *agenticopd.Config) { c.StatusTimeout = 100 * time.Millisecond })
+				func(c *agenticopd.Config) { c.StatusTimeout = time.Second })
 			url := s.api.URL()
 			if tt.dead {
 				url = deadURL(t)
