@@ -123,10 +123,10 @@ type Registration struct {
 // goroutines.
 //
 // Delivery is at least once: a group handed to [Client.Send] is written to the spool
-// and fsynced before any request, and removed only after the API answered "received" or
-// "buffered". If the process dies in between, the group is sent again by the next
-// [Client.Flush] (which [Client.Register] runs), so the API may see it twice, never zero
-// times.
+// and fsynced before any request, and removed only once /status-env shows that the API
+// served it (or after a successful [Client.Disconnect]). If the process dies in between,
+// with the API or not, the group is sent again by the next [Client.Flush] (which
+// [Client.Register] runs), so the API may see it twice, never zero times.
 type Client struct {
 	api *api
 	cfg ClientConfig

@@ -31,7 +31,9 @@ const spoolExt = ".jsonl"
 // /scored_data_list, each group stamped with this env's id. The groups are checked with
 // [ScoredDataGroup.Validate] first (an invalid group fails the call before anything is
 // written or sent), then written durably to the spool, then posted; "received" and
-// "buffered" replies are success and remove the spool file.
+// "buffered" replies are success. The spool file stays until /status-env shows the
+// groups served, so that a restart of the API, or of the API and this process together,
+// loses none of them (see the package doc).
 //
 // Network errors and 5xx replies are retried with backoff until ctx ends or
 // Retry.MaxAttempts is reached; then Send returns an error matching [ErrSpooled] and the
