@@ -52,7 +52,8 @@ import (
 //
 // A group whose collection or Send was cut short by ctx is counted as
 // env/cancelled_groups, not as a failure; a group handed to the client is on disk in the
-// spool: when a Send gives up (the client's retry budget ran out), Serve flushes the
+// spool, and stays there until the API is seen to serve it (so that a crash of this
+// process and the API together loses none): when a Send gives up (the client's retry budget ran out), Serve flushes the
 // spool again once the API answers a status poll, and a group still spooled when Serve
 // ends is sent by the next Register. A group that fails to collect is logged and
 // counted (env/failed_groups), and Serve goes on with the next task.
