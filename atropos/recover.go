@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"syscall"
 	"time"
@@ -130,18 +129,7 @@ func (c *Client) recover(ctx context.Context) error {
 	taken, files := c.retained, c.held
 	c.retained, c.held = nil, map[string]*heldFile{}
 	c.mu.Unlock()
-	if left, err := c.respool(taken, files); err != nil {
-		// The files not settled stay held with their groups, for the next attempt.
-		c.mu.Lock()
-		maps.Copy(c.held, left)
-		for _, s := range taken {
-			if left[s.file] != nil {
-				c.retained = append(c.retained, s)
-			}
-		}
-		c.mu.Unlock()
-		return err
-	}
+	c.respool(taken, files)
 	reg, err := c.registerEnv(ctx)
 	if err != nil {
 		return err

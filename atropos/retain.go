@@ -1,9 +1,7 @@
 package atropos
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,7 +30,6 @@ import (
 // sent is one group the API accepted under the current registration.
 type sent struct {
 	file      string // the spool file that holds it until it is served
-	idx       int    // its line in that file
 	sendTick  uint64 // before the post that carried it
 	replyTick uint64 // after its reply
 	queued    bool   // the API answered "received" for it: it went to the queue, no buffer
@@ -44,8 +41,7 @@ type sent struct {
 // heldFile is a spool file whose groups the API accepted under the current
 // registration: Flush leaves it alone, and it is removed once they were all served.
 type heldFile struct {
-	lines    int // groups in the file
-	unserved int // of those, accepted and not known served
+	unserved int // groups in the file accepted and not known served
 }
 
 // tick returns the next value of the client's event clock.
@@ -56,12 +52,11 @@ func (c *Client) tick() uint64 {
 	return c.clock
 }
 
-// accepted records that the API accepted the groups of spool file name at lines idx
-// (queued[i]: "received", not buffered), from a post sent at sendTick under
-// registration epoch; the file holds lines groups in all. It returns
-// errStaleRegistration when the client registered again meanwhile: the groups went out
-// under the old id and must be posted again.
-func (c *Client) accepted(epoch, sendTick uint64, name string, lines int, idx []int, queued []bool) error {
+// accepted records that the API accepted the groups of spool file name (queued[i]: the
+// reply was "received", not "buffered"), from a post sent at sendTick under
+// registration epoch. It returns errStaleRegistration when the client registered again
+// meanwhile: the groups went out under the old id and must be posted again.
+func (c *Client) accepted(epoch, sendTick uint64, name string, queued []bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.epoch != epoch {
@@ -70,11 +65,11 @@ func (c *Client) accepted(epoch, sendTick uint64, name string, lines int, idx []
 	c.clock++
 	h := c.held[name]
 	if h == nil {
-		h = &heldFile{lines: lines}
+		h = &heldFile{}
 		c.held[name] = h
 	}
-	for i, n := range idx {
-		c.retained = append(c.retained, &sent{file: name, idx: n, sendTick: sendTick, replyTick: c.clock, queued: queued[i]})
+	for _, q := range queued {
+		c.retained = append(c.retained, &sent{file: name, sendTick: sendTick, replyTick: c.clock, queued: q})
 		h.unserved++
 	}
 	return nil
@@ -154,75 +149,30 @@ func (c *Client) Unserved() int {
 }
 
 // respool makes the groups of the taken held files that are not known to be served
-// sendable again: a file whose groups are all unserved stays as it is (Flush sends it
-// once it is no longer held), a file with some served groups is rewritten with the
-// others, a file with none is removed. It returns the held files it could not settle,
-// which stay held.
-func (c *Client) respool(taken []*sent, files map[string]*heldFile) (map[string]*heldFile, error) {
-	unserved := map[string][]int{}
+// sendable again: a file with such groups stays as it is (Flush sends it once it is no
+// longer held), a file with none is removed. The groups of one file are posted together
+// and so are seen out of the queue, and served, together: a file is never partly
+// served, and were it so, its served groups would be sent again (at least once).
+func (c *Client) respool(taken []*sent, files map[string]*heldFile) {
+	unserved := map[string]int{}
 	for _, s := range taken {
 		if !s.served {
-			unserved[s.file] = append(unserved[s.file], s.idx)
+			unserved[s.file]++
 		}
 	}
-	var errs []error
-	left := map[string]*heldFile{}
 	n := 0
-	for name, h := range files {
-		idx := unserved[name]
-		var err error
-		switch {
-		case len(idx) == 0:
-			c.removeServed([]string{name})
-		case len(idx) < h.lines:
-			c.mu.Lock()
-			c.inflight[name] = true // keeps Flush from removing the rewrite's temporary file
-			c.mu.Unlock()
-			err = c.rewrite(name, idx)
-			c.release(name)
+	var done []string
+	for name := range files {
+		if unserved[name] == 0 {
+			done = append(done, name)
 		}
-		if err != nil {
-			left[name] = h
-			errs = append(errs, err)
-			continue
-		}
-		n += len(idx)
+		n += unserved[name]
 	}
+	c.removeServed(done)
 	if n > 0 {
-		c.api.logger.Warn("atropos: groups the lost API had accepted are spooled again", "groups", n)
+		c.api.logger.Warn("atropos: groups the lost API had accepted are spooled again", "groups", n, "files", len(files)-len(done))
 	}
 	c.mu.Lock()
 	c.resent += n
 	c.mu.Unlock()
-	if len(errs) > 0 {
-		return left, fmt.Errorf("atropos: keeping the groups the lost registration had sent: %w", errors.Join(errs...))
-	}
-	return nil, nil
-}
-
-// rewrite replaces spool file name, durably, by the lines idx of it.
-func (c *Client) rewrite(name string, idx []int) error {
-	path := filepath.Join(c.cfg.SpoolDir, name)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	all := bytes.Split(bytes.TrimSuffix(data, []byte{'\n'}), []byte{'\n'})
-	keep := make([][]byte, 0, len(idx))
-	for _, i := range idx {
-		if i < 0 || i >= len(all) {
-			return fmt.Errorf("spool file %s has %d groups, not %d", name, len(all), i+1)
-		}
-		keep = append(keep, all[i])
-	}
-	tmp := filepath.Join(c.cfg.SpoolDir, "."+name+".tmp")
-	if err := writeFileSync(tmp, keep); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(c.cfg.SpoolDir)
 }

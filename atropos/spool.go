@@ -267,12 +267,11 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 		}
 		// Which groups of a list were buffered the reply does not say: none counts as
 		// surely queued then.
-		queued := reply.Status == "received" && reply.Buffered == 0
-		idx, q := make([]int, len(groups)), make([]bool, len(groups))
-		for i := range idx {
-			idx[i], q[i] = i, queued
+		q := make([]bool, len(groups))
+		for i := range q {
+			q[i] = reply.Status == "received" && reply.Buffered == 0
 		}
-		err := c.accepted(epoch, sendTick, name, len(groups), idx, q)
+		err := c.accepted(epoch, sendTick, name, q)
 		c.endPost(epoch, len(groups), false)
 		return err
 	})
