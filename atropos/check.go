@@ -3,6 +3,7 @@ package atropos
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // The checks that guard a post. Two things can make a check wrong: its answer may be
@@ -12,7 +13,9 @@ import (
 // Age: every post and disconnect is preceded by a /status-env check sent at most
 // MaxCheckAge before the post goes out, on the monotonic clock; an older one is made
 // again. The answer may have been computed by the API at any moment after the check was
-// sent, so its age counts from then.
+// sent, so its age counts from then. When every check comes back older than that (each
+// round trip takes longer), the limit doubles every three checks in a row, up to 64 ×
+// MaxCheckAge, with a warning: posts go on, and the bound is then the round trip.
 //
 // Another env's answer: within one API life, the queue holds under this env's id only
 // the groups this env posted, and a group leaves the queue only when a batch forms,
@@ -115,6 +118,21 @@ func (c *Client) endPost(epoch uint64, n int, maybeTaken bool) {
 	}
 }
 
+// checksPerDoubling is how many checks in a row, each older than its limit when it
+// returns, double the limit: a post must go out even when every status round trip
+// takes longer than MaxCheckAge (a loaded API, a slow link), and the best bound there
+// is the round trip itself.
+const checksPerDoubling = 3
+
+// maxCheckAgeDoublings caps the widening at 64 × MaxCheckAge (32 s by default).
+const maxCheckAgeDoublings = 6
+
+// checkAgeLimit is the age the n-th check in a row (from 1) may have: MaxCheckAge for
+// the first checksPerDoubling, then doubling every checksPerDoubling checks.
+func checkAgeLimit(max time.Duration, n int) time.Duration {
+	return max << min((n-1)/checksPerDoubling, maxCheckAgeDoublings)
+}
+
 // freshCheck makes the /status-env check that guards a post under registration reg
 // (epoch), again and again until one is younger than MaxCheckAge when it returns. It
 // returns errStaleRegistration when the reply shows that the API lost the
@@ -130,15 +148,19 @@ func (c *Client) freshCheck(ctx context.Context, envID int, epoch uint64) error 
 		if !c.observe(epoch, st, tick) {
 			return errStaleRegistration
 		}
-		age := c.cfg.Now().Sub(start)
-		if age <= c.cfg.MaxCheckAge {
+		age, limit := c.cfg.Now().Sub(start), checkAgeLimit(c.cfg.MaxCheckAge, n)
+		if age <= limit {
+			if limit > c.cfg.MaxCheckAge {
+				c.api.logger.Warn("atropos: posting on a status check older than MaxCheckAge: every round trip took longer",
+					"age", age, "max", c.cfg.MaxCheckAge, "checks", n)
+			}
 			return nil
 		}
 		lvl := c.api.logger.Debug
-		if n%10 == 0 {
+		if n%checksPerDoubling == 0 {
 			lvl = c.api.logger.Warn
 		}
-		lvl("atropos: the status check is older than MaxCheckAge; checking again", "age", age, "max", c.cfg.MaxCheckAge, "checks", n)
+		lvl("atropos: the status check is older than its limit; checking again", "age", age, "limit", limit, "checks", n)
 		if err := ctx.Err(); err != nil {
 			return err
 		}

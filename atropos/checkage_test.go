@@ -119,3 +119,32 @@ func TestHeldStatusAnswerIsCheckedAgain(t *testing.T) {
 		})
 	}
 }
+
+// steppingClock reads a time step later at every reading: each status check the client
+// times comes back step old.
+type steppingClock struct {
+	base time.Time
+	off  atomic.Int64
+	step time.Duration
+}
+
+func (s *steppingClock) now() time.Time {
+	return s.base.Add(time.Duration(s.off.Add(int64(s.step))))
+}
+
+// TestSlowStatusChecksStillPost: when every status round trip takes longer than
+// MaxCheckAge (a loaded API, a slow link), the post must still go out: the limit widens
+// after checks in a row that came back too old, instead of checking forever.
+func TestSlowStatusChecksStillPost(t *testing.T) {
+	srv := atropostest.NewServer(t)
+	startTrainer(t, srv, 0)
+	clock := &steppingClock{base: time.Now(), step: 3 * atropos.DefaultMaxCheckAge / 2}
+	c := registered(t, srv, t.TempDir(), func(c *atropos.ClientConfig) { c.Now = clock.now })
+	srv.ResetRequests()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, c.Send(ctx, group(1, 2)), "the group is posted although every check is 1.5 × MaxCheckAge old")
+	require.Equal(t, 1, srv.RequestCount("/scored_data"))
+	// Three checks at MaxCheckAge, then the limit is 2 × MaxCheckAge: the fourth passes.
+	require.Equal(t, 4, srv.RequestCount("/status-env"))
+}

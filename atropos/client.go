@@ -78,9 +78,10 @@ type ClientConfig struct {
 	// MaxCheckAge bounds the age of the /status-env check that guards every post and
 	// disconnect, from the moment the check was sent to the moment the post goes out,
 	// on the monotonic clock. A check older than this (a slow answer, a process that
-	// was stopped in between) is made again before the post. Default 500ms. Raise it
-	// only on a machine where a status round trip itself takes longer: a post waits
-	// until it has a check younger than this.
+	// was stopped in between) is made again before the post. Default 500ms. When the
+	// round trips themselves take longer, the limit doubles after every three checks
+	// in a row that came back too old (up to 64 × MaxCheckAge), with a warning, so that
+	// posts go on; on such a link, raise it.
 	MaxCheckAge time.Duration
 	// Now reads the clock that ages the checks. Default [time.Now], whose monotonic
 	// reading is what counts; tests give a clock they move by hand.

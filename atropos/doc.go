@@ -71,7 +71,9 @@
 // Besides, each post and each disconnect is preceded by a GET /status-env check sent at
 // most [ClientConfig.MaxCheckAge] (500 ms) before the post goes out, by the monotonic
 // clock; an older check (a slow answer, a process stopped between check and post) is
-// made again. A reply to any poll shows a reset when its current_step went back, or when
+// made again. When every round trip takes longer than that (a loaded API, a slow
+// link), the limit doubles every three checks in a row, up to 64 × MaxCheckAge, with a
+// warning, so that posts go on; the bound is then that widened limit. A reply to any poll shows a reset when its current_step went back, or when
 // its self_queue_size does not match what this env sent: more groups queued under the
 // id than this env can have there (another env's groups under a re-issued id), or fewer
 // than the groups it posted since it last saw the step move, which no batch can have
@@ -87,7 +89,7 @@
 // as this env could have there (typically: this env had nothing queued and the other
 // env posted nothing yet); this env then acts under the other env's id until one of the
 // signs above shows. Checks bound the age of what they saw, not what happens after:
-// a restart within MaxCheckAge after a check, or a post held on its way to the API (a
+// a restart within MaxCheckAge (or its widened limit) after a check, or a post held on its way to the API (a
 // process stopped between the last clock reading and the request being written, a
 // proxy holding it), can still reach the restarted API. The monotonic clock does not
 // count time the whole machine was suspended.
