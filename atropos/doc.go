@@ -33,7 +33,7 @@
 // [Client] follows BaseEnv's contract. [Client.Register] waits until /info shows a
 // trainer, then posts /register-env until "success" (the API says "wait for trainer to
 // start" until the trainer's first /batch), then replays the spool. [Client.Ready],
-// [Client.WaitReady] and [Client.Pace] apply BaseEnv's back-pressure rules ([Pace]) to
+// [Client.WaitReady] and [Client.Pace] apply BaseEnv's back-pressure rules ([Decision]) to
 // GET /status-env (a GET with a JSON body, kept behind one function). [Client.Send]
 // posts one group to /scored_data or several to /scored_data_list, gzipped from
 // [GzipMinBytes]; "received" and "buffered" both mean accepted.
