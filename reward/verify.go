@@ -21,11 +21,15 @@ const (
 	// DefaultMaxOutput is how much output a Verification keeps, per process.
 	DefaultMaxOutput = 16 << 10
 	// MaxMessage bounds one message between the test process and the solution
-	// process (a request or a reply, encoded). A longer one is a protocol fault.
+	// process (a request or a reply, encoded, its newline not counted): a message of
+	// MaxMessage bytes passes on both sides, as the harness gets this constant from
+	// Go. A longer reply is a protocol fault; a longer request raises OverflowError in
+	// the tests and the Verification's Reason names the limit.
 	MaxMessage = 16 << 20
 	// MaxDepth is how deeply containers may nest in a value that crosses between the
-	// test process and the solution process; deeper values cross as handles.
-	MaxDepth = 100
+	// test process and the solution process. A deeper value returned by the solution
+	// crosses as a handle at that depth; one the tests pass raises TypeError there.
+	MaxDepth = 1000
 )
 
 var (

@@ -1,0 +1,47 @@
+# Bounds what the solution writes to its standard error, so that however much it
+# writes, its sandbox never kills it for output: stderr becomes a pipe that a forked
+# child drains. The child passes the first keep bytes on to the original stderr as
+# they come, and keeps the last keep bytes after them, which it writes when the pipe
+# closes (when the solution and its children ended; a process killed early shows its
+# head only). Stderr never decides a verdict; it is only shown.
+def _bound_stderr(keep):
+    import os
+
+    r, w = os.pipe()
+    if os.fork() != 0:
+        os.close(r)
+        os.dup2(w, 2)
+        os.close(w)
+        return
+    try:
+        os.close(w)
+        os.dup2(r, 0)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.closerange(3, 1 << 16)
+        def write(out):
+            while out:
+                out = out[os.write(2, out):]
+
+        head, tail, cut = 0, bytearray(), 0
+        while True:
+            try:
+                b = os.read(0, 1 << 16)
+            except InterruptedError:
+                continue
+            if not b:
+                break
+            if head < keep:
+                k = keep - head
+                write(b[:k])
+                head += len(b[:k])
+                b = b[k:]
+            tail += b
+            if len(tail) > keep:
+                cut += len(tail) - keep
+                del tail[:len(tail) - keep]
+        if cut:
+            write(b"\n...[%d bytes of standard error cut]...\n" % cut)
+        write(bytes(tail))
+    finally:
+        os._exit(0)
