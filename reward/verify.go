@@ -78,9 +78,14 @@ const (
 
 // VerifyOptions configures [Verify]. The zero value is the default.
 type VerifyOptions struct {
-	// Timeout bounds the verification: the test and solution processes, or all the
-	// input/output cases together; 0 means DefaultVerifyTimeout.
+	// Timeout bounds the test and solution processes; 0 means DefaultVerifyTimeout.
+	// The input/output cases have Timeout + len(Cases)×CaseBudget together.
 	Timeout time.Duration
+	// CaseTimeout bounds one input/output case; 0 means DefaultCaseTimeout.
+	CaseTimeout time.Duration
+	// CaseBudget is what each input/output case adds to the time the cases have
+	// together; 0 means DefaultCaseBudget.
+	CaseBudget time.Duration
 	// Python is the interpreter; "" means DefaultPython.
 	Python string
 	// MaxOutput is how many bytes of each process's output the Verification keeps
@@ -150,18 +155,28 @@ func Verify(ctx context.Context, sb rollout.Sandbox, tests rollout.SandboxFactor
 	}
 	opts = opts.withDefaults()
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+10*time.Second) // the sandboxes' own timeouts come first
+	scripts := t.TestCode != "" || t.HiddenTests != ""
+	limit := 10 * time.Second // the sandboxes' own timeouts come first
+	if scripts {
+		limit += opts.Timeout
+	}
+	if len(t.Cases) > 0 {
+		limit += casesBudget(len(t.Cases), opts)
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	deadline := start.Add(opts.Timeout)
 	var v Verification
 	var err error
-	if t.TestCode != "" || t.HiddenTests != "" {
+	if scripts {
 		v, err = verifyScripts(ctx, sb, tests, t, opts)
 	}
-	if err == nil && len(t.Cases) > 0 && (v.Rule == "" || v.Rule == RulePassed) {
-		unconfined := v.Unconfined
-		v, err = verifyCases(ctx, sb, t.Cases, deadline, opts)
-		v.Unconfined = v.Unconfined || unconfined
+	if err == nil && len(t.Cases) > 0 {
+		var cv Verification
+		cv, err = verifyCases(ctx, sb, t.Cases, opts)
+		if err == nil && scripts {
+			cv = lower(v, cv)
+		}
+		v = cv
 	}
 	v.Duration = time.Since(start)
 	if err != nil {
@@ -174,9 +189,33 @@ func Verify(ctx context.Context, sb rollout.Sandbox, tests rollout.SandboxFactor
 	return v, nil
 }
 
+// lower combines the verdicts of a task's test code and of its input/output cases:
+// the lower correctness decides (the test code's on a tie), and the Verification
+// keeps the facts of both.
+func lower(scripts, cases Verification) Verification {
+	v := scripts
+	if cases.Correctness < scripts.Correctness {
+		v = cases
+	}
+	v.Reason = fmt.Sprintf("tests: %s; cases: %s", scripts.Reason, cases.Reason)
+	v.Completed = scripts.Completed && cases.Completed
+	v.Calls = scripts.Calls
+	v.Cases, v.CasesPassed = cases.Cases, cases.CasesPassed
+	v.Unconfined = scripts.Unconfined || cases.Unconfined
+	v.TimedOut = scripts.TimedOut || cases.TimedOut
+	v.OutputTruncated = scripts.OutputTruncated || cases.OutputTruncated
+	return v
+}
+
 func (o VerifyOptions) withDefaults() VerifyOptions {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultVerifyTimeout
+	}
+	if o.CaseTimeout <= 0 {
+		o.CaseTimeout = DefaultCaseTimeout
+	}
+	if o.CaseBudget <= 0 {
+		o.CaseBudget = DefaultCaseBudget
 	}
 	if o.Python == "" {
 		o.Python = DefaultPython
