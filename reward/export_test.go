@@ -19,4 +19,15 @@ var (
 		return newMsgReader(bytes.NewReader(line)).request().err
 	}
 	CodecPy = harnessLimits + codecPy
+	// StreamSameOutput compares got, written in pieces of the given size, as a case's
+	// streamed output is.
+	StreamSameOutput = func(got, want string, piece int) bool {
+		m := outputMatcher{want: normalize(want)}
+		for len(got) > 0 {
+			n := min(piece, len(got))
+			m.write([]byte(got[:n]))
+			got = got[n:]
+		}
+		return m.same()
+	}
 )

@@ -36,6 +36,9 @@ func TestCheckReply(t *testing.T) {
 		`{"id":7,"exc":["ValueError",["t",[]]],"out":[[2,["S",[]]]]}`,
 		`{"id":7,"exc":["ValueError",["t",[]],["x",[3,["x",[2,"ValueError","AccountError"]],"InsufficientFunds"]]]}`,
 		`{"id":7,"ok":["x",[4,"KeyError","KeyError"]]}`,
+		`{"id":7,"exc":["ValueError",["t",[]],null,[["shortfall",["i","0x5"]],["who",["h",2]]]]}`,
+		`{"id":7,"exc":["ValueError",["t",[]],["x",[3,"ValueError","Short"]],[["_n",null]]]}`,
+		`{"id":7,"ok":["s","` + strings.Repeat("x", reward.MaxMessage-len(`{"id":7,"ok":["s",""]}`)) + `"]}`,
 	}
 	for _, line := range good {
 		require.NoError(t, reward.CheckReply([]byte(line+"\n"), 7), line)
@@ -84,6 +87,16 @@ func TestCheckReply(t *testing.T) {
 		"a float position":            `{"id":7,"ok":null,"out":[[0.5,null]]}`,
 		"a change not a pair":         `{"id":7,"ok":null,"out":[[0]]}`,
 		"a changed bare value":        `{"id":7,"ok":null,"out":[[0,[1]]]}`,
+		"a key twice":                 `{"id":7,"id":7,"ok":null}`,
+		"white space first":           ` {"id":7,"ok":null}`,
+		"a byte that is not ASCII":    `{"id":7,"ok":["s","é"]}`,
+		"an escaped tag":              `{"id":7,"ok":["\u0073","x"]}`,
+		"-0x0":                        `{"id":7,"ok":["i","-0x0"]}`,
+		"a null class, no attributes": `{"id":7,"exc":["ValueError",["t",[]],null]}`,
+		"no attributes":               `{"id":7,"exc":["ValueError",["t",[]],null,[]]}`,
+		"a dunder attribute":          `{"id":7,"exc":["ValueError",["t",[]],null,[["__class__",null]]]}`,
+		"an attribute not a pair":     `{"id":7,"exc":["ValueError",["t",[]],null,[["n"]]]}`,
+		"one byte over MaxMessage":    `{"id":7,"ok":["s","` + strings.Repeat("x", reward.MaxMessage+1-len(`{"id":7,"ok":["s",""]}`)) + `"]}`,
 	}
 	for name, line := range bad {
 		require.Error(t, reward.CheckReply([]byte(line+"\n"), 7), name)
@@ -97,10 +110,12 @@ func FuzzCheckReply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		_ = reward.ParseRequest(line) // never panics
 		if reward.CheckReply(line, 1) == nil {
-			// What the relay accepts is JSON with exactly the two keys.
+			// What the relay accepts is one line of JSON with "id" and "ok" or "exc",
+			// and "out" when arguments changed.
 			var m map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(line, &m))
-			require.Len(t, m, 2)
+			require.Contains(t, []int{2, 3}, len(m))
+			require.Contains(t, m, "id")
 		}
 	})
 }
