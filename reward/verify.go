@@ -117,7 +117,7 @@ type Verification struct {
 	// killed the run for writing too much), so a "passed" line may not have been seen.
 	OutputTruncated bool
 	// Completed reports that every test script ran to its end, as the test process
-	// said on the channel only it holds.
+	// said on the channel only it holds, and that every input/output case passed.
 	Completed bool
 	// Calls counts the requests the tests made to the solution process.
 	Calls int
@@ -143,7 +143,9 @@ func (v Verification) Passed() bool { return v.Correctness >= 0.8 }
 // code, and the solution process, started in sb, never sees the tests. Both sandboxes
 // must implement [rollout.Starter] (else [ErrNoStarter]). The package doc describes the
 // protocol between them. Input/output cases (t.Cases) run solution.py in sb once per
-// case; tests may be nil for a task that has only cases.
+// case, also started through [rollout.Starter]; tests may be nil for a task that has
+// only cases. A task with both gets the lower of the two verdicts. A case whose
+// expected output is longer than [MaxCaseOutput] gives an error.
 //
 // A task without tests gives [ErrNoTests]. A sandbox failure gives an error and a
 // Verification with [RuleSandboxError] and correctness 0, so that callers may still
