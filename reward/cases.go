@@ -19,8 +19,9 @@ const (
 	DefaultCaseTimeout = 10 * time.Second
 	// DefaultCaseBudget is what each case adds to the time the cases of a task have
 	// together (VerifyOptions.CaseBudget): Timeout + len(Cases)×CaseBudget, so that
-	// 500 cases of 0.1 s each fit, where one budget of 30 s would not.
-	DefaultCaseBudget = 500 * time.Millisecond
+	// 500 cases of 0.2 s each fit (with room for a loaded machine), where one budget
+	// of 30 s would not.
+	DefaultCaseBudget = time.Second
 	// MaxCaseOutput bounds the standard output of one case: it is read as it comes
 	// and compared with the expected output up to this many bytes; a program that
 	// writes more is stopped and its output is wrong. A task whose expected output is

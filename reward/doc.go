@@ -147,10 +147,11 @@
 // the expected outputs never enter a sandbox. A program whose output already differs
 // or passes MaxCaseOutput is stopped at once. The cases stop at the first failure.
 // Each case has VerifyOptions.CaseTimeout ([DefaultCaseTimeout], 10 s), and all the
-// cases together Timeout + len(Cases)×CaseBudget ([DefaultCaseBudget], 0.5 s): 500
-// cases get 280 s by default, where one budget of 30 s would fail a correct program
-// for the number of its cases (a case costs about 0.1 s in bubblewrap on a loaded
-// machine, Python's start included).
+// cases together Timeout + len(Cases)×CaseBudget ([DefaultCaseBudget], 1 s): 500
+// cases get 530 s by default, where one budget of 30 s would fail a correct program
+// for the number of its cases (a case of a trivial program cost 0.12 to 0.17 s in
+// bubblewrap on 2 loaded cores, two Python starts included; the budget leaves room
+// for a busier machine, and a failing case still ends the cases at once).
 //
 // Standard error never decides a case or a call: the solution's harness, and a
 // small runner before each case's program, make the solution's stderr a pipe that a

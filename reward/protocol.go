@@ -73,9 +73,8 @@ func (r *msgReader) get() byte {
 	}
 	c, err := r.br.ReadByte()
 	if err != nil {
-		switch {
-		case errors.Is(err, io.EOF) && r.n > 0:
-			err = io.ErrUnexpectedEOF
+		if errors.Is(err, io.EOF) && r.n > 0 {
+			err = io.ErrUnexpectedEOF // the stream ended inside a message
 		}
 		r.err = err
 		return 0

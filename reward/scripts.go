@@ -289,8 +289,6 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 				why = fmt.Sprintf("the solution process sent a broken message: %v", m.err)
 			case m.err != nil:
 				why = fmt.Sprintf("the solution process sent a malformed reply: %v", m.err)
-			case m.hello:
-				why = "the solution process sent a malformed reply: a second hello"
 			case m.id != pending.id:
 				why = fmt.Sprintf("the solution process sent a malformed reply: id %d, want %d", m.id, pending.id)
 			}
