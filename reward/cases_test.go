@@ -118,6 +118,9 @@ func TestVerifyCorrectProgramsPass(t *testing.T) {
 			solution: "import sys\nfor _ in range(20):\n    sys.stderr.write('debug ' * 174763)\n" + sum},
 		{name: "20 MiB on stderr, wrong answer", task: sumTask, rule: reward.RuleWrongOutput,
 			solution: "import sys\nfor _ in range(20):\n    sys.stderr.write('debug ' * 174763)\nprint(6)\n"},
+		{name: "20 MiB on stderr while the tests call", rule: reward.RulePassed,
+			task: tasks.Task{ID: "loud", TestCode: "from solution import f\nfor i in range(4):\n    assert f(i) == i\nprint('passed')\n"},
+			solution: "import sys\ndef f(i):\n    for _ in range(5):\n        sys.stderr.write('debug ' * 174763)\n    print('x' * 100)\n    return i\n"},
 		// The budget of the cases grows with their number: 500 cases do not fit in a
 		// Timeout of 2 s, but in 2 s + 500×CaseBudget.
 		{name: "500 cases", task: tasks.Task{ID: "many", Cases: manyCases()}, solution: sum,
@@ -128,6 +131,7 @@ try:
 except InsufficientFunds as e:
     assert e.shortfall == 5, e.shortfall
     assert e.account == {"id": 7, "tags": ["a"]}
+    assert e.needed == 15 and e.code == "NSF"
     assert str(e) == "short by 5"
 else:
     raise AssertionError("no InsufficientFunds")
@@ -136,11 +140,19 @@ try:
 except ValueError as e:
     assert e.shortfall == 1 and e.args == ("short",)
 print("All tests passed!")
-`}, solution: `class InsufficientFunds(ValueError):
+`}, solution: `class BankError(ValueError):
+    __slots__ = ("code",)
+
+class InsufficientFunds(BankError):
     def __init__(self, shortfall):
         super().__init__("short by %d" % shortfall)
         self.shortfall = shortfall
         self.account = {"id": 7, "tags": ["a"]}
+        self.code = "NSF"
+
+    @property
+    def needed(self):
+        return self.shortfall + 10
 
 def withdraw(balance, amount, strict=True):
     if amount > balance:

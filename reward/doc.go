@@ -40,7 +40,7 @@
 //     rollout's sandbox, which imports solution.py and answers.
 //   - Arguments and results cross as plain data only: None, bool, int, float, str,
 //     bytes, and tuple, list, dict, set and frozenset of those, nested at most
-//     [MaxDepth] (1000) deep, in both directions (a deeper value the solution returns
+//     [MaxDepth] (10,000) deep, in both directions (a deeper value the solution returns
 //     crosses as a handle at that depth; one the tests pass raises TypeError, naming
 //     the limit). The encoder checks exact types (type(x) is int, not
 //     isinstance), so a subclass of int, str or list with rigged comparison or hashing
@@ -77,9 +77,10 @@
 //     solution's classes down to the nearest builtin exception) and no code of the
 //     solution's, so "except InsufficientFunds" works and catches exactly the
 //     solution's exceptions of that class. The attributes the solution set on an
-//     exception (self.shortfall = 5) cross with it, as plain data or handles, and are
-//     set on the tests' exception, except names starting with "__" and names its
-//     class already has (no method is shadowed). StopIteration ends an
+//     exception (self.shortfall = 5), and the values of the properties and slots of
+//     its own exception classes, read when the exception is sent, cross with it as
+//     plain data or handles and are set on the tests' exception, except names
+//     starting with "__" and names its class already has (no method is shadowed). StopIteration ends an
 //     iteration only when next() raised it; from any other call it arrives as
 //     RuntimeError, so it cannot cut short a map() or filter() the tests iterate over.
 //     SystemExit, KeyboardInterrupt and other non-Exception exceptions end the

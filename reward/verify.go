@@ -29,7 +29,7 @@ const (
 	// MaxDepth is how deeply containers may nest in a value that crosses between the
 	// test process and the solution process. A deeper value returned by the solution
 	// crosses as a handle at that depth; one the tests pass raises TypeError there.
-	MaxDepth = 1000
+	MaxDepth = 10000
 )
 
 var (
