@@ -119,7 +119,7 @@ func TestVerifyCorrectProgramsPass(t *testing.T) {
 		{name: "20 MiB on stderr, wrong answer", task: sumTask, rule: reward.RuleWrongOutput,
 			solution: "import sys\nfor _ in range(20):\n    sys.stderr.write('debug ' * 174763)\nprint(6)\n"},
 		{name: "20 MiB on stderr while the tests call", rule: reward.RulePassed,
-			task: tasks.Task{ID: "loud", TestCode: "from solution import f\nfor i in range(4):\n    assert f(i) == i\nprint('passed')\n"},
+			task:     tasks.Task{ID: "loud", TestCode: "from solution import f\nfor i in range(4):\n    assert f(i) == i\nprint('passed')\n"},
 			solution: "import sys\ndef f(i):\n    for _ in range(5):\n        sys.stderr.write('debug ' * 174763)\n    print('x' * 100)\n    return i\n"},
 		// The budget of the cases grows with their number: 500 cases do not fit in a
 		// Timeout of 2 s, but in 2 s + 500×CaseBudget.
