@@ -87,6 +87,16 @@ func bigOutput(n int) string {
 
 const bigProgram = "import sys\nn = int(sys.stdin.read())\nsys.stdout.write(''.join('%d\\n' % (i * 7919) for i in range(n)))\n"
 
+// longInput is the sum task's input for the numbers 0 to n-1, about 8n bytes.
+func longInput(n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d\n", n)
+	for i := range n {
+		fmt.Fprintf(&b, "%d ", i)
+	}
+	return b.String()
+}
+
 // manyCases are 500 cases of the sum task.
 func manyCases() []tasks.Case {
 	cases := make([]tasks.Case, 500)
@@ -114,6 +124,8 @@ func TestVerifyCorrectProgramsPass(t *testing.T) {
 			solution: bigProgram + "if n > 10000:\n    print(1)\n"},
 		{name: "stdout over 64 KiB, cut short", task: big, rule: reward.RuleWrongOutput,
 			solution: "import sys\nn = int(sys.stdin.read())\nsys.stdout.write(''.join('%d\\n' % (i * 7919) for i in range(n - 1)))\n"},
+		{name: "8 MiB on stdin", task: tasks.Task{ID: "long", Cases: []tasks.Case{{Input: longInput(1 << 20), Output: fmt.Sprint(1<<20*((1<<20)-1)/2, "\n")}}},
+			solution: sum, rule: reward.RulePassed},
 		{name: "20 MiB on stderr", task: sumTask, rule: reward.RulePassed,
 			solution: "import sys\nfor _ in range(20):\n    sys.stderr.write('debug ' * 174763)\n" + sum},
 		{name: "20 MiB on stderr, wrong answer", task: sumTask, rule: reward.RuleWrongOutput,
