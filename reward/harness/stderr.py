@@ -3,12 +3,22 @@
 # child drains. The child passes the first keep bytes on to the original stderr as
 # they come, and keeps the last keep bytes after them, which it writes when the pipe
 # closes (when the solution and its children ended; a process killed early shows its
-# head only). Stderr never decides a verdict; it is only shown.
+# head only). Stderr never decides a verdict; it is only shown. Where no pipe or
+# process can be made, stderr stays as it is (and the sandbox's output cap applies).
 def _bound_stderr(keep):
     import os
 
-    r, w = os.pipe()
-    if os.fork() != 0:
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return  # no room for a pipe: stderr stays as it is
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return  # no room for a process: stderr stays as it is
+    if pid != 0:
         os.close(r)
         os.dup2(w, 2)
         os.close(w)
