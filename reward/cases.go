@@ -29,11 +29,23 @@ const (
 	MaxCaseOutput = 32 << 20
 )
 
-// caseRunner is the program a case runs: it bounds the solution's standard error
-// (harness/stderr.py) and then becomes the solution, `python3 -B solution.py`, so that
-// the exit code is the solution's own.
-var caseRunner = fmt.Sprintf("STDERR_KEEP = %d\n", stderrKeep) + stderrPy +
-	"\n_bound_stderr(STDERR_KEEP)\nimport os, sys\nos.execvp(sys.argv[1], sys.argv[1:])\n"
+// caseRunner is the program a case runs, `python3 -B -c caseRunner`: it bounds the
+// solution's standard error (harness/stderr.py), then runs solution.py as
+// `python3 -B solution.py` would (as __main__, with its argv and its directory first
+// on sys.path), in the same interpreter, so that a case costs one Python start-up.
+var caseRunner = fmt.Sprintf("STDERR_KEEP = %d\n", stderrKeep) + stderrPy + `
+_bound_stderr(STDERR_KEEP)
+del _bound_stderr, STDERR_KEEP
+import os as _os, runpy as _runpy, sys as _sys
+try:
+    open("solution.py", "rb").close()
+except OSError as e:  # as the interpreter says it, with its exit code
+    _sys.stderr.write("python3: can't open file %r: [Errno %d] %s\n" % (_os.path.abspath("solution.py"), e.errno, e.strerror))
+    _sys.exit(2)
+_sys.argv = ["solution.py"]
+_sys.path[0] = _os.getcwd()
+_runpy.run_path("solution.py", run_name="__main__")
+`
 
 // verifyCases runs solution.py in sb once per case, with the case's input on its
 // standard input, and compares its standard output, as it comes, with the expected
@@ -125,7 +137,7 @@ type caseRun struct {
 // program whose output already differs, or is too long, is stopped at once.
 func runCase(ctx context.Context, st rollout.Starter, c tasks.Case, timeout time.Duration, opts VerifyOptions) (caseRun, error) {
 	p, err := st.Start(ctx, rollout.Command{
-		Argv:    []string{opts.Python, "-I", "-S", "-c", caseRunner, opts.Python, "-B", "solution.py"},
+		Argv:    []string{opts.Python, "-B", "-c", caseRunner},
 		Timeout: timeout,
 	})
 	if err != nil {

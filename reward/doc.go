@@ -150,13 +150,14 @@
 // Each case has VerifyOptions.CaseTimeout ([DefaultCaseTimeout], 10 s), and all the
 // cases together Timeout + len(Cases)×CaseBudget ([DefaultCaseBudget], 1 s): 500
 // cases get 530 s by default, where one budget of 30 s would fail a correct program
-// for the number of its cases (a case of a trivial program cost 0.12 to 0.17 s in
-// bubblewrap on 2 loaded cores, two Python starts included; the budget leaves room
+// for the number of its cases (BenchmarkVerifyCases: a case of a trivial program
+// costs 0.08 to 0.1 s in bubblewrap on 2 cores at load average 8 to 11, Python's
+// start included, and 0.17 s when other tests run beside it; the budget leaves room
 // for a busier machine, and a failing case still ends the cases at once).
 //
-// Standard error never decides a case or a call: the solution's harness, and a
-// small runner before each case's program, make the solution's stderr a pipe that a
-// forked child drains, passing on its first 16 KiB and keeping its last 16 KiB, so
+// Standard error never decides a case or a call: the solution's harness, and the
+// few lines that run each case's program (as `python3 -B solution.py` would, in the
+// same interpreter), make the solution's stderr a pipe that a forked child drains, passing on its first 16 KiB and keeping its last 16 KiB, so
 // that no amount of debugging output gets the solution killed by the sandbox's
 // output cap. A task with both test code and cases runs both (the tests first) and
 // the lower correctness decides: a program that passes tests ending at the 0.8 row
