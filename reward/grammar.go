@@ -39,7 +39,7 @@ func (r *msgReader) reply() message {
 	}
 	var id int64
 	var seen [4]bool // by replyKey
-	for r.err == nil && r.ws() != '}' {
+	for more := r.members(); more && r.err == nil; more = r.more('}') {
 		key := r.word(3)
 		r.expect(':')
 		i := replyKey(key)
@@ -61,12 +61,6 @@ func (r *msgReader) reply() message {
 		case "out":
 			r.changed()
 		}
-		if !r.more('}') {
-			break
-		}
-	}
-	if r.err == nil && r.peek() == '}' {
-		r.get()
 	}
 	switch {
 	case r.err != nil:
@@ -294,7 +288,7 @@ func (r *msgReader) request() message {
 	if c := r.get(); c != '{' {
 		r.fail("not a JSON object")
 	}
-	for r.err == nil && r.ws() != '}' {
+	for more := r.members(); more && r.err == nil; more = r.more('}') {
 		key := r.word(16)
 		r.expect(':')
 		switch key {
@@ -309,12 +303,6 @@ func (r *msgReader) request() message {
 		default:
 			r.skip()
 		}
-		if !r.more('}') {
-			break
-		}
-	}
-	if r.err == nil && r.peek() == '}' {
-		r.get()
 	}
 	if r.err == nil && q.op == "" {
 		r.fail(`no "op"`)

@@ -162,6 +162,16 @@ func (r *msgReader) begin() bool {
 	return r.err == nil
 }
 
+// members reads what follows the '{' of an object and reports whether it has
+// members; an empty object's '}' is read.
+func (r *msgReader) members() bool {
+	if r.ws() == '}' {
+		r.get()
+		return false
+	}
+	return r.err == nil
+}
+
 // end reads the newline that ends a message, after white space, and returns the
 // message.
 func (r *msgReader) end() message {
