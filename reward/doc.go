@@ -103,7 +103,9 @@
 //     BenchmarkRelayMemory sends the worst reply, MaxMessage bytes of Nones (about
 //     3.4 million values): the highest heap was 16.5 MB, 1.03 times the message, for
 //     one verification and 66 MB for four at once (before, decoding the reply into
-//     map[string]any first: 204 MB, 12.8 times, and 778 MB).
+//     map[string]any first: 204 MB, 12.8 times, and 778 MB). BenchmarkCheckReply
+//     checks that reply at about 32 MB/s with 17 MB allocated, where the decoding
+//     before it ran at 29 MB/s with 337 MB allocated.
 //   - Both sides take MaxMessage and MaxDepth from Go (the harness's program starts
 //     with them), so a message of exactly MaxMessage bytes passes on both. A request
 //     of the tests over MaxMessage is not sent: the test harness raises OverflowError

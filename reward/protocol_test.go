@@ -164,3 +164,16 @@ print("ok")
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, "ok\n", string(out))
 }
+
+// BenchmarkCheckReply measures the relay's check of the worst reply (MaxMessage bytes
+// of Nones) in memory, as throughput (MB/s) and allocations.
+func BenchmarkCheckReply(b *testing.B) {
+	line := []byte(`{"id":3,"ok":["l",[` + strings.Repeat("null,", worstReply-1) + `null]]}` + "\n")
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := reward.CheckReply(line, 3); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
