@@ -177,3 +177,42 @@ func BenchmarkCheckReply(b *testing.B) {
 		}
 	}
 }
+
+// TestRelayAcceptsWhatTheHarnessWrites encodes random plain values with the harness's
+// encoder, as replies, and checks that the relay accepts every one.
+func TestRelayAcceptsWhatTheHarnessWrites(t *testing.T) {
+	prog := reward.CodecPy + `
+import random, sys
+rnd = random.Random(19)
+def value(d):
+    k = rnd.randrange(14 if d < 6 else 8)
+    if k == 0: return None
+    if k == 1: return rnd.random() < 0.5
+    if k == 2: return rnd.randrange(-2 ** 70, 2 ** 70)
+    if k == 3: return rnd.choice([0.1, -0.0, float("inf"), float("nan"), 1e300, -5e-324])
+    if k == 4: return "".join(chr(rnd.randrange(0, 0x3000)) for _ in range(rnd.randrange(6)))
+    if k == 5: return bytes(rnd.randrange(256) for _ in range(rnd.randrange(5)))
+    if k == 6: return object()
+    if k == 7: return (value(d + 1), rnd.randrange(9))
+    if k == 8: return [value(d + 1) for _ in range(rnd.randrange(4))]
+    if k == 9: return {rnd.randrange(9): value(d + 1), "k": value(d + 1)}
+    if k == 10: return {rnd.randrange(9), (1, "a")}
+    if k == 11: return frozenset({rnd.randrange(9)})
+    if k == 12: return tuple(value(d + 1) for _ in range(rnd.randrange(4)))
+    return ValueError
+handles = []
+deep = []
+for _ in range(MAX_DEPTH + 5):
+    deep = [deep]
+for i in range(2000):
+    v = deep if i == 0 else value(0)
+    sys.stdout.buffer.write(dumps({"id": 1, "ok": encode(v, lambda x: handles.append(x) or len(handles))}))
+`
+	out, err := exec.Command("/usr/bin/python3", "-I", "-c", prog).Output()
+	require.NoError(t, err)
+	lines := strings.SplitAfter(string(out), "\n")
+	require.Len(t, lines, 2001) // and "" after the last newline
+	for _, line := range lines[:2000] {
+		require.NoError(t, reward.CheckReply([]byte(line), 1), "%.300s", line)
+	}
+}
