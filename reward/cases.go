@@ -194,28 +194,56 @@ type outputMatcher struct {
 }
 
 func (m *outputMatcher) write(b []byte) {
-	for _, c := range b {
-		if m.bad {
+	for len(b) > 0 && !m.bad {
+		if m.clean() {
+			// Nothing held back: bytes that are exactly what want has next are taken
+			// a block at a time (want has no white space at a line end and no
+			// newline at its end, so such bytes count whatever follows them).
+			n := min(len(b), matchBlock, len(m.want)-m.pos)
+			if n > 0 && string(b[:n]) == m.want[m.pos:m.pos+n] {
+				m.pos += n
+				b = b[n:]
+				continue
+			}
+		}
+		// Byte by byte until nothing is held back again.
+		i := 0
+		for i < len(b) {
+			m.byte(b[i])
+			i++
+			if m.bad || m.clean() {
+				break
+			}
+		}
+		b = b[i:]
+	}
+}
+
+// matchBlock is how many bytes outputMatcher compares at once.
+const matchBlock = 4 << 10
+
+// clean reports that nothing is held back.
+func (m *outputMatcher) clean() bool { return m.nl == 0 && len(m.ws) == 0 && !m.wsOver }
+
+// byte takes one byte of the output.
+func (m *outputMatcher) byte(c byte) {
+	switch c {
+	case '\n':
+		m.nl++
+		m.ws, m.wsOver = m.ws[:0], false
+	case ' ', '\t', '\r', '\v', '\f':
+		if len(m.ws) < len(m.want)-m.pos {
+			m.ws = append(m.ws, c)
+		} else {
+			m.wsOver = true
+		}
+	default:
+		m.flush()
+		if m.bad || m.pos >= len(m.want) || m.want[m.pos] != c {
+			m.bad = true
 			return
 		}
-		switch c {
-		case '\n':
-			m.nl++
-			m.ws, m.wsOver = m.ws[:0], false
-		case ' ', '\t', '\r', '\v', '\f':
-			if len(m.ws) < len(m.want)-m.pos {
-				m.ws = append(m.ws, c)
-			} else {
-				m.wsOver = true
-			}
-		default:
-			m.flush()
-			if m.bad || m.pos >= len(m.want) || m.want[m.pos] != c {
-				m.bad = true
-				return
-			}
-			m.pos++
-		}
+		m.pos++
 	}
 }
 

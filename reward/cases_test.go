@@ -273,7 +273,7 @@ func TestVerifyMessageLimit(t *testing.T) {
 // FuzzStreamedOutput checks that the streamed comparison of a case's output agrees
 // with SameOutput, wherever the stream's pieces start.
 func FuzzStreamedOutput(f *testing.F) {
-	for _, s := range [][2]string{{"1  \r\n2\t\n\n\n", "1\n2"}, {"a\r\rb", "a\r\rb"}, {"a \nb", "a\nb "}, {"\n\nx", "x"}, {"x \t", "x"}, {"", "\n"}} {
+	for _, s := range [][2]string{{"1  \r\n2\t\n\n\n", "1\n2"}, {"a\r\rb", "a\r\rb"}, {"a \nb", "a\nb "}, {"\n\nx", "x"}, {"x \t", "x"}, {"", "\n"}, {"a \nb", "a  b"}, {"a\n\n", "a\n\nb"}, {"a\r\nb \n", "a\nb"}} {
 		f.Add(s[0], s[1], 1)
 	}
 	f.Fuzz(func(t *testing.T, got, want string, piece int) {
