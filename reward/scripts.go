@@ -93,9 +93,8 @@ func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.Sandbo
 		return v, fmt.Errorf("start the test process: %w", err)
 	}
 	c, stop := relay(test, sol)
-	sol.Kill()
+	solRes, solErr := endSolution(sol)
 	testRes, testErr := test.Wait()
-	solRes, solErr := sol.Wait()
 	stop()
 	if err := errors.Join(testErr, solErr); err != nil {
 		return v, err
@@ -104,6 +103,36 @@ func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.Sandbo
 		return v, err
 	}
 	return verdict(c, testRes, solRes, opts), nil
+}
+
+// solutionGrace is how long the solution process has to end by itself once the tests
+// are done and its input is closed (its harness exits at once; what its stderr
+// drainer holds is then written out) before it is killed.
+const solutionGrace = time.Second
+
+// endSolution ends the solution process once the tests are done: it closes its input,
+// on which the harness exits, and kills it if it has not ended within solutionGrace.
+func endSolution(sol rollout.Process) (rollout.CommandResult, error) {
+	_ = sol.Stdin().Close()
+	type result struct {
+		res rollout.CommandResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := sol.Wait()
+		done <- result{res, err}
+	}()
+	timer := time.NewTimer(solutionGrace)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.res, r.err
+	case <-timer.C:
+		sol.Kill()
+		r := <-done
+		return r.res, r.err
+	}
 }
 
 // harnessFailure reports a side whose harness never started (it did not say hello)
