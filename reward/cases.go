@@ -34,9 +34,9 @@ const (
 // `python3 -B solution.py` would (as __main__, with its argv and its directory first
 // on sys.path), in the same interpreter, so that a case costs one Python start-up.
 var caseRunner = fmt.Sprintf("STDERR_KEEP = %d\n", stderrKeep) + stderrPy + `
-_bound_stderr(STDERR_KEEP)
-del _bound_stderr, STDERR_KEEP
-import os as _os, runpy as _runpy, sys as _sys
+import atexit as _atexit, os as _os, runpy as _runpy, sys as _sys
+_atexit.register(_end_stderr, _bound_stderr(STDERR_KEEP), (2,))
+del _bound_stderr, _end_stderr, STDERR_KEEP
 try:
     open("solution.py", "rb").close()
 except OSError as e:  # as the interpreter says it, with its exit code

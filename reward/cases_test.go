@@ -284,3 +284,13 @@ func FuzzStreamedOutput(f *testing.F) {
 		require.True(t, reward.StreamSameOutput(want, want, piece), "%q", want)
 	})
 }
+
+func TestVerifyCaseLeavesAChildRunning(t *testing.T) {
+	// A correct program that leaves a child running (which holds its stderr) passes,
+	// and in time: the child is the sandbox's to end. (Bubblewrap only: the test-only
+	// dirSandbox waits for every holder of a command's stderr, as exec.Cmd does.)
+	v := verifyWorkWith(t, bwrapSandboxes(t), sumTask, agentWork{"solution.py": "import subprocess, sys\n" +
+		"subprocess.Popen(['/bin/sh', '-c', 'sleep 30'], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)\n" +
+		"data = sys.stdin.read().split()\nprint(sum(map(int, data[1:])))\n"}, reward.VerifyOptions{CaseTimeout: 20 * time.Second})
+	require.Equal(t, reward.RulePassed, v.Rule, "%s\n%s", v.Reason, v.Output)
+}

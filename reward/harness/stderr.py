@@ -6,23 +6,24 @@
 # head only). Stderr never decides a verdict; it is only shown. Where no pipe or
 # process can be made, stderr stays as it is (and the sandbox's output cap applies).
 def _bound_stderr(keep):
+    # Returns the drainer's pid (None where stderr stays as it is), for _end_stderr.
     import os
 
     try:
         r, w = os.pipe()
     except OSError:
-        return  # no room for a pipe: stderr stays as it is
+        return None  # no room for a pipe: stderr stays as it is
     try:
         pid = os.fork()
     except OSError:
         os.close(r)
         os.close(w)
-        return  # no room for a process: stderr stays as it is
+        return None  # no room for a process: stderr stays as it is
     if pid != 0:
         os.close(r)
         os.dup2(w, 2)
         os.close(w)
-        return
+        return pid
     try:
         os.close(w)
         os.dup2(r, 0)
@@ -66,3 +67,31 @@ def _bound_stderr(keep):
         write(bytes(tail))
     finally:
         os._exit(0)
+
+
+# Lets the drainer finish before the process ends (else the sandbox may kill it with
+# the process, before it wrote what it holds): closes this process's ends of the pipe
+# (the descriptors fds) and waits for the drainer, which ends when every process
+# holding the pipe has closed it; at most half a second, since a child the solution
+# left running may hold the pipe for longer.
+def _end_stderr(pid, fds):
+    import os, sys, time
+
+    if pid is None:
+        return
+    try:
+        sys.stderr.flush()
+        sys.stdout.flush()
+    except Exception:
+        pass
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in fds:
+        os.dup2(null, fd)
+    os.close(null)
+    for _ in range(50):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] != 0:
+                return
+        except OSError:
+            return
+        time.sleep(0.01)
