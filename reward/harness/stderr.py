@@ -88,10 +88,13 @@ def _end_stderr(pid, fds):
     for fd in fds:
         os.dup2(null, fd)
     os.close(null)
-    for _ in range(50):
+    pause, left = 0.0005, 0.5
+    while left > 0:
         try:
             if os.waitpid(pid, os.WNOHANG)[0] != 0:
                 return
         except OSError:
             return
-        time.sleep(0.01)
+        time.sleep(pause)
+        left -= pause
+        pause = min(pause * 2, 0.05)
