@@ -161,7 +161,10 @@
 // few lines that run each case's program (as `python3 -B solution.py` would, in the
 // same interpreter), make the solution's stderr a pipe that a forked child drains, passing on its first 16 KiB and keeping its last 16 KiB, so
 // that no amount of debugging output gets the solution killed by the sandbox's
-// output cap. A task with both test code and cases runs both (the tests first) and
+// output cap. Once the tests are done, the solution process's input is closed and it
+// has a second to end by itself, its drainer writing out what it holds (at most half
+// a second of that is spent waiting for children the solution left holding stderr),
+// before it is killed. A task with both test code and cases runs both (the tests first) and
 // the lower correctness decides: a program that passes tests ending at the 0.8 row
 // and prints wrong answers gets 0.2. Reason then gives both parts' reasons.
 //
