@@ -297,7 +297,7 @@ def fizzbuzz(n):
 		{"a bare JSON number", `'{"id":%d,"ok":15}\n' % (f.f_locals["req"]["id"])`},
 		{"an unhashable set element", `'{"id":%d,"ok":["S",[["l",[]]]]}\n' % (f.f_locals["req"]["id"])`},
 		{"a negative handle", `'{"id":%d,"ok":["h",-1]}\n' % (f.f_locals["req"]["id"])`},
-		{"a value nested too deep", `'{"id":%d,"ok":' % (f.f_locals["req"]["id"]) + '["l",[' * 5000 + ']]' * 5000 + '}\n'`},
+		{"a value nested too deep", `'{"id":%d,"ok":' % (f.f_locals["req"]["id"]) + '["l",[' * 20000 + ']]' * 20000 + '}\n'`},
 		{"a message over the size limit", `b'{"id":1,"ok":["s","' + b"x" * (17 << 20) + b'"]}\n'`},
 		{"an exception that is not a builtin", `'{"id":%d,"exc":["Bogus",["t",[]]]}\n' % (f.f_locals["req"]["id"])`},
 		{"a forged completion", `b'{"op":"done"}\n'`},
