@@ -1,15 +1,19 @@
 package imagestest_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
@@ -38,7 +42,15 @@ func TestSWERef(t *testing.T) {
 	if d := cmp.Diff(want, v1.Config{Env: r.Env, WorkingDir: r.WorkingDir, User: r.User}); d != "" {
 		t.Errorf("config (-want +got):\n%s", d)
 	}
-	out, err := exec.Command("git", "-c", "safe.directory=*", "-C", filepath.Join(r.Dir, "testbed"), "log", "--format=%s").CombinedOutput()
+	out, err := exec.Command("git", "-c", "safe.directory=*", "-C", filepath.Join(r.Dir, "testbed"), "rev-parse", "HEAD").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.NotEmpty(t, string(out))
+	b, err := os.ReadFile("../../testdata/swe/tasks.jsonl")
+	require.NoError(t, err)
+	var task struct {
+		BaseCommit string `json:"base_commit"`
+	}
+	require.NoError(t, json.NewDecoder(bytes.NewReader(b)).Decode(&task))
+	require.Equal(t, task.BaseCommit, strings.TrimSpace(string(out)), "/testbed is at the toy tasks' base commit")
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, imagestest.IgnoreGoroutines()) }

@@ -44,14 +44,17 @@ type Registry struct {
 // NewRegistry starts a registry that tb's cleanup closes.
 func NewRegistry(tb testing.TB) *Registry {
 	tb.Helper()
-	r := startRegistry()
+	r := startRegistry(true)
 	tb.Cleanup(r.Close)
 	return r
 }
 
-func startRegistry() *Registry {
+func startRegistry(keepAlive bool) *Registry {
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	return &Registry{srv: httptest.NewServer(h)}
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.SetKeepAlivesEnabled(keepAlive)
+	srv.Start()
+	return &Registry{srv: srv}
 }
 
 // Host returns the registry's "127.0.0.1:port", the first part of its references.
