@@ -129,6 +129,11 @@ type Config struct {
 	// [Factory.NewSandboxFor] with a spec that names an image (package images' Cache
 	// is one). Nil: such specs are refused with [ErrNoImages].
 	Images RootSource
+	// CopyImageWorkspace makes each image sandbox's workspace a copy of the image's
+	// working directory instead of an overlay of it (see the package documentation,
+	// Image sandboxes). [New] chooses the copy by itself where the host refuses the
+	// idmapped mount the overlay needs.
+	CopyImageWorkspace bool
 
 	// Logger receives the probe outcome and kills at Debug/Info level. Nil means no
 	// logging.

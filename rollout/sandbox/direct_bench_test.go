@@ -23,7 +23,7 @@ func benchDirect(b *testing.B, pipes bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sb, err := f.create(b.Context())
+	sb, err := f.create(b.Context(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

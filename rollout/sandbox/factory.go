@@ -38,6 +38,13 @@ type Factory struct {
 	// overlayNS when, without root, each is an overlay in a user and mount
 	// namespace of its own (see overlay.go).
 	overlay, overlayNS bool
+	// loginEnvs caches the login shell's environment of an image root (image.go).
+	loginEnvs *sync.Map
+	// copyImageWorkspaces is true when an image's working directory is copied into
+	// each workspace rather than overlaid (Config.CopyImageWorkspace, or idmapped
+	// mounts refused on this host).
+	copyImageWorkspaces bool
+	idmapWarned         *atomic.Bool
 }
 
 var _ rollout.SandboxFactory = (*Factory)(nil)
@@ -57,7 +64,8 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &Factory{cfg: cfg, asRoot: os.Geteuid() == 0, rootLinks: hostRootEntries()}
+	f := &Factory{cfg: cfg, asRoot: os.Geteuid() == 0, rootLinks: hostRootEntries(), loginEnvs: &sync.Map{}, idmapWarned: &atomic.Bool{},
+		copyImageWorkspaces: cfg.CopyImageWorkspace}
 	f.detectEnforcement()
 	if n := f.removeStale(); n > 0 {
 		cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: removed sandboxes left by a process that died",
@@ -139,7 +147,7 @@ func (f *Factory) checkBinaries() error {
 // runProbe runs a trivial Python command in a fresh workspace.
 func (f *Factory) runProbe(ctx context.Context) error {
 	cfg := f.cfg
-	sb, err := f.create(ctx)
+	sb, err := f.create(ctx, nil)
 	if err != nil {
 		return &ProbeError{Kind: ErrProbeFailed, ExitCode: -1, Err: err,
 			Advice: "Config.BaseDir must be a writable directory"}
@@ -163,7 +171,7 @@ func (f *Factory) runProbe(ctx context.Context) error {
 // sandbox uid, and returns a sandbox on it. The dynamic type of the result is
 // [*Sandbox]. The caller closes it.
 func (f *Factory) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
-	sb, err := f.create(ctx)
+	sb, err := f.create(ctx, nil)
 	if err != nil {
 		return nil, err // not a typed nil in the interface
 	}
@@ -208,7 +216,8 @@ func (f *Factory) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(f.cfg.UID), Gid: uint32(f.cfg.GID), Groups: []uint32{}}
 }
 
-func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
+// create makes a sandbox: with img, an image sandbox (image.go, imagemount.go).
+func (f *Factory) create(ctx context.Context, img *imageState) (*Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sandbox: new: %w", err)
 	}
@@ -251,8 +260,14 @@ func (f *Factory) create(ctx context.Context) (*Sandbox, error) {
 			}
 		}
 	}
-	sb := &Sandbox{f: f, dir: dir, ws: ws, bind: ws, procs: map[*proc]struct{}{}, lock: lock}
-	if f.enforcement.Storage == StorageTmpfs {
+	sb := &Sandbox{f: f, dir: dir, ws: ws, bind: ws, procs: map[*proc]struct{}{}, lock: lock, img: img}
+	if img != nil {
+		sb.mounted, err = f.mountImage(dir, img, f.copyImageWorkspaces)
+		if err != nil {
+			_ = sb.release()
+			return nil, fmt.Errorf("sandbox: new: %w", err)
+		}
+	} else if f.enforcement.Storage == StorageTmpfs {
 		if err := mountWorkspace(ws, f.cfg.DiskQuota, f.uid(), f.gid()); err != nil {
 			return fail(err)
 		}
@@ -334,10 +349,11 @@ func (f *Factory) removeStale() int {
 			continue // in use
 		}
 		_ = unmountWorkspace(filepath.Join(dir, "workspace"))
+		_ = unmountImage(dir)
 		if f.cg != nil {
 			f.cg.removeStale(e.Name())
 		}
-		if removeAll(dir) == nil {
+		if noMountBelow(dir) == nil && removeAll(dir) == nil {
 			n++
 		}
 		lf.Close()
@@ -356,11 +372,18 @@ func (s *Sandbox) release() error {
 	if s.cg != nil {
 		errs = append(errs, s.cg.remove())
 	}
-	if s.mounted || s.overlaid {
+	if s.img != nil {
+		errs = append(errs, unmountImage(s.dir))
+		defer s.img.release() // after its files are no longer mounted
+	} else if s.mounted || s.overlaid {
 		errs = append(errs, unmountWorkspace(s.bind))
 	}
 	if s.holder != nil {
 		errs = append(errs, s.holder.stop())
+	}
+	if err := noMountBelow(s.dir); err != nil {
+		// Never remove through a mount: the image's files could be below.
+		return errors.Join(append(errs, err)...)
 	}
 	errs = append(errs, removeAll(s.dir))
 	return errors.Join(errs...)
@@ -460,8 +483,12 @@ type Sandbox struct {
 	// holder, without root, holds the namespaces in which the workspace is an
 	// overlay (ws is then where the host reaches it: /proc/<holder>/root/<bind>).
 	holder *overlayHolder
-	lock   *os.File // held locked while the sandbox is open
-	quota  quotaState
+	// img is set for a sandbox over an image's root (NewSandboxFor); network when
+	// its commands keep the host's network.
+	img     *imageState
+	network bool
+	lock    *os.File // held locked while the sandbox is open
+	quota   quotaState
 	// cg is the sandbox's cgroup (nil without one); runs numbers its commands.
 	cg   *sandboxCgroup
 	runs atomic.Int64
@@ -477,11 +504,15 @@ type Sandbox struct {
 
 var _ rollout.Sandbox = (*Sandbox)(nil)
 
-// Dir is the workspace path as commands see it: [WorkspaceDir] under bubblewrap, the
+// Dir is the workspace path as commands see it: [WorkspaceDir] under bubblewrap (an
+// image sandbox's working directory for one made by [Factory.NewSandboxFor]), the
 // host path in unconfined mode.
 func (s *Sandbox) Dir() string {
 	if s.f.cfg.Unconfined {
 		return s.ws
+	}
+	if s.img != nil {
+		return s.img.workDir
 	}
 	return WorkspaceDir
 }

@@ -40,8 +40,8 @@ func toolNamed(t *testing.T, tools []rollout.Tool, name string) rollout.Tool {
 	return nil
 }
 
-func hostileReadFile1GiB(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileReadFile1GiB(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	// A sparse 1 GiB file (the quota counts blocks on a tmpfs, sizes when walked):
 	// lines at both ends, NUL bytes between.
 	fh, err := os.Create(filepath.Join(sb.HostDir(), "big.txt"))
@@ -72,8 +72,8 @@ func hostileReadFile1GiB(t *testing.T, f *sandbox.Factory) {
 	stillWorks(t, f, sb)
 }
 
-func hostileSymlinks(t *testing.T, f *sandbox.Factory, secret string) {
-	sb := newSandbox(t, f)
+func hostileSymlinks(t *testing.T, f hostileTarget, secret string) {
+	sb := f.sandbox(t)
 	res := hostileRun(t, sb, fmt.Sprintf("ln -s /etc/passwd evil && ln -s %s abs && ln -s .. up && ln -s / root && mkfifo fifo", secret), 10*time.Second)
 	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
 	for _, c := range []struct{ tool, args string }{
@@ -97,8 +97,8 @@ func hostileSymlinks(t *testing.T, f *sandbox.Factory, secret string) {
 	stillWorks(t, f, sb)
 }
 
-func hostileNoHostInfo(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileNoHostInfo(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	sbDir := filepath.Dir(sb.HostDir())
 	require.NoError(t, sb.WriteFile("look.py", []byte(`
 import glob, os, sys
@@ -121,16 +121,20 @@ sys.stdout.write("\n".join(out))
 	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
 	require.True(t, res.StdoutBytes < int64(sandbox.DefaultOutputLimit), "the output was cut")
 	out := string(res.Stdout)
-	require.Contains(t, out, "/workspace")
+	require.Contains(t, out, sb.Dir())
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, " /workspace ") {
+		if strings.Contains(line, " "+sb.Dir()+" ") {
 			t.Logf("the workspace in /proc/self/mountinfo: %s", line)
 		}
 	}
 	// Host paths only: the host uid the code runs as shows in the options of every
 	// tmpfs bubblewrap mounts (the kernel prints a tmpfs's owner as the initial
 	// user namespace sees it), which the package documentation says.
-	for _, host := range append([]string{sb.HostDir(), sbDir, filepath.Base(sbDir)}, f.Enforcement().CgroupDirs...) {
+	hidden := append([]string{sb.HostDir(), sbDir, filepath.Base(sbDir)}, f.Enforcement().CgroupDirs...)
+	if f.imageDir != "" {
+		hidden = append(hidden, f.imageDir, filepath.Base(f.imageDir))
+	}
+	for _, host := range hidden {
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, host) {
 				t.Errorf("the host path %s is visible inside: %q", host, line)
@@ -140,8 +144,8 @@ sys.stdout.write("\n".join(out))
 	stillWorks(t, f, sb)
 }
 
-func hostileSearchPattern(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileSearchPattern(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	// 4 MB of 4,000-character lines, written by the agent's own code; then the
 	// patterns that made the host match for minutes.
 	res := hostileRun(t, sb, `python3 -c "
@@ -166,8 +170,8 @@ for i in range(4):
 	stillWorks(t, f, sb)
 }
 
-func hostileFileToolDeadlines(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileFileToolDeadlines(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	res := hostileRun(t, sb, "head -c 8000000 /dev/zero | tr '\\0' '\\n' > newlines.txt && "+
 		"for i in 1 2 3; do head -c 900000 /dev/zero | tr '\\0' '\\n' > small$i.txt; done", 10*time.Second)
 	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)

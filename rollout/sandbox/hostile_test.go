@@ -50,8 +50,27 @@ func hostileFactory(t *testing.T, cfg sandbox.Config) *sandbox.Factory {
 	return f
 }
 
+// hostileTarget is what a hostile case attacks: a factory's sandboxes, plain or, with
+// spec, over an image's root (NewSandboxFor).
+type hostileTarget struct {
+	*sandbox.Factory
+	spec *rollout.SandboxSpec
+	// imageDir is the image's root on the host: nothing may be written there, and
+	// its path must not show inside.
+	imageDir string
+}
+
+// sandbox makes a sandbox of the target, closed at the end of the test.
+func (h hostileTarget) sandbox(t testing.TB) *sandbox.Sandbox {
+	t.Helper()
+	if h.spec == nil {
+		return newSandbox(t, h.Factory)
+	}
+	return newImageSandbox(t, h.Factory, *h.spec)
+}
+
 // needCgroup skips a case that only a cgroup can contain, naming what is missing.
-func needCgroup(t *testing.T, f *sandbox.Factory) {
+func needCgroup(t *testing.T, f hostileTarget) {
 	t.Helper()
 	if e := f.Enforcement(); e.Cgroup == sandbox.CgroupNone {
 		t.Skipf("no cgroup for the sandbox (%s); memory and pids hold per process only", e.CgroupMissing)
@@ -67,11 +86,11 @@ func hostileRun(t *testing.T, sb *sandbox.Sandbox, shell string, timeout time.Du
 }
 
 // stillWorks checks that the sandbox and the factory run the next command.
-func stillWorks(t *testing.T, f *sandbox.Factory, sb *sandbox.Sandbox) {
+func stillWorks(t *testing.T, f hostileTarget, sb *sandbox.Sandbox) {
 	t.Helper()
 	res := hostileRun(t, sb, "echo next", 10*time.Second)
 	require.Equal(t, "next\n", string(res.Stdout), "the sandbox runs the next command; stderr: %s", res.Stderr)
-	other := newSandbox(t, f)
+	other := f.sandbox(t)
 	res = hostileRun(t, other, "echo fresh", 10*time.Second)
 	require.Equal(t, "fresh\n", string(res.Stdout), "the factory runs the next rollout")
 }
@@ -156,78 +175,32 @@ func TestHostile(t *testing.T) {
 	e := f.Enforcement()
 	t.Logf("enforcement: cgroup %q %v (missing: %q), storage %q (missing: %q)",
 		e.Cgroup, e.CgroupDirs, e.CgroupMissing, e.Storage, e.StorageMissing)
-	walkCfg := cfg
-	walkCfg.DisableWorkspaceMount = true
-	walk := hostileFactory(t, walkCfg)
-	noQuotaCfg := cfg
-	noQuotaCfg.DiskQuota = -1
-	noQuota := hostileFactory(t, noQuotaCfg)
-
-	t.Run("cases", func(t *testing.T) {
-		// First and alone: it measures the host's allocations.
-		t.Run("ReadFile1GiB", func(t *testing.T) { hostileReadFile1GiB(t, f) })
-		for name, fn := range map[string]func(*testing.T, *sandbox.Factory){
-			"ForkBomb":             hostileForkBomb,
-			"MemoryOneProcess":     hostileMemoryOne,
-			"MemoryEightProcesses": hostileMemoryEight,
-			"MemoryMemfd":          hostileMemfd,
-			"MemoryTmpfs":          hostileMemTmpfs,
-			"LoopWithSetsid":       hostileLoop,
-			"Network":              hostileNetwork,
-			"WritesOutside":        hostileWrites,
-			"ReadHostFile":         func(t *testing.T, f *sandbox.Factory) { hostileReadHost(t, f, secret) },
-			"Signals":              hostileSignals,
-			"Stdout1GB":            hostileStdout,
-			"Daemon":               hostileDaemon,
-			"SymlinkFileTools":     func(t *testing.T, f *sandbox.Factory) { hostileSymlinks(t, f, secret) },
-			"HardLink":             hostileHardLink,
-			"QuotaFilesTmpfs":      hostileQuotaFiles,
-			"QuotaDeletedOpen":     hostileQuotaDeleted,
-			"SearchCraftedPattern": hostileSearchPattern,
-			"FileToolDeadlines":    hostileFileToolDeadlines,
-		} {
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				fn(t, f)
-			})
+	// The same cases against sandboxes over an image's root (NewSandboxFor): the
+	// Debian test image with a repository at /testbed.
+	src := &imageSource{}
+	imageDir := src.add(t, "hostile", under("testbed", repoFiles), sandbox.ImageRoot{WorkingDir: "/testbed"})
+	imageCfg := cfg
+	imageCfg.Images = src
+	imageSpec := &rollout.SandboxSpec{Image: "hostile"}
+	for _, tg := range []struct {
+		prefix string
+		cfg    sandbox.Config
+		spec   *rollout.SandboxSpec
+	}{{"", cfg, nil}, {"Image", imageCfg, imageSpec}} {
+		f := hostileTarget{Factory: hostileFactory(t, tg.cfg), spec: tg.spec}
+		if tg.spec != nil {
+			f.imageDir = imageDir
 		}
-		t.Run("QuotaFilesWalk", func(t *testing.T) {
-			t.Parallel()
-			hostileQuotaFiles(t, walk)
-		})
-		t.Run("QuotaDeletedOpenWalk", func(t *testing.T) {
-			t.Parallel()
-			hostileQuotaDeleted(t, walk)
-		})
-		// Every workspace mode bubblewrap runs with: a tmpfs (root), a walked
-		// directory, a directory without quota. (Unconfined mode isolates nothing:
-		// its commands run in the workspace at its host path, and its factory says
-		// so in Enforcement.HostPathVisible.)
-		for _, m := range []struct {
-			name    string
-			f       *sandbox.Factory
-			storage sandbox.StorageMode
-		}{{"Tmpfs", f, sandbox.StorageTmpfs}, {"Walk", walk, sandbox.StorageWalk}, {"NoQuota", noQuota, sandbox.StorageNone}} {
-			t.Run("NoHostInformation"+m.name, func(t *testing.T) {
-				t.Parallel()
-				if m.storage == sandbox.StorageTmpfs && m.f.Enforcement().Storage != m.storage {
-					t.Skipf("no tmpfs workspace on this host: %s", m.f.Enforcement().StorageMissing)
-				}
-				e := m.f.Enforcement()
-				require.Equal(t, m.storage, e.Storage)
-				if os.Geteuid() == 0 {
-					require.Empty(t, e.HostPathVisible, "as root no mode shows a host path")
-				} else if e.HostPathVisible != "" {
-					t.Skipf("the factory reports that the workspace's host path is visible: %s", e.HostPathVisible)
-				}
-				hostileNoHostInfo(t, m.f)
-			})
-		}
-		t.Run("IdleOn100kEntries", func(t *testing.T) {
-			t.Parallel()
-			hostileIdle100k(t)
-		})
-	})
+		walkCfg := tg.cfg
+		walkCfg.DisableWorkspaceMount = true
+		walk := f
+		walk.Factory = hostileFactory(t, walkCfg)
+		noQuotaCfg := tg.cfg
+		noQuotaCfg.DiskQuota = -1
+		noQuota := f
+		noQuota.Factory = hostileFactory(t, noQuotaCfg)
+		hostileCases(t, tg.prefix, f, walk, noQuota, secret)
+	}
 
 	// After the suite (every sandbox is closed by its case's cleanup).
 	if os.Geteuid() == 0 {
@@ -254,9 +227,81 @@ func TestHostile(t *testing.T) {
 		before.freeDisk>>20, after.freeDisk>>20, before.freeMemory>>20, mem>>20)
 }
 
-func hostileForkBomb(t *testing.T, f *sandbox.Factory) {
+// hostileCases runs the suite's cases against the target's factories (a tmpfs
+// workspace, a walked one, one without quota), each case's name prefixed.
+func hostileCases(t *testing.T, prefix string, f, walk, noQuota hostileTarget, secret string) {
+	t.Run(prefix+"cases", func(t *testing.T) {
+		if prefix == "" {
+			t.Run("IdleOn100kEntries", func(t *testing.T) {
+				t.Parallel()
+				hostileIdle100k(t)
+			})
+		}
+		// First and alone: it measures the host's allocations.
+		t.Run("ReadFile1GiB", func(t *testing.T) { hostileReadFile1GiB(t, f) })
+		for name, fn := range map[string]func(*testing.T, hostileTarget){
+			"ForkBomb":             hostileForkBomb,
+			"MemoryOneProcess":     hostileMemoryOne,
+			"MemoryEightProcesses": hostileMemoryEight,
+			"MemoryMemfd":          hostileMemfd,
+			"MemoryTmpfs":          hostileMemTmpfs,
+			"LoopWithSetsid":       hostileLoop,
+			"Network":              hostileNetwork,
+			"WritesOutside":        hostileWrites,
+			"ReadHostFile":         func(t *testing.T, f hostileTarget) { hostileReadHost(t, f, secret) },
+			"Signals":              hostileSignals,
+			"Stdout1GB":            hostileStdout,
+			"Daemon":               hostileDaemon,
+			"SymlinkFileTools":     func(t *testing.T, f hostileTarget) { hostileSymlinks(t, f, secret) },
+			"HardLink":             hostileHardLink,
+			"QuotaFilesTmpfs":      hostileQuotaFiles,
+			"QuotaDeletedOpen":     hostileQuotaDeleted,
+			"SearchCraftedPattern": hostileSearchPattern,
+			"FileToolDeadlines":    hostileFileToolDeadlines,
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				fn(t, f)
+			})
+		}
+		t.Run("QuotaFilesWalk", func(t *testing.T) {
+			t.Parallel()
+			hostileQuotaFiles(t, walk)
+		})
+		t.Run("QuotaDeletedOpenWalk", func(t *testing.T) {
+			t.Parallel()
+			hostileQuotaDeleted(t, walk)
+		})
+		// Every workspace mode bubblewrap runs with: a tmpfs (root), a walked
+		// directory, a directory without quota. (Unconfined mode isolates nothing:
+		// its commands run in the workspace at its host path, and its factory says
+		// so in Enforcement.HostPathVisible.)
+		for _, m := range []struct {
+			name    string
+			f       hostileTarget
+			storage sandbox.StorageMode
+		}{{"Tmpfs", f, sandbox.StorageTmpfs}, {"Walk", walk, sandbox.StorageWalk}, {"NoQuota", noQuota, sandbox.StorageNone}} {
+			t.Run("NoHostInformation"+m.name, func(t *testing.T) {
+				t.Parallel()
+				if m.storage == sandbox.StorageTmpfs && m.f.Enforcement().Storage != m.storage {
+					t.Skipf("no tmpfs workspace on this host: %s", m.f.Enforcement().StorageMissing)
+				}
+				e := m.f.Enforcement()
+				require.Equal(t, m.storage, e.Storage)
+				if os.Geteuid() == 0 {
+					require.Empty(t, e.HostPathVisible, "as root no mode shows a host path")
+				} else if e.HostPathVisible != "" {
+					t.Skipf("the factory reports that the workspace's host path is visible: %s", e.HostPathVisible)
+				}
+				hostileNoHostInfo(t, m.f)
+			})
+		}
+	})
+}
+
+func hostileForkBomb(t *testing.T, f hostileTarget) {
 	needCgroup(t, f)
-	sb := newSandbox(t, f)
+	sb := f.sandbox(t)
 	res := hostileRun(t, sb, "bomb() { bomb | bomb & }; bomb; sleep 5", 3*time.Second)
 	t.Logf("fork bomb: exit %d, timed out %v", res.ExitCode, res.TimedOut)
 	require.True(t, res.TimedOut || res.ExitCode != 0, "the bomb was stopped")
@@ -265,9 +310,9 @@ func hostileForkBomb(t *testing.T, f *sandbox.Factory) {
 	stillWorks(t, f, sb)
 }
 
-func hostileMemoryOne(t *testing.T, f *sandbox.Factory) {
+func hostileMemoryOne(t *testing.T, f hostileTarget) {
 	needCgroup(t, f)
-	sb := newSandbox(t, f)
+	sb := f.sandbox(t)
 	// 1 GiB, touched page by page; no RLIMIT_AS in this suite, so only the
 	// cgroup stops it.
 	res := hostileRun(t, sb, `python3 -c "b = bytearray(1 << 30); print('allocated', len(b))"`, 20*time.Second)
@@ -278,9 +323,9 @@ func hostileMemoryOne(t *testing.T, f *sandbox.Factory) {
 	stillWorks(t, f, sb)
 }
 
-func hostileMemoryEight(t *testing.T, f *sandbox.Factory) {
+func hostileMemoryEight(t *testing.T, f hostileTarget) {
 	needCgroup(t, f)
-	sb := newSandbox(t, f)
+	sb := f.sandbox(t)
 	// Eight processes of 64 MiB each: every one is under any per-process limit,
 	// together they are twice the sandbox's.
 	require.NoError(t, sb.WriteFile("eight.py", []byte(`
@@ -302,9 +347,9 @@ print("survived", ok)
 	stillWorks(t, f, sb)
 }
 
-func hostileMemfd(t *testing.T, f *sandbox.Factory) {
+func hostileMemfd(t *testing.T, f hostileTarget) {
 	needCgroup(t, f)
-	sb := newSandbox(t, f)
+	sb := f.sandbox(t)
 	require.NoError(t, sb.WriteFile("memfd.py", []byte(`
 import os
 fd = os.memfd_create("hog")
@@ -324,9 +369,9 @@ except OSError as e:
 	stillWorks(t, f, sb)
 }
 
-func hostileMemTmpfs(t *testing.T, f *sandbox.Factory) {
+func hostileMemTmpfs(t *testing.T, f hostileTarget) {
 	needCgroup(t, f)
-	sb := newSandbox(t, f)
+	sb := f.sandbox(t)
 	// 200 MB in the sandbox's /tmp (a tmpfs, within its 256 MiB size; files under
 	// RLIMIT_FSIZE) are memory too: 100 MiB more in a process is over the sandbox's
 	// 256 MiB.
@@ -342,8 +387,8 @@ python3 -c "b = bytearray(100 << 20); print('allocated')"`, 20*time.Second)
 	stillWorks(t, f, sb)
 }
 
-func hostileLoop(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileLoop(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	m := marker()
 	res := hostileRun(t, sb, fmt.Sprintf(
 		`setsid sh -c 'while :; do :; done # %[1]s' & sh -c 'while :; do :; done # %[1]s' & while :; do :; done`, m),
@@ -354,8 +399,8 @@ func hostileLoop(t *testing.T, f *sandbox.Factory) {
 	stillWorks(t, f, sb)
 }
 
-func hostileNetwork(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileNetwork(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	tl, err := net.Listen("tcp4", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer tl.Close()
@@ -397,18 +442,24 @@ except OSError as e:
 	stillWorks(t, f, sb)
 }
 
-func hostileWrites(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileWrites(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	m := "hostile_" + marker()
 	var shell strings.Builder
-	for _, p := range []string{"/tmp/", "/etc/", "../", "/workspace/../", "/dev/shm/", "$HOME/", "/var/tmp/", "/usr/", "/root/"} {
+	for _, p := range []string{"/tmp/", "/etc/", "../", sb.Dir() + "/../", "/dev/shm/", "$HOME/", "/var/tmp/", "/usr/", "/root/"} {
 		fmt.Fprintf(&shell, "echo x > %s%s 2>/dev/null && echo wrote %s; ", p, m, p)
 	}
 	res := hostileRun(t, sb, shell.String(), 10*time.Second)
 	t.Logf("inside: %s", res.Stdout)
 	home, _ := os.UserHomeDir()
-	for _, dir := range []string{"/tmp", "/etc", "/dev/shm", "/var/tmp", "/usr", "/root", home,
-		filepath.Dir(sb.HostDir()), filepath.Dir(filepath.Dir(sb.HostDir()))} {
+	dirs := []string{"/tmp", "/etc", "/dev/shm", "/var/tmp", "/usr", "/root", home,
+		filepath.Dir(sb.HostDir()), filepath.Dir(filepath.Dir(sb.HostDir()))}
+	if f.imageDir != "" { // nothing reaches the image's own files either
+		for _, d := range []string{"", "tmp", "etc", "var/tmp", "usr", "root", "testbed"} {
+			dirs = append(dirs, filepath.Join(f.imageDir, d))
+		}
+	}
+	for _, dir := range dirs {
 		_, err := os.Lstat(filepath.Join(dir, m))
 		if errors.Is(err, os.ErrPermission) && os.Geteuid() != 0 {
 			continue // this test cannot look there either (the code ran as this uid)
@@ -418,19 +469,28 @@ func hostileWrites(t *testing.T, f *sandbox.Factory) {
 	stillWorks(t, f, sb)
 }
 
-func hostileReadHost(t *testing.T, f *sandbox.Factory, secret string) {
-	sb := newSandbox(t, f)
+func hostileReadHost(t *testing.T, f hostileTarget, secret string) {
+	sb := f.sandbox(t)
 	res := hostileRun(t, sb, "cat "+secret+"; cat /etc/shadow; cat /etc/passwd", 10*time.Second)
-	require.NotEqual(t, 0, res.ExitCode)
 	require.NotContains(t, string(res.Stdout), "host secret")
 	require.Contains(t, string(res.Stderr), "No such file")
+	if f.imageDir == "" {
+		require.NotEqual(t, 0, res.ExitCode)
+	} else {
+		// The image's own /etc/passwd, never the host's; its /etc/shadow belongs to
+		// a root the sandbox's user namespace does not map.
+		want, err := os.ReadFile(filepath.Join(f.imageDir, "etc/passwd"))
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(res.Stdout))
+		require.Contains(t, string(res.Stderr), "/etc/shadow: Permission denied")
+	}
 	got := callTool(t, sb, "read_file", fmt.Sprintf(`{"path": %q}`, secret))
 	require.Contains(t, got["error"], "outside the workspace")
 	stillWorks(t, f, sb)
 }
 
-func hostileSignals(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileSignals(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	m := marker()
 	victim := exec.Command("sleep", m)
 	require.NoError(t, victim.Start())
@@ -447,8 +507,8 @@ for p in range(1, 5000):
 	stillWorks(t, f, sb)
 }
 
-func hostileStdout(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileStdout(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	res := hostileRun(t, sb, "head -c 1000000000 /dev/zero", 20*time.Second)
 	require.True(t, res.OutputKilled)
 	require.True(t, res.OutputTruncated)
@@ -460,8 +520,8 @@ func hostileStdout(t *testing.T, f *sandbox.Factory) {
 	stillWorks(t, f, sb)
 }
 
-func hostileDaemon(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileDaemon(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	m := marker()
 	res := hostileRun(t, sb, fmt.Sprintf(
 		`setsid sh -c 'sleep %[1]s1 &' ; (sleep %[1]s2 &) ; nohup sleep %[1]s3 >/dev/null 2>&1 & python3 -c "
@@ -477,8 +537,8 @@ if os.fork() == 0:
 	stillWorks(t, f, sb)
 }
 
-func hostileHardLink(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileHardLink(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	res := hostileRun(t, sb, "ln /usr/bin/python3 py; ln /etc/ld.so.cache c; echo a > mine && ln mine twin && echo linked", 10*time.Second)
 	require.Contains(t, string(res.Stderr), "Invalid cross-device link")
 	require.Contains(t, string(res.Stdout), "linked")
@@ -487,8 +547,8 @@ func hostileHardLink(t *testing.T, f *sandbox.Factory) {
 	stillWorks(t, f, sb)
 }
 
-func hostileQuotaFiles(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileQuotaFiles(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	// Files each under RLIMIT_FSIZE, together over the quota; then the command
 	// lingers, so the check (not the timeout) stops it.
 	res := hostileRun(t, sb, "for i in 1 2 3 4; do head -c 12000000 /dev/zero > f$i; done; sleep 30", 20*time.Second)
@@ -499,8 +559,8 @@ func hostileQuotaFiles(t *testing.T, f *sandbox.Factory) {
 	stillWorks(t, f, sb)
 }
 
-func hostileQuotaDeleted(t *testing.T, f *sandbox.Factory) {
-	sb := newSandbox(t, f)
+func hostileQuotaDeleted(t *testing.T, f hostileTarget) {
+	sb := f.sandbox(t)
 	// The file is deleted but held open: no walk of the workspace sees it.
 	require.NoError(t, sb.WriteFile("held.py", []byte(`
 import os, time
@@ -525,8 +585,8 @@ time.sleep(30)
 // reports the host CPU the Go process spent meanwhile (the enforcement of the
 // limits; BenchmarkIdleCommand100k carries the figure).
 func hostileIdle100k(t *testing.T) {
-	f := hostileFactory(t, sandbox.Config{})
-	sb := newSandbox(t, f)
+	f := hostileTarget{Factory: hostileFactory(t, sandbox.Config{})}
+	sb := f.sandbox(t)
 	fill100k(t, sb)
 	share := idleShare(t.Context(), t, sb, 2*time.Second)
 	t.Logf("host CPU over an idle 2 s command in a 100k-entry workspace (%s): %.2f%% of a core",
@@ -595,9 +655,9 @@ func BenchmarkIdleCommand100k(b *testing.B) {
 // cgroup as one given to Run.
 func TestHostileStartedCommandIsInTheCgroup(t *testing.T) {
 	t.Parallel()
-	f := hostileFactory(t, sandbox.Config{Limits: sandbox.Limits{Memory: hostileMemory, Processes: hostilePids, AddressSpace: -1}})
+	f := hostileTarget{Factory: hostileFactory(t, sandbox.Config{Limits: sandbox.Limits{Memory: hostileMemory, Processes: hostilePids, AddressSpace: -1}})}
 	needCgroup(t, f)
-	sb := newSandbox(t, f)
+	sb := f.sandbox(t)
 	p, err := sb.Start(t.Context(), rollout.Command{Shell: `read line; python3 -c "b = bytearray(1 << 30); print('allocated')"`,
 		Timeout: 20 * time.Second})
 	require.NoError(t, err)

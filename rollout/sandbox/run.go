@@ -226,7 +226,15 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	f := s.f
 	// The options, which name host paths, reach bwrap through a file descriptor
 	// (--args), so they appear in no command line, inside the sandbox or out.
-	opts := bwrapArgs(f, s.bind, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
+	var opts []string
+	if s.img != nil {
+		opts = imageBwrapArgs(f, s, path.Join(s.img.workDir, rel))
+	} else {
+		opts = bwrapArgs(f, s.bind, path.Join(WorkspaceDir, rel), s.baseEnv(WorkspaceDir, sandboxBin))
+		if s.network {
+			opts = append(opts, "--share-net")
+		}
+	}
 	opts = append(opts, "--json-status-fd", "3")
 	optFile, err := argsFile(opts)
 	if err != nil {
@@ -240,6 +248,12 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	args := append([]string{"--args", "4", "--"}, f.prlimitArgs(timeout)...)
 	args = append(args, argv...)
 	cmd := exec.Command(f.cfg.BwrapPath, args...)
+	if s.img != nil {
+		// An image need not have prlimit: the host's sets the limits on bubblewrap,
+		// which the command inherits (prlimit execs bwrap, the same process).
+		args = append(append(f.prlimitArgs(timeout), f.cfg.BwrapPath, "--args", "4", "--"), argv...)
+		cmd = exec.Command(args[0], args[1:]...)
+	}
 	if s.holder != nil {
 		s.holder.enter(cmd) // the workspace's namespaces, where it is an overlay (overlay.go)
 	}

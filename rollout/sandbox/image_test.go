@@ -1,0 +1,228 @@
+package sandbox_test
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+)
+
+// repoFiles is a small Python repository with a failing test, as a SWE image holds it.
+var repoFiles = map[string]string{
+	"calc.py":            "def add(a, b):\n    return a - b\n",
+	"tests/test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+}
+
+// newImageSandbox makes a sandbox for spec, closed at the end of the test.
+func newImageSandbox(t testing.TB, f *sandbox.Factory, spec rollout.SandboxSpec) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := f.NewSandboxFor(t.Context(), spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, sb.Close()) })
+	return sb.(*sandbox.Sandbox)
+}
+
+// imageModes are the two ways a workspace holds the image's working directory.
+var imageModes = []struct {
+	name string
+	cfg  sandbox.Config
+}{
+	{"overlay", sandbox.Config{}},
+	{"copy", sandbox.Config{CopyImageWorkspace: true}},
+	{"overlay-on-disk", sandbox.Config{DisableWorkspaceMount: true}},
+}
+
+// TestImageSandbox runs a repository's tests in an image sandbox as docker exec would
+// (working directory, user root, the image's Env, HOME, HOSTNAME, /etc/hosts), and
+// checks that what the code changes stays in its own workspace: the image's files,
+// another sandbox of the same image, the read-only root.
+func TestImageSandbox(t *testing.T) {
+	src := &imageSource{}
+	imgDir := src.add(t, "repo:1", under("testbed", gitRepo(t, repoFiles)), sandbox.ImageRoot{
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "FOO=from-image"}, WorkingDir: "/testbed",
+	})
+	for _, mode := range imageModes {
+		t.Run(mode.name, func(t *testing.T) {
+			cfg := mode.cfg
+			cfg.Images = src
+			f := newFactory(t, cfg)
+			sb := newImageSandbox(t, f, rollout.SandboxSpec{Image: "repo:1"})
+			require.Equal(t, "/testbed", sb.Dir())
+
+			res := run(t, sb, `echo "$(id -u):$(id -g) $(pwd) $HOME $HOSTNAME $(hostname) $FOO"; stat -c %u .`, 20*time.Second)
+			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
+			require.Equal(t, "0:0 /testbed /root sandbox sandbox from-image\n0\n", string(res.Stdout))
+
+			res = run(t, sb, `python3 -c "import socket; print(socket.getaddrinfo('localhost', 80)[0][4][0])"`, 20*time.Second)
+			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
+
+			// The tests run, fail, the fix is made by the file tools and in the shell,
+			// and git sees the change.
+			res = run(t, sb, "python3 -B -m pytest -q -p no:cacheprovider tests", time.Minute)
+			require.Equal(t, 1, res.ExitCode, "stdout %s stderr %s", res.Stdout, res.Stderr)
+			require.NoError(t, sb.WriteFile("calc.py", []byte("def add(a, b):\n    return a + b\n")))
+			res = run(t, sb, "python3 -B -m pytest -q -p no:cacheprovider tests && echo new > new.txt && git status --porcelain", time.Minute)
+			require.Zero(t, res.ExitCode, "stdout %s stderr %s", res.Stdout, res.Stderr)
+			require.Contains(t, string(res.Stdout), " M calc.py\n?? new.txt\n")
+			b, err := sb.ReadFile("new.txt")
+			require.NoError(t, err)
+			require.Equal(t, "new\n", string(b))
+
+			// The root is read-only; the image's files are untouched.
+			res = run(t, sb, "touch /usr/x || touch /etc/x || touch /root/x || echo refused", 20*time.Second)
+			require.Equal(t, "refused\n", lastLine(res.Stdout), "stderr %s", res.Stderr)
+			orig, err := os.ReadFile(filepath.Join(imgDir, "testbed/calc.py"))
+			require.NoError(t, err)
+			require.Equal(t, repoFiles["calc.py"], string(orig))
+
+			// A second sandbox of the same image starts from the image.
+			other := newImageSandbox(t, f, rollout.SandboxSpec{Image: "repo:1"})
+			res = run(t, other, "cat calc.py; ls new.txt 2>&1 || true", 20*time.Second)
+			require.Equal(t, repoFiles["calc.py"]+"ls: cannot access 'new.txt': No such file or directory\n", string(res.Stdout))
+		})
+	}
+	require.Equal(t, src.roots.Load(), src.released.Load(), "every root handed out is released")
+}
+
+func lastLine(b []byte) string {
+	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n"), "\n")
+	return lines[len(lines)-1] + "\n"
+}
+
+// TestImageSandboxConfig: spec and image config decide the working directory, the
+// user and the environment.
+func TestImageSandboxConfig(t *testing.T) {
+	src := &imageSource{}
+	files := map[string]string{
+		"srv/app/main.py": "print('hi')\n",
+		"etc/passwd":      "root:x:0:0:root:/root:/bin/bash\nbuilder:x:1234:1235:b:/home/builder:/bin/bash\n",
+		"etc/group":       "root:x:0:\nbuilders:x:1235:\nstaff:x:50:\n",
+		"home/builder/":   "",
+	}
+	src.add(t, "img", files, sandbox.ImageRoot{WorkingDir: "/srv/app", User: "builder", Env: []string{"A=1", "A=2"}})
+	f := newFactory(t, sandbox.Config{Images: src})
+	cases := []struct {
+		name string
+		spec rollout.SandboxSpec
+		user string
+		want string
+	}{
+		{"image defaults", rollout.SandboxSpec{Image: "img"}, "",
+			"1234:1235 /srv/app /home/builder A=2\n"},
+		{"spec workdir", rollout.SandboxSpec{Image: "img", WorkDir: "/srv"}, "",
+			"1234:1235 /srv /home/builder A=2\n"},
+		{"missing workdir is made empty", rollout.SandboxSpec{Image: "img", WorkDir: "/work/here"}, "",
+			"1234:1235 /work/here /home/builder A=2\n"},
+		{"user with a group name", rollout.SandboxSpec{Image: "img"}, "builder:staff",
+			"1234:50 /srv/app /home/builder A=2\n"},
+		{"numeric user", rollout.SandboxSpec{Image: "img"}, "77:78",
+			"77:78 /srv/app / A=2\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := tc.spec.Image
+			if tc.user != "" {
+				ref = "img-" + tc.name
+				src.mu.Lock()
+				img := src.images["img"]
+				img.cfg.User = tc.user
+				src.images[ref] = img
+				src.mu.Unlock()
+				tc.spec.Image = ref
+			}
+			sb := newImageSandbox(t, f, tc.spec)
+			res := run(t, sb, `echo "$(id -u):$(id -g) $(pwd) $HOME A=$A"; touch mine`, 20*time.Second)
+			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
+			require.Equal(t, tc.want, string(res.Stdout))
+		})
+	}
+}
+
+// TestImageSandboxCondaLoginEnv: an image with conda gets the environment its login
+// shell activates (SWE-bench's activate "testbed" in /root/.bashrc, which
+// /root/.profile reads) for every command, shell or not.
+func TestImageSandboxCondaLoginEnv(t *testing.T) {
+	src := &imageSource{}
+	src.add(t, "conda", map[string]string{
+		"opt/miniconda3/etc/profile.d/conda.sh": "conda() { :; }\n",
+		"opt/miniconda3/envs/testbed/bin/tool":  "",
+		"root/.profile":                         "if [ -n \"$BASH_VERSION\" ] && [ -f ~/.bashrc ]; then . ~/.bashrc; fi\n",
+		"root/.bashrc":                          "source /opt/miniconda3/etc/profile.d/conda.sh && export CONDA_DEFAULT_ENV=testbed PATH=/opt/miniconda3/envs/testbed/bin:$PATH\n",
+		"testbed/":                              "",
+		"etc/profile":                           "# Ubuntu's sets no PATH (Debian's would)\n",
+	}, sandbox.ImageRoot{Env: []string{"PATH=/opt/miniconda3/bin:/usr/bin:/bin"}, WorkingDir: "/testbed"})
+	f := newFactory(t, sandbox.Config{Images: src})
+	for i := range 2 { // the second sandbox takes the environment from the factory's cache
+		sb := newImageSandbox(t, f, rollout.SandboxSpec{Image: "conda"})
+		res, err := sb.Run(t.Context(), rollout.Command{Argv: []string{"/usr/bin/env"}})
+		require.NoError(t, err)
+		env := map[string]string{}
+		for _, kv := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		want := map[string]string{
+			"CONDA_DEFAULT_ENV": "testbed",
+			"PATH":              "/opt/miniconda3/envs/testbed/bin:/opt/miniconda3/bin:/usr/bin:/bin",
+			"HOME":              "/root",
+			"HOSTNAME":          "sandbox",
+		}
+		got := maps.Collect(func(yield func(string, string) bool) {
+			for k := range want {
+				if !yield(k, env[k]) {
+					return
+				}
+			}
+		})
+		require.Empty(t, cmp.Diff(want, got), "sandbox %d (-want +got)", i)
+		for _, k := range []string{"SHLVL", "OLDPWD", "_"} {
+			require.NotContains(t, env, k, "the login shell's own variables are dropped")
+		}
+		require.Equal(t, "/testbed", env["PWD"], "bubblewrap sets PWD where the command starts")
+	}
+}
+
+// TestNewSandboxForRefuses: what an image sandbox cannot be is an error, and the root
+// handed out is released.
+func TestNewSandboxForRefuses(t *testing.T) {
+	src := &imageSource{}
+	src.add(t, "file-workdir", map[string]string{"app": "not a directory"}, sandbox.ImageRoot{WorkingDir: "/app"})
+	src.add(t, "bad-user", map[string]string{}, sandbox.ImageRoot{User: "nobody-here"})
+	withImages := newFactory(t, sandbox.Config{Images: src})
+	without := newFactory(t, sandbox.Config{})
+	cases := []struct {
+		name string
+		f    *sandbox.Factory
+		spec rollout.SandboxSpec
+		want string
+		is   error
+	}{
+		{"no image source", without, rollout.SandboxSpec{Image: "x"}, "Config.Images is nil", sandbox.ErrNoImages},
+		{"unknown image", withImages, rollout.SandboxSpec{Image: "nope"}, `no image "nope"`, nil},
+		{"workdir is a file", withImages, rollout.SandboxSpec{Image: "file-workdir"}, "not a directory", nil},
+		{"relative workdir", withImages, rollout.SandboxSpec{Image: "bad-user", WorkDir: "testbed"}, "must be absolute", sandbox.ErrInvalidConfig},
+		{"workdir over /proc", withImages, rollout.SandboxSpec{Image: "bad-user", WorkDir: "/proc/1"}, "cannot be /proc/1", sandbox.ErrInvalidConfig},
+		{"unknown user", withImages, rollout.SandboxSpec{Image: "bad-user", WorkDir: "/w"}, `User "nobody-here" is not in its /etc/passwd`, nil},
+		{"workdir without an image", without, rollout.SandboxSpec{WorkDir: "/testbed"}, "needs an image", sandbox.ErrInvalidConfig},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, err := tc.f.NewSandboxFor(t.Context(), tc.spec)
+			require.Error(t, err)
+			require.Nil(t, sb)
+			require.Contains(t, err.Error(), tc.want)
+			if tc.is != nil {
+				require.ErrorIs(t, err, tc.is)
+			}
+		})
+	}
+	require.Equal(t, src.roots.Load(), src.released.Load(), "every root handed out is released")
+}

@@ -1,0 +1,337 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The directories of an image sandbox, in the sandbox's directory (see the package
+// documentation, Image sandboxes): the tmpfs holding the upper layers, the image's
+// root as an overlay, and the workspace.
+const (
+	imageLayers = "layers" // a tmpfs of DiskQuota bytes (a directory with DisableWorkspaceMount)
+	imageRootfs = "rootfs" // overlay: the image's root below, layers/root above
+	imageLower  = "lower"  // the idmapped working directory, attached while the overlay is made
+	imageHosts  = "etc/hosts"
+)
+
+// imageMounts lists the mount points of an image sandbox in the order they are
+// unmounted: the workspace first, the tmpfs its layers live on last.
+var imageMounts = []string{"workspace", imageRootfs, imageLower, imageLayers}
+
+// hostsFile is the /etc/hosts of every image sandbox: what docker gives a container.
+const hostsFile = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
+
+// mountImage makes the image sandbox's file systems in dir: the layers' tmpfs (or
+// directory), the root overlay (with the mount points and files bubblewrap needs
+// written into its upper layer), and the workspace at dir/workspace: an overlay of
+// the image's working directory, idmapped so that its owner is the sandbox uid, or,
+// with copy, or where the idmapped mount is refused, a copy of it owned by the
+// sandbox uid (img.copied says which). It returns whether the workspace is a tmpfs
+// (statfs bounds it).
+func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bool, err error) {
+	uid, gid := f.uid(), f.gid()
+	layers := filepath.Join(dir, imageLayers)
+	if err := os.Mkdir(layers, 0o755); err != nil {
+		return false, err
+	}
+	if f.enforcement.Storage == StorageTmpfs {
+		opts := fmt.Sprintf("mode=0755,nr_inodes=%d", MaxWorkspaceEntries+1024) // +1024: the root layer's few entries
+		if f.cfg.DiskQuota > 0 {
+			opts += ",size=" + strconv.FormatInt(f.cfg.DiskQuota, 10)
+		}
+		if err := unix.Mount("tmpfs", layers, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return false, fmt.Errorf("mounting the image sandbox's tmpfs: %w", err)
+		}
+		tmpfs = true
+	}
+	for _, d := range []string{"root", "root-work", "ws", "ws-work", "empty"} {
+		if err := os.Mkdir(filepath.Join(layers, d), 0o755); err != nil {
+			return tmpfs, err
+		}
+	}
+	if err := os.Chown(filepath.Join(layers, "ws"), uid, gid); err != nil {
+		return tmpfs, err
+	}
+
+	// The root: read-only inside (bubblewrap binds it so), an overlay here so that the
+	// mount points and /etc/hosts can be added without writing in the image.
+	imgRoot, err := os.OpenRoot(img.root.Dir)
+	if err != nil {
+		return tmpfs, fmt.Errorf("the image's root: %w", err)
+	}
+	defer imgRoot.Close()
+	rel := img.workDir[1:]
+	fi, statErr := imgRoot.Stat(rel)
+	hasDir := statErr == nil && fi.IsDir()
+	if statErr == nil && !fi.IsDir() {
+		return tmpfs, fmt.Errorf("the working directory %s is not a directory in the image", img.workDir)
+	}
+	rootfs := filepath.Join(dir, imageRootfs)
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return tmpfs, err
+	}
+	if err := mountOverlay(rootfs, img.root.Dir, filepath.Join(layers, "root"), filepath.Join(layers, "root-work")); err != nil {
+		return tmpfs, err
+	}
+	if err := prepareRootfs(rootfs, img); err != nil {
+		return tmpfs, err
+	}
+
+	ws := filepath.Join(dir, "workspace")
+	var lower string
+	if hasDir && !copyWS {
+		lower = filepath.Join(dir, imageLower)
+		if err := os.Mkdir(lower, 0o755); err != nil {
+			return tmpfs, err
+		}
+		if err := idmappedBind(imgRoot, rel, lower, fi, uid, gid); err != nil {
+			if f.idmapWarned.CompareAndSwap(false, true) {
+				f.cfg.Logger.Warn("sandbox: idmapped mounts refused: image working directories are copied into each workspace",
+					slog.String("image_root", img.root.Dir), slog.Any("error", err))
+			}
+			copyWS, lower = true, ""
+		} else {
+			defer unix.Unmount(lower, unix.MNT_DETACH) // the overlay keeps its own reference
+		}
+	}
+	img.copied = copyWS && hasDir
+	if lower == "" {
+		// An overlay over an empty layer, the image's files copied into it: the
+		// workspace is still the root of a file system of its own (no host path in
+		// mountinfo), on the layers' tmpfs when there is one.
+		if err := mountOverlay(ws, filepath.Join(layers, "empty"), filepath.Join(layers, "ws"), filepath.Join(layers, "ws-work")); err != nil {
+			return tmpfs, err
+		}
+		if hasDir {
+			if err := copyTree(imgRoot, rel, ws, uid, gid); err != nil {
+				return tmpfs, fmt.Errorf("copying %s from the image: %w", img.workDir, err)
+			}
+		}
+		return tmpfs, nil
+	}
+	if err := mountOverlay(ws, lower, filepath.Join(layers, "ws"), filepath.Join(layers, "ws-work")); err != nil {
+		return tmpfs, err
+	}
+	return tmpfs, nil
+}
+
+// prepareRootfs writes into the root overlay what bubblewrap and the code expect to
+// find: the mount points (/proc, /dev, /tmp, the working directory), /etc/hosts and
+// /etc/hostname. Every path goes through an [os.Root], so a symlink in the image
+// (an /etc/hosts pointing at a host file) cannot lead outside.
+func prepareRootfs(rootfs string, img *imageState) error {
+	r, err := os.OpenRoot(rootfs)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, d := range []string{"proc", "dev", "tmp", "etc", img.workDir[1:]} {
+		if err := r.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("making %s in the image's root: %w", "/"+d, err)
+		}
+	}
+	files := map[string]string{imageHosts: hostsFile, "etc/hostname": "sandbox\n"}
+	if img.network {
+		if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+			files["etc/resolv.conf"] = string(b)
+		}
+	}
+	for name, content := range files {
+		if err := r.RemoveAll(name); err != nil {
+			return err
+		}
+		if err := r.WriteFile(name, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("writing /%s in the image's root: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// idmappedBind attaches at target a read-only view of the image's directory rel in
+// which its owner (uid and gid, as fi has them) is the sandbox's host uid and gid,
+// so the code, which runs as that uid, owns the working directory as it would in
+// the image (an idmapped mount; ext4, xfs, btrfs and tmpfs support them). Other
+// owners show as the overflow id, with their modes.
+func idmappedBind(imgRoot *os.Root, rel, target string, fi fs.FileInfo, uid, gid int) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return errors.New("idmapped mount: no owner for the working directory")
+	}
+	d, err := imgRoot.Open(rel)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	usernsFd, err := mappingNamespace(int(st.Uid), uid, int(st.Gid), gid)
+	if err != nil {
+		return fmt.Errorf("idmapped mount: %w", err)
+	}
+	defer unix.Close(usernsFd)
+	tree, err := unix.OpenTree(int(d.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("idmapped mount: open_tree: %w", err)
+	}
+	defer unix.Close(tree)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(usernsFd)}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
+		return fmt.Errorf("idmapped mount: mount_setattr: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("idmapped mount: move_mount: %w", err)
+	}
+	return nil
+}
+
+// mappingNamespace returns a descriptor of a user namespace that maps uid from to
+// host uid to (and gid likewise): a child process is made in it, its namespace
+// opened, and the child ends.
+func mappingNamespace(from, to, fromG, toG int) (int, error) {
+	cmd := exec.Command("/bin/cat")
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: from, HostID: to, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: fromG, HostID: toG, Size: 1}},
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return -1, err
+	}
+	if err := cmd.Start(); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Open("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	w.Close()
+	_ = cmd.Wait()
+	if err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+// copyTree copies the image's directory rel into dst, owned by uid/gid: regular
+// files, directories and symlinks (as they are), modes kept; devices, FIFOs and
+// sockets skipped. It reads through the image's [os.Root] and writes through one on
+// dst, and stops past [MaxWorkspaceEntries] entries.
+func copyTree(src *os.Root, rel, dst string, uid, gid int) error {
+	out, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	n := 0
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		d, err := src.Open(path.Join(rel, dir))
+		if err != nil {
+			return err
+		}
+		entries, err := d.ReadDir(-1)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if n++; n > MaxWorkspaceEntries {
+				return fmt.Errorf("more than %d entries", MaxWorkspaceEntries)
+			}
+			name := path.Join(dir, e.Name())
+			fi, err := e.Info()
+			if err != nil {
+				return err
+			}
+			switch {
+			case fi.IsDir():
+				if err := out.Mkdir(name, fi.Mode().Perm()|0o700); err != nil {
+					return err
+				}
+				if err := walk(name); err != nil {
+					return err
+				}
+				if err := out.Chmod(name, fi.Mode()&restoreMode); err != nil {
+					return err
+				}
+			case fi.Mode()&fs.ModeSymlink != 0:
+				target, err := src.Readlink(path.Join(rel, name))
+				if err != nil {
+					return err
+				}
+				if err := out.Symlink(target, name); err != nil {
+					return err
+				}
+			case fi.Mode().IsRegular():
+				if err := copyFile(src, path.Join(rel, name), out, name, fi.Mode()&restoreMode); err != nil {
+					return err
+				}
+			default:
+				continue
+			}
+			if err := out.Lchown(name, uid, gid); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(".")
+}
+
+func copyFile(src *os.Root, from string, out *os.Root, to string, mode fs.FileMode) error {
+	in, err := src.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	o, err := out.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(o, in); err != nil {
+		o.Close()
+		return err
+	}
+	if err := o.Chmod(mode); err != nil {
+		o.Close()
+		return err
+	}
+	return o.Close()
+}
+
+// unmountImage detaches an image sandbox's mounts (each may be absent).
+func unmountImage(dir string) error {
+	var errs []error
+	for _, m := range imageMounts {
+		errs = append(errs, unmountWorkspace(filepath.Join(dir, m)))
+	}
+	return errors.Join(errs...)
+}
+
+// noMountBelow reports an error when a mount point remains under dir, so that a
+// removal never descends into a file system it does not own (the image's files).
+func noMountBelow(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	prefix := dir + "/"
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], prefix)) {
+			return fmt.Errorf("%s is still mounted", f[4])
+		}
+	}
+	return nil
+}
