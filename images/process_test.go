@@ -26,7 +26,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/images"
-	"github.com/agentic-opd/agenticopd/images/imagestest"
 )
 
 // TestMain runs the child process of the tests with processes when
@@ -42,7 +41,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m, imagestest.IgnoreGoroutines())
+	goleak.VerifyTestMain(m)
 }
 
 type childReport struct {

@@ -44,17 +44,14 @@ type Registry struct {
 // NewRegistry starts a registry that tb's cleanup closes.
 func NewRegistry(tb testing.TB) *Registry {
 	tb.Helper()
-	r := startRegistry(true)
+	r := startRegistry()
 	tb.Cleanup(r.Close)
 	return r
 }
 
-func startRegistry(keepAlive bool) *Registry {
+func startRegistry() *Registry {
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	srv := httptest.NewUnstartedServer(h)
-	srv.Config.SetKeepAlivesEnabled(keepAlive)
-	srv.Start()
-	return &Registry{srv: srv}
+	return &Registry{srv: httptest.NewServer(h)}
 }
 
 // Host returns the registry's "127.0.0.1:port", the first part of its references.

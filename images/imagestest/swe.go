@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/internal/testimage"
 )
@@ -29,23 +28,22 @@ func SWEConfig() v1.Config {
 	}
 }
 
-// swe is the image SWERef pushed, once per process.
+// swe is the image SWERef packs, once per process.
 var swe struct {
 	once sync.Once
-	ref  string
+	img  v1.Image
 	err  error
 }
 
-// SWERef returns the reference of the repository test image, pushed to a registry
-// of its own the first time a process asks for it: the test root of
-// internal/testimage (Debian with python3, pytest and git; built once per machine
-// and cached) as the base layer, and the toy repository of testdata/swe (at
-// /testbed, a git repository at the toy tasks' base commit, made by
-// testdata/swe/make-testbed.sh) as a second layer, with [SWEConfig]. That registry
-// serves for the rest of the process (it is never closed: tests that check for
-// leaked goroutines ignore its server's, see [IgnoreGoroutines]).
-//
-// Packing the base layer costs a few seconds of CPU per test process.
+// SWERef returns the reference of the repository test image in a registry of its
+// own that tb's cleanup closes: the test root of internal/testimage (Debian with
+// python3, pytest and git; built once per machine and cached) as the base layer,
+// and the toy repository of testdata/swe (at /testbed, a git repository at the toy
+// tasks' base commit, made by testdata/swe/make-testbed.sh) as a second layer, with
+// [SWEConfig]. The image is packed once per process (a few seconds of CPU; its
+// compressed layers stay in memory) and pushed on every call (under a second), so
+// every call gives the same image, whose root a cache unpacks once; the reference
+// is valid until tb ends.
 func SWERef(tb testing.TB) string {
 	tb.Helper()
 	swe.once.Do(func() {
@@ -56,30 +54,18 @@ func SWERef(tb testing.TB) string {
 			return
 		}
 		defer os.RemoveAll(repo)
-		img, err := image(SWEConfig(), base, repo)
-		if err != nil {
-			swe.err = fmt.Errorf("packing the SWE image: %w", err)
-			return
+		swe.img, swe.err = image(SWEConfig(), base, repo)
+		if swe.err != nil {
+			swe.err = fmt.Errorf("packing the SWE image: %w", swe.err)
 		}
-		// Without keep-alives, no connection to this registry outlives its request,
-		// so the only goroutine it leaves is its accept loop (IgnoreGoroutines).
-		swe.ref, swe.err = push(startRegistry(false), "swe/toy:latest", img)
 	})
 	if swe.err != nil {
 		tb.Fatalf("imagestest: SWERef: %v", swe.err)
 	}
-	if swe.ref == "" {
+	if swe.img == nil {
 		tb.Fatalf("imagestest: SWERef: an earlier call failed")
 	}
-	return swe.ref
-}
-
-// IgnoreGoroutines is the goleak option that ignores the goroutine of SWERef's
-// registry, which serves for the whole process:
-//
-//	func TestMain(m *testing.M) { goleak.VerifyTestMain(m, imagestest.IgnoreGoroutines()) }
-func IgnoreGoroutines() goleak.Option {
-	return goleak.IgnoreAnyFunction("net/http/httptest.(*Server).goServe.func1")
+	return PushImage(tb, NewRegistry(tb), "swe/toy:latest", swe.img)
 }
 
 // moduleRoot is the repository's root directory, found from this file's path.
