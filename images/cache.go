@@ -34,9 +34,7 @@ const (
 // default.
 type CacheConfig struct {
 	// Dir holds the cache; [DefaultDir] if empty. Processes that share a Dir share
-	// its images, and coordinate through locks in it. When the process is root, every
-	// directory above Dir must be searchable by UID (the sandbox binds roots from
-	// there as that uid); Root refuses a Dir that is not.
+	// its images, and coordinate through locks in it.
 	Dir string
 	// MaxBytes bounds the unpacked roots on disk (file contents and directories, as
 	// du counts them): after an image is unpacked, and when one is released while the
@@ -202,31 +200,12 @@ func (c *Cache) Root(ctx context.Context, ref string) (sandbox.ImageRoot, error)
 	}, nil
 }
 
-// ensureDir makes the cache's directories once, and checks that the sandbox uid
-// can reach them.
+// ensureDir makes the cache's directories, once.
 func (c *Cache) ensureDir() error {
 	c.checkDir.Do(func() {
 		for _, d := range []string{c.dir, c.path("roots"), c.path("locks"), c.path("tmp")} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				c.dirErr = fmt.Errorf("images: cache directory: %w", err)
-				return
-			}
-		}
-		if !c.chown {
-			return
-		}
-		for d := c.dir; ; d = filepath.Dir(d) {
-			fi, err := os.Stat(d)
-			if err != nil {
-				c.dirErr = fmt.Errorf("images: cache directory: %w", err)
-				return
-			}
-			if fi.Mode().Perm()&0o001 == 0 {
-				c.dirErr = fmt.Errorf("images: cache directory %s: %s (mode %v) is not searchable by the sandbox's uid %d: chmod o+x it or choose another CacheConfig.Dir",
-					c.dir, d, fi.Mode().Perm(), c.uid)
-				return
-			}
-			if d == "/" {
 				return
 			}
 		}

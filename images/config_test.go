@@ -26,24 +26,6 @@ func TestImageOverTheBound(t *testing.T) {
 	nothingLeft(t, c)
 }
 
-// TestCacheDirTheSandboxCannotReach: as root, a cache under a directory the
-// sandbox's uid cannot search is refused with what to do, before any pull.
-func TestCacheDirTheSandboxCannotReach(t *testing.T) {
-	if os.Geteuid() != 0 {
-		// Without root the sandbox runs as this process's uid, which reaches its own
-		// directories: there is nothing to refuse. Checked as root in ./test.sh.
-		t.Log("not root: the cache and the sandbox share this uid")
-		c := newCache(t, images.CacheConfig{Dir: filepath.Join(t.TempDir(), "c")})
-		root(t, c, layoutRef(t, bigImage(t, 1, 10, "r")))
-		return
-	}
-	closed := filepath.Join(reachableDir(t), "closed")
-	require.NoError(t, os.Mkdir(closed, 0o700))
-	c := newCache(t, images.CacheConfig{Dir: filepath.Join(closed, "cache")})
-	_, err := c.Root(context.Background(), "oci-layout:/nonexistent")
-	require.ErrorContains(t, err, "not searchable by the sandbox's uid 65534: chmod o+x")
-}
-
 // TestNewCacheConfig refuses what cannot work, and fills the defaults.
 func TestNewCacheConfig(t *testing.T) {
 	_, err := images.NewCache(images.CacheConfig{UID: -1})

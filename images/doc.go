@@ -96,8 +96,8 @@
 // at least readable, and every directory searchable and writable, by its owner
 // (the tree is mounted read-only, so write bits do not let the sandbox write).
 // Without root, the tree belongs to the process's uid, which the sandbox then runs
-// as too. The directories above Dir must be searchable by that uid: Root checks
-// them once and says what to change.
+// as too. How a sandbox reaches the tree is its own business (the bubblewrap
+// sandbox mounts it as root, so Dir may be under a 0700 directory).
 //
 // What a `docker exec` gives that a root lacks (/etc/hosts with localhost, HOME,
 // HOSTNAME, a login shell's environment) is the sandbox's to supply; this package

@@ -23,24 +23,25 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/images"
 )
 
-// The child process: IMAGES_CHILD_DIR is the cache directory, IMAGES_CHILD_REF the
-// image. It waits for a line on stdin, takes the root, prints a report line, then
-// holds the root until stdin closes.
-func init() {
-	dir := os.Getenv("IMAGES_CHILD_DIR")
-	if dir == "" {
-		return
+// TestMain runs the child process of the tests with processes when
+// IMAGES_CHILD_DIR is set (the cache directory; IMAGES_CHILD_REF is the image): it
+// waits for a line on stdin, takes the root, prints a report line, then holds the
+// root until stdin closes. Otherwise it runs the tests, then looks for leaked
+// goroutines.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("IMAGES_CHILD_DIR"); dir != "" {
+		if err := child(dir, os.Getenv("IMAGES_CHILD_REF")); err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
-	err := child(dir, os.Getenv("IMAGES_CHILD_REF"))
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	goleak.VerifyTestMain(m)
 }
 
 type childReport struct {

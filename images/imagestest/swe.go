@@ -28,22 +28,22 @@ func SWEConfig() v1.Config {
 	}
 }
 
-// swe is the image SWERef pushed, once per process.
+// swe is the image SWERef packs, once per process.
 var swe struct {
 	once sync.Once
-	ref  string
+	img  v1.Image
 	err  error
 }
 
-// SWERef returns the reference of the repository test image, pushed to a registry
-// of its own the first time a process asks for it: the test root of
-// internal/testimage (Debian with python3, pytest and git; built once per machine
-// and cached) as the base layer, and the toy repository (at /testbed, a git
-// repository at its base commit) as a second layer, with [SWEConfig]. That registry
-// serves for the rest of the process (it is never closed: tests that check for
-// leaked goroutines ignore its server's, see [IgnoreGoroutines]).
-//
-// Packing the base layer costs a few seconds of CPU per test process.
+// SWERef returns the reference of the repository test image in a registry of its
+// own that tb's cleanup closes: the test root of internal/testimage (Debian with
+// python3, pytest and git; built once per machine and cached) as the base layer,
+// and the toy repository of testdata/swe (at /testbed, a git repository at the toy
+// tasks' base commit, made by testdata/swe/make-testbed.sh) as a second layer, with
+// [SWEConfig]. The image is packed once per process (a few seconds of CPU; its
+// compressed layers stay in memory) and pushed on every call (under a second), so
+// every call gives the same image, whose root a cache unpacks once; the reference
+// is valid until tb ends.
 func SWERef(tb testing.TB) string {
 	tb.Helper()
 	swe.once.Do(func() {
@@ -54,25 +54,19 @@ func SWERef(tb testing.TB) string {
 			return
 		}
 		defer os.RemoveAll(repo)
-		img, err := image(SWEConfig(), base, repo)
-		if err != nil {
-			swe.err = fmt.Errorf("packing the SWE image: %w", err)
-			return
+		swe.img, swe.err = image(SWEConfig(), base, repo)
+		if swe.err != nil {
+			swe.err = fmt.Errorf("packing the SWE image: %w", swe.err)
 		}
-		swe.ref, swe.err = push(startRegistry(), "swe/toy:latest", img)
 	})
 	if swe.err != nil {
 		tb.Fatalf("imagestest: SWERef: %v", swe.err)
 	}
-	if swe.ref == "" {
+	if swe.img == nil {
 		tb.Fatalf("imagestest: SWERef: an earlier call failed")
 	}
-	return swe.ref
+	return PushImage(tb, NewRegistry(tb), "swe/toy:latest", swe.img)
 }
-
-// IgnoreGoroutines returns the name of the function the goroutines of SWERef's
-// registry run, for goleak.IgnoreTopFunction.
-func IgnoreGoroutines() string { return "net/http.(*Server).Serve" }
 
 // moduleRoot is the repository's root directory, found from this file's path.
 func moduleRoot() string {
@@ -80,41 +74,19 @@ func moduleRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// sweRepoLayer makes the toy repository's layer directory: testbed/, a git
-// repository of testdata/swe/repo committed once.
+// sweRepoLayer makes the toy repository's layer directory (testbed/, a git
+// repository of one commit whose hash the toy tasks name as their base commit) with
+// testdata/swe/make-testbed.sh.
 func sweRepoLayer() (string, error) {
-	src := filepath.Join(moduleRoot(), "testdata", "swe", "repo")
+	script := filepath.Join(moduleRoot(), "testdata", "swe", "make-testbed.sh")
 	dir, err := os.MkdirTemp("", "imagestest-swe-")
 	if err != nil {
 		return "", err
 	}
-	tb := filepath.Join(dir, "testbed")
-	if err := os.Mkdir(tb, 0o755); err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(src); err == nil {
-		if err := os.CopyFS(tb, os.DirFS(src)); err != nil {
-			return "", fmt.Errorf("copying %s: %w", src, err)
-		}
-	} else {
-		// The toy repository is not there yet: a placeholder package.
-		if err := os.WriteFile(filepath.Join(tb, "calc.py"), []byte("def add(a, b):\n    return a - b\n"), 0o644); err != nil {
-			return "", err
-		}
-	}
-	git := func(args ...string) error {
-		cmd := exec.Command("git", append([]string{"-C", tb, "-c", "user.name=toy", "-c", "user.email=toy@example.com",
-			"-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"}, args...)...)
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_DATE=2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2020-01-01T00:00:00Z")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %v: %v: %s", args, err, out)
-		}
-		return nil
-	}
-	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "base"}} {
-		if err := git(args...); err != nil {
-			return "", err
-		}
+	out, err := exec.Command("sh", script, dir).CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("%s: %v: %s", script, err, out)
 	}
 	return dir, nil
 }
