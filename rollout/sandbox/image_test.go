@@ -31,13 +31,18 @@ func newImageSandbox(t testing.TB, f *sandbox.Factory, spec rollout.SandboxSpec)
 }
 
 // imageModes are the two ways a workspace holds the image's working directory.
+// The image of ref "repo:overlayfs" has its root on a file system that refuses
+// idmapped mounts: its working directory is copied whatever the factory says.
 var imageModes = []struct {
-	name string
-	cfg  sandbox.Config
+	name   string
+	cfg    sandbox.Config
+	ref    string
+	copied bool
 }{
-	{"overlay", sandbox.Config{}},
-	{"copy", sandbox.Config{CopyImageWorkspace: true}},
-	{"overlay-on-disk", sandbox.Config{DisableWorkspaceMount: true}},
+	{"overlay", sandbox.Config{}, "repo:1", false},
+	{"copy", sandbox.Config{CopyImageWorkspace: true}, "repo:1", true},
+	{"overlay-on-disk", sandbox.Config{DisableWorkspaceMount: true}, "repo:1", false},
+	{"idmap-refused", sandbox.Config{}, "repo:overlayfs", true},
 }
 
 // TestImageSandbox runs a repository's tests in an image sandbox as docker exec would
@@ -46,16 +51,21 @@ var imageModes = []struct {
 // another sandbox of the same image, the read-only root.
 func TestImageSandbox(t *testing.T) {
 	src := &imageSource{}
-	imgDir := src.add(t, "repo:1", under("testbed", gitRepo(t, repoFiles)), sandbox.ImageRoot{
-		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "FOO=from-image"}, WorkingDir: "/testbed",
-	})
+	repo := under("testbed", gitRepo(t, repoFiles))
+	imgCfg := sandbox.ImageRoot{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "FOO=from-image"}, WorkingDir: "/testbed"}
+	imgDirs := map[string]string{
+		"repo:1":         src.add(t, "repo:1", repo, imgCfg),
+		"repo:overlayfs": src.addOverlay(t, "repo:overlayfs", repo, imgCfg),
+	}
 	for _, mode := range imageModes {
 		t.Run(mode.name, func(t *testing.T) {
 			cfg := mode.cfg
 			cfg.Images = src
 			f := newFactory(t, cfg)
-			sb := newImageSandbox(t, f, rollout.SandboxSpec{Image: "repo:1"})
+			sb := newImageSandbox(t, f, rollout.SandboxSpec{Image: mode.ref})
 			require.Equal(t, "/testbed", sb.Dir())
+			require.Equal(t, mode.copied, sandbox.ImageCopied(sb), "the workspace is a copy")
+			imgDir := imgDirs[mode.ref]
 
 			res := run(t, sb, `echo "$(id -u):$(id -g) $(pwd) $HOME $HOSTNAME $(hostname) $FOO"; stat -c %u .`, 20*time.Second)
 			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
@@ -84,7 +94,7 @@ func TestImageSandbox(t *testing.T) {
 			require.Equal(t, repoFiles["calc.py"], string(orig))
 
 			// A second sandbox of the same image starts from the image.
-			other := newImageSandbox(t, f, rollout.SandboxSpec{Image: "repo:1"})
+			other := newImageSandbox(t, f, rollout.SandboxSpec{Image: mode.ref})
 			res = run(t, other, "cat calc.py; ls new.txt 2>&1 || true", 20*time.Second)
 			require.Equal(t, repoFiles["calc.py"]+"ls: cannot access 'new.txt': No such file or directory\n", string(res.Stdout))
 		})

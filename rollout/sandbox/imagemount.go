@@ -21,15 +21,16 @@ import (
 // documentation, Image sandboxes): the tmpfs holding the upper layers, the image's
 // root as an overlay, and the workspace.
 const (
-	imageLayers = "layers" // a tmpfs of DiskQuota bytes (a directory with DisableWorkspaceMount)
-	imageRootfs = "rootfs" // overlay: the image's root below, layers/root above
-	imageLower  = "lower"  // the idmapped working directory, attached while the overlay is made
-	imageHosts  = "etc/hosts"
+	imageLayers    = "layers"    // a tmpfs of DiskQuota bytes (a directory with DisableWorkspaceMount)
+	imageRootfs    = "rootfs"    // overlay: the image's root below, layers/root above
+	imageLower     = "lower"     // the idmapped working directory, attached while the overlay is made
+	imageRootLower = "rootlower" // the idmapped root, likewise
+	imageHosts     = "etc/hosts"
 )
 
 // imageMounts lists the mount points of an image sandbox in the order they are
 // unmounted: the workspace first, the tmpfs its layers live on last.
-var imageMounts = []string{"workspace", imageRootfs, imageLower, imageLayers}
+var imageMounts = []string{"workspace", imageRootfs, imageLower, imageRootLower, imageLayers}
 
 // hostsFile is the /etc/hosts of every image sandbox: what docker gives a container.
 const hostsFile = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
@@ -79,33 +80,55 @@ func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bo
 	if statErr == nil && !fi.IsDir() {
 		return tmpfs, fmt.Errorf("the working directory %s is not a directory in the image", img.workDir)
 	}
+	// The root's files owned by the image's user are the sandbox uid's (so root's
+	// 0700 /root, where SWE images keep .bashrc or a .venv, is readable inside as in
+	// the image), through an idmapped mount; where the host refuses one, the root is
+	// the image's as it is on the host and the working directory is copied.
+	rootLower := img.root.Dir
+	idmapped := true
+	if err := os.Mkdir(filepath.Join(dir, imageRootLower), 0o755); err != nil {
+		return tmpfs, err
+	}
+	inUID, _ := strconv.Atoi(img.uid)
+	inGID, _ := strconv.Atoi(img.gid)
+	if err := idmappedBind(imgRoot, ".", filepath.Join(dir, imageRootLower), inUID, inGID, uid, gid); err != nil {
+		idmapped = false
+		if f.idmapWarned.CompareAndSwap(false, true) {
+			f.cfg.Logger.Warn("sandbox: idmapped mounts refused: image working directories are copied into each workspace, and image files are owned as on the host",
+				slog.String("image_root", img.root.Dir), slog.Any("error", err))
+		}
+	} else {
+		rootLower = filepath.Join(dir, imageRootLower)
+		defer unix.Unmount(rootLower, unix.MNT_DETACH) // the overlay keeps its own reference
+	}
 	rootfs := filepath.Join(dir, imageRootfs)
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return tmpfs, err
 	}
-	if err := mountOverlay(rootfs, img.root.Dir, filepath.Join(layers, "root"), filepath.Join(layers, "root-work")); err != nil {
+	if err := prepareRootfs(filepath.Join(layers, "root"), imgRoot, img); err != nil {
 		return tmpfs, err
 	}
-	if err := prepareRootfs(rootfs, img); err != nil {
+	if err := mountOverlay(rootfs, rootLower, filepath.Join(layers, "root"), filepath.Join(layers, "root-work")); err != nil {
 		return tmpfs, err
 	}
 
 	ws := filepath.Join(dir, "workspace")
 	var lower string
+	copyWS = copyWS || !idmapped
 	if hasDir && !copyWS {
 		lower = filepath.Join(dir, imageLower)
 		if err := os.Mkdir(lower, 0o755); err != nil {
 			return tmpfs, err
 		}
-		if err := idmappedBind(imgRoot, rel, lower, fi, uid, gid); err != nil {
-			if f.idmapWarned.CompareAndSwap(false, true) {
-				f.cfg.Logger.Warn("sandbox: idmapped mounts refused: image working directories are copied into each workspace",
-					slog.String("image_root", img.root.Dir), slog.Any("error", err))
-			}
-			copyWS, lower = true, ""
-		} else {
-			defer unix.Unmount(lower, unix.MNT_DETACH) // the overlay keeps its own reference
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		if st == nil {
+			return tmpfs, errors.New("the working directory's owner is unknown")
 		}
+		// Its owner, whoever it is, is the sandbox uid: the code's workspace is its own.
+		if err := idmappedBind(imgRoot, rel, lower, int(st.Uid), int(st.Gid), uid, gid); err != nil {
+			return tmpfs, err
+		}
+		defer unix.Unmount(lower, unix.MNT_DETACH) // the overlay keeps its own reference
 	}
 	img.copied = copyWS && hasDir
 	if lower == "" {
@@ -128,17 +151,22 @@ func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bo
 	return tmpfs, nil
 }
 
-// prepareRootfs writes into the root overlay what bubblewrap and the code expect to
-// find: the mount points (/proc, /dev, /tmp, the working directory), /etc/hosts and
-// /etc/hostname. Every path goes through an [os.Root], so a symlink in the image
-// (an /etc/hosts pointing at a host file) cannot lead outside.
-func prepareRootfs(rootfs string, img *imageState) error {
-	r, err := os.OpenRoot(rootfs)
+// prepareRootfs writes into the root overlay's upper layer, before the overlay is
+// mounted, what bubblewrap and the code expect to find: the mount points (/proc,
+// /dev, /tmp, the working directory) the image lacks, /etc/hosts and /etc/hostname
+// (and, with the network, the host's /etc/resolv.conf). Writing through the overlay
+// would copy up directories whose owner an idmapped layer may not map. The image is
+// looked at through an [os.Root], so its symlinks cannot lead outside.
+func prepareRootfs(upper string, imgRoot *os.Root, img *imageState) error {
+	r, err := os.OpenRoot(upper)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	for _, d := range []string{"proc", "dev", "tmp", "etc", img.workDir[1:]} {
+		if fi, err := imgRoot.Stat(d); err == nil && fi.IsDir() {
+			continue
+		}
 		if err := r.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("making %s in the image's root: %w", "/"+d, err)
 		}
@@ -150,7 +178,7 @@ func prepareRootfs(rootfs string, img *imageState) error {
 		}
 	}
 	for name, content := range files {
-		if err := r.RemoveAll(name); err != nil {
+		if err := r.MkdirAll(path.Dir(name), 0o755); err != nil {
 			return err
 		}
 		if err := r.WriteFile(name, []byte(content), 0o644); err != nil {
@@ -161,21 +189,16 @@ func prepareRootfs(rootfs string, img *imageState) error {
 }
 
 // idmappedBind attaches at target a read-only view of the image's directory rel in
-// which its owner (uid and gid, as fi has them) is the sandbox's host uid and gid,
-// so the code, which runs as that uid, owns the working directory as it would in
-// the image (an idmapped mount; ext4, xfs, btrfs and tmpfs support them). Other
-// owners show as the overflow id, with their modes.
-func idmappedBind(imgRoot *os.Root, rel, target string, fi fs.FileInfo, uid, gid int) error {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return errors.New("idmapped mount: no owner for the working directory")
-	}
+// which files owned by fromUID and fromGID are owned by the sandbox's host uid and
+// gid (an idmapped mount; ext4, xfs, btrfs and tmpfs support them, overlayfs does
+// not). Other owners show as the overflow id, with their modes.
+func idmappedBind(imgRoot *os.Root, rel, target string, fromUID, fromGID, uid, gid int) error {
 	d, err := imgRoot.Open(rel)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	usernsFd, err := mappingNamespace(int(st.Uid), uid, int(st.Gid), gid)
+	usernsFd, err := mappingNamespace(fromUID, uid, fromGID, gid)
 	if err != nil {
 		return fmt.Errorf("idmapped mount: %w", err)
 	}
