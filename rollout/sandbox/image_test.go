@@ -1,7 +1,9 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -235,4 +237,51 @@ func TestNewSandboxForRefuses(t *testing.T) {
 		})
 	}
 	require.Equal(t, src.roots.Load(), src.released.Load(), "every root handed out is released")
+}
+
+// TestSandboxSpecNetwork: spec.Network keeps the host's network (a server on the
+// host's loopback is reached); without it the sandbox has only a loopback of its own,
+// for plain and image sandboxes alike.
+func TestSandboxSpecNetwork(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("hello from the host\n"))
+			c.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	src := &imageSource{}
+	src.add(t, "net", map[string]string{"testbed/": ""}, sandbox.ImageRoot{WorkingDir: "/testbed"})
+	f := newFactory(t, sandbox.Config{Images: src})
+	script := fmt.Sprintf(`python3 -c "
+import socket
+try:
+    print(socket.create_connection(('127.0.0.1', %d), timeout=5).recv(100).decode().strip())
+except OSError as e:
+    print(type(e).__name__)
+"`, port)
+	for _, tc := range []struct {
+		name string
+		spec rollout.SandboxSpec
+		want string
+	}{
+		{"plain", rollout.SandboxSpec{}, "ConnectionRefusedError\n"},
+		{"plain with network", rollout.SandboxSpec{Network: true}, "hello from the host\n"},
+		{"image", rollout.SandboxSpec{Image: "net"}, "ConnectionRefusedError\n"},
+		{"image with network", rollout.SandboxSpec{Image: "net", Network: true}, "hello from the host\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := newImageSandbox(t, f, tc.spec)
+			res := run(t, sb, script, 20*time.Second)
+			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
+			require.Equal(t, tc.want, string(res.Stdout))
+		})
+	}
 }
