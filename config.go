@@ -12,6 +12,7 @@ import (
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
 	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/tasks"
@@ -61,6 +62,12 @@ type Config struct {
 	// means the bubblewrap sandbox with its defaults (rollout/sandbox), created and
 	// probed on first use.
 	SandboxFactory rollout.SandboxFactory
+	// Images gives the root file systems of repository tasks' images ([tasks.Repo];
+	// package images' Cache is one) to the default sandbox factory. A repository task
+	// needs a SandboxFactory that implements [rollout.SpecFactory] with an image
+	// source: the default one with Images set, or one of the caller's. Nil: the
+	// rollouts of repository tasks fail with an error that says so.
+	Images sandbox.RootSource
 	// Reward scores a verified rollout. Nil means [reward.Default] with Weights.
 	Reward reward.Reward
 	// Weights are the weights of the default reward (correctness 0.7, efficiency 0.15,
@@ -139,6 +146,9 @@ type Config struct {
 	ExtraCloses []int32
 	// VerifyTimeout bounds the verification of a rollout (30 s when zero).
 	VerifyTimeout time.Duration
+	// RepoTestTimeout bounds the test command of a repository task that names no
+	// timeout of its own (reward.DefaultTestTimeout when zero).
+	RepoTestTimeout time.Duration
 
 	// DisableOPD turns the distillation step off (the reference's opd_enabled is true
 	// by default; the Go name is inverted so that the zero value keeps the default).
@@ -231,6 +241,7 @@ func (c Config) validate() error {
 		{"MaxTeacherRequests", float64(c.MaxTeacherRequests)},
 		{"EvalSize", float64(evalSize)}, {"EvalSplitRatio", c.EvalSplitRatio},
 		{"VerifyTimeout", float64(c.VerifyTimeout)}, {"PollInterval", float64(c.PollInterval)},
+		{"RepoTestTimeout", float64(c.RepoTestTimeout)},
 		{"StatusTimeout", float64(c.StatusTimeout)},
 	} {
 		if f.v < 0 || math.IsNaN(f.v) {

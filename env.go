@@ -249,7 +249,7 @@ func (e *Env) sandboxes(ctx context.Context) (rollout.SandboxFactory, error) {
 	if e.sb != nil {
 		return e.sb, nil
 	}
-	f, err := sandbox.New(ctx, sandbox.Config{Logger: e.cfg.Logger})
+	f, err := sandbox.New(ctx, sandbox.Config{Logger: e.cfg.Logger, Images: e.cfg.Images})
 	if err != nil {
 		return nil, fmt.Errorf("agenticopd: default sandbox: %w", err)
 	}
@@ -377,6 +377,9 @@ func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.T
 	factory, err := e.sandboxes(ctx)
 	if err != nil {
 		return Rollout{}, err
+	}
+	if task.Repo != nil {
+		return e.runRepoRollout(ctx, agent, task, factory)
 	}
 	sb, err := factory.NewSandbox(ctx)
 	if err != nil {

@@ -115,6 +115,41 @@ type rewardSums struct {
 	n                                          int
 	reward, correctness, efficiency, toolUsage float64
 	passed                                     int
+	swe                                        sweSums
+}
+
+// sweSums sum the gradings of repository tasks' rollouts (reward.RepoResult).
+type sweSums struct {
+	n, resolved, testFileEdits int
+	f2p, p2p                   float64
+}
+
+func (s *sweSums) add(r Rollout) {
+	res := r.Verification.Repo
+	if res == nil {
+		return
+	}
+	s.n++
+	if res.Resolved {
+		s.resolved++
+	}
+	s.f2p += res.F2PRate
+	s.p2p += res.P2PRate
+	s.testFileEdits += res.TestFileEdits
+}
+
+// put sets swe/resolved_rate, swe/f2p_rate and swe/p2p_rate (means over the graded
+// repository rollouts) and swe/test_file_edits (test files whose edits grading
+// discarded, summed), when any rollout was graded.
+func (s sweSums) put(m map[string]float64) {
+	if s.n == 0 {
+		return
+	}
+	n := float64(s.n)
+	m["swe/resolved_rate"] = float64(s.resolved) / n
+	m["swe/f2p_rate"] = s.f2p / n
+	m["swe/p2p_rate"] = s.p2p / n
+	m["swe/test_file_edits"] = float64(s.testFileEdits)
 }
 
 func (s *rewardSums) add(rs []Rollout) {
@@ -127,6 +162,7 @@ func (s *rewardSums) add(rs []Rollout) {
 		if passed(r) {
 			s.passed++
 		}
+		s.swe.add(r)
 	}
 }
 
@@ -142,6 +178,7 @@ func (s rewardSums) put(m map[string]float64, prefix string) {
 	m[prefix+"/mean_correctness"] = s.correctness / n
 	m[prefix+"/pass_rate"] = float64(s.passed) / n
 	if prefix == "train" {
+		s.swe.put(m)
 		m[prefix+"/mean_efficiency"] = s.efficiency / n
 		m[prefix+"/mean_tool_usage"] = s.toolUsage / n
 		m[prefix+"/total_rollouts"] = n

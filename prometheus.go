@@ -112,6 +112,8 @@ func (e *Env) promCounts() map[string]float64 {
 	a.mu.Lock()
 	out["train/rollouts"] = float64(a.train.n)
 	out["train/passed_rollouts"] = float64(a.train.passed)
+	out["swe/rollouts"] = float64(a.train.swe.n)
+	out["swe/resolved_rollouts"] = float64(a.train.swe.resolved)
 	out["opd/rollouts"] = float64(a.opd.Rollouts)
 	out["opd/rollouts_with_hint"] = float64(a.opd.RolloutsWithHint)
 	out["opd/hints"] = float64(a.opd.Hints)
@@ -192,6 +194,10 @@ func promHelps() map[string]string {
 
 		"train/rollouts":        "Training rollouts scored (dropped groups included, as the reference counts them).",
 		"train/passed_rollouts": "Training rollouts that passed (correctness at least 0.8); divide by agenticopd_train_rollouts_total for the pass rate.",
+
+		"swe/rollouts":          "Training rollouts of repository tasks graded by their hidden tests.",
+		"swe/resolved_rollouts": "Repository-task rollouts resolved (every FAIL_TO_PASS and PASS_TO_PASS test passed); divide by agenticopd_swe_rollouts_total for the resolved rate.",
+		"swe/test_file_edits":   "Test files whose edits grading discarded from repository-task rollouts (the agent edited a test or planted a conftest.py); a rising count means the policy is learning to touch tests.",
 	}
 	for name := range (rollout.Stats{}).Metrics() {
 		h[name] = "Agent loop count " + name + " (see rollout.Stats); template drift and echo mismatches mean the server's template or tokenizer changed under the run."

@@ -9,3 +9,6 @@ var (
 	}
 	CodecPy = codecPy
 )
+
+// FilterDiff is filterDiff, for the tests of the diff rules.
+var FilterDiff = filterDiff

@@ -128,6 +128,8 @@ type Verification struct {
 	SandboxFault bool
 	// Duration is the verification's wall time.
 	Duration time.Duration
+	// Repo is what grading a repository task found ([VerifyRepo]); nil for other tasks.
+	Repo *RepoResult
 }
 
 // Passed reports whether the verification counts as a pass for pass-rate metrics (C ≥ 0.8,

@@ -138,10 +138,27 @@ func (c parquetColumn) cell(row parquet.Row) cell {
 }
 
 func readParquetRows(pf *parquet.File, rr *rowReader) ([]Task, error) {
+	var out []Task
+	err := parquetRows(pf, rr.file, rr.columns(), func(row int, cells map[string]cell) error {
+		t, ok, err := rr.add(row, cells)
+		if ok {
+			out = append(out, t)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// parquetRows calls fn with the wanted columns of each row of pf, rows counted from 1;
+// file names pf in errors. It stops at fn's first error.
+func parquetRows(pf *parquet.File, file string, wanted []string, fn func(row int, cells map[string]cell) error) error {
 	schema := pf.Schema()
 	paths := schema.Columns()
 	var cols []parquetColumn
-	for _, name := range rr.columns() {
+	for _, name := range wanted {
 		for _, field := range schema.Fields() {
 			if field.Name() != name {
 				continue
@@ -170,7 +187,6 @@ func readParquetRows(pf *parquet.File, rr *rowReader) ([]Task, error) {
 	r := parquet.NewReader(pf)
 	defer r.Close()
 	buf := make([]parquet.Row, 128)
-	var out []Task
 	rowNum := 0
 	for {
 		n, err := r.ReadRows(buf)
@@ -180,19 +196,15 @@ func readParquetRows(pf *parquet.File, rr *rowReader) ([]Task, error) {
 			for _, c := range cols {
 				cells[c.name] = c.cell(row)
 			}
-			t, ok, aerr := rr.add(rowNum, cells)
-			if aerr != nil {
-				return nil, aerr
-			}
-			if ok {
-				out = append(out, t)
+			if ferr := fn(rowNum, cells); ferr != nil {
+				return ferr
 			}
 		}
 		if errors.Is(err, io.EOF) || (n == 0 && err == nil) {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("tasks: %s: row %d: %w", rr.file, rowNum+1, err)
+			return fmt.Errorf("tasks: %s: row %d: %w", file, rowNum+1, err)
 		}
 	}
 }

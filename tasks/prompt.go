@@ -31,17 +31,24 @@ type Prompt struct {
 }
 
 // Messages returns the initial conversation for t: the system message (unless
-// NoSystem) and the user message.
+// NoSystem) and the user message. For a repository task ([Task.Repo]) the defaults
+// are [RepoSystemPrompt] and [RepoUserPrompt].
 func (p Prompt) Messages(t Task) []chat.Message {
 	user := p.User
 	if user == nil {
 		user = UserPrompt
+		if t.Repo != nil {
+			user = RepoUserPrompt
+		}
 	}
 	msgs := make([]chat.Message, 0, 2)
 	if !p.NoSystem {
 		sys := p.System
 		if sys == "" {
 			sys = DefaultSystemPrompt
+			if t.Repo != nil {
+				sys = RepoSystemPrompt
+			}
 		}
 		msgs = append(msgs, chat.Message{Role: chat.RoleSystem, Content: sys})
 	}

@@ -40,6 +40,10 @@ type Task struct {
 	// tasks, "" for dataset rows. It is kept for tests and simulators and is never shown
 	// to the agent: neither the prompts of this package nor the reward package use it.
 	ReferenceSolution string
+	// Repo is set for a repository task: the agent works in the repository inside the
+	// task's image, and Repo's hidden tests decide (see [Repo]). Nil for a
+	// function-level task.
+	Repo *Repo
 }
 
 // Case is one input/output case of a [Task].
@@ -53,5 +57,7 @@ type Case struct {
 }
 
 // HasTests reports whether the task carries anything to verify a solution with: test
-// code, hidden test code or input/output cases.
-func (t Task) HasTests() bool { return t.TestCode != "" || t.HiddenTests != "" || len(t.Cases) > 0 }
+// code, hidden test code, input/output cases, or a repository task's FAIL_TO_PASS tests.
+func (t Task) HasTests() bool {
+	return t.TestCode != "" || t.HiddenTests != "" || len(t.Cases) > 0 || (t.Repo != nil && len(t.Repo.FailToPass) > 0)
+}

@@ -1,0 +1,550 @@
+package reward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+// Repository-task defaults.
+const (
+	// DefaultTestTimeout bounds a repository task's test command when the task names
+	// no timeout.
+	DefaultTestTimeout = 15 * time.Minute
+	// DefaultMaxDiff bounds the agent's diff; a larger one is the solution's fault.
+	DefaultMaxDiff = 8 << 20
+	// gitTimeout bounds each git step of grading.
+	gitTimeout = 2 * time.Minute
+	// maxLog is how much of the test log is read.
+	maxLog = 32 << 20
+)
+
+// Repository-task rules, the rows of the correctness table for [tasks.Repo] tasks.
+const (
+	// RuleResolved: every FAIL_TO_PASS and PASS_TO_PASS test passed (C = 1.0).
+	RuleResolved Rule = "resolved"
+	// RuleUnresolved: the tests ran, and some FAIL_TO_PASS or PASS_TO_PASS test did
+	// not pass, or the log was void: the test command failed while the log shows no
+	// failure (C = 0.2).
+	RuleUnresolved Rule = "unresolved"
+	// RulePatchFailed: the agent's diff could not be taken from its sandbox, was too
+	// large, or applies by none of the methods tried (C = 0.1).
+	RulePatchFailed Rule = "patch_failed"
+	// RuleTestsNotRun: the test command timed out, or its log names no test (C = 0.1).
+	RuleTestsNotRun Rule = "tests_not_run"
+)
+
+// RepoOptions configures [VerifyRepo]. The zero value is the default.
+type RepoOptions struct {
+	// TestTimeout bounds the test command when the task's [tasks.Repo.TestTimeout] is
+	// 0; 0 means DefaultTestTimeout.
+	TestTimeout time.Duration
+	// MaxDiff bounds the agent's diff in bytes; 0 means DefaultMaxDiff.
+	MaxDiff int
+	// MaxOutput is how many bytes of the test log the Verification keeps; 0 means
+	// DefaultMaxOutput.
+	MaxOutput int
+}
+
+// RepoResult is what grading a repository task found; [Verification.Repo].
+type RepoResult struct {
+	// Resolved reports that every FAIL_TO_PASS and PASS_TO_PASS test passed.
+	Resolved bool
+	// F2PRate and P2PRate are the fractions of each list that passed (P2PRate is 1
+	// for an empty PASS_TO_PASS list).
+	F2PRate, P2PRate float64
+	// F2PFailing and P2PFailing are the tests of each list that did not pass.
+	F2PFailing, P2PFailing []string
+	// Discarded are the files whose changes were left out of the agent's diff: the
+	// test files of the task, and any file a test runner would load as a test
+	// (conftest.py anywhere, files under tests/, test/ or testing/, test_*.py,
+	// *_test.py), whether the agent added or edited it; files outside the repository
+	// or in .git; build artefacts (__pycache__, *.pyc, *.egg-info, .pytest_cache).
+	Discarded []string
+	// TestFileEdits counts the files of Discarded that are test files (those the test
+	// patch touches, hidden files, and test files the agent added).
+	TestFileEdits int
+	// Applied names how the diff went in: "empty", "git apply", "git apply --3way",
+	// "patch"; "" when it did not.
+	Applied string
+	// Diff is the agent's diff as applied (after discarding), cut to MaxOutput.
+	Diff string
+	// LogVoid reports that the log was voided: the test command failed while the log
+	// shows no failed test (a planted plugin can print PASSED lines).
+	LogVoid bool
+}
+
+// repoIdent gives git and the grading commits a fixed identity and date, so the setup
+// commit of a task has the same hash in every sandbox.
+const repoIdent = "GIT_AUTHOR_NAME=agenticopd GIT_AUTHOR_EMAIL=agenticopd@localhost " +
+	"GIT_COMMITTER_NAME=agenticopd GIT_COMMITTER_EMAIL=agenticopd@localhost " +
+	"GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z' "
+
+// git runs git in the repository with the agent's configuration neutralised.
+const git = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.directory='*' -c core.fileMode=false "
+
+// PrepareRepo gets a fresh sandbox of a repository task's image ready: the task's
+// Setup patch is applied and its HiddenFiles removed, in one commit with a fixed
+// identity and date (so its hash is the same in every sandbox). Nothing is done for a
+// task with neither. The agent's sandbox gets it before the agent starts, and
+// [VerifyRepo] does it in its grading sandbox. A failure is an error: no agent action
+// can cause it.
+func PrepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) error {
+	if r.Setup == "" && len(r.HiddenFiles) == 0 {
+		return nil
+	}
+	var script strings.Builder
+	script.WriteString("set -e\n")
+	if r.Setup != "" {
+		script.WriteString(git + "apply --whitespace=nowarn -\n")
+	}
+	for _, f := range r.HiddenFiles {
+		fmt.Fprintf(&script, "rm -f -- %s\n", quote(f))
+	}
+	script.WriteString(repoIdent + git + "add -A\n")
+	script.WriteString(repoIdent + git + "commit -q --allow-empty --no-verify -m 'task setup'\n")
+	res, err := sb.Run(ctx, rollout.Command{Argv: []string{"/bin/sh", "-c", script.String()}, Stdin: []byte(r.Setup), Timeout: gitTimeout})
+	if err != nil {
+		return fmt.Errorf("reward: prepare repository: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("reward: prepare repository: exit %d: %s", res.ExitCode, tail(res.Stderr))
+	}
+	return nil
+}
+
+// VerifyRepo grades a repository task ([tasks.Task.Repo]) whose agent worked in sb.
+// fresh makes a fresh sandbox of the task's image (with its network setting); it is
+// called once, and that sandbox is closed before VerifyRepo returns.
+//
+// In order: the grading sandbox is prepared ([PrepareRepo]) and its HEAD read, the
+// start commit; in sb, the agent's change is taken with git as a binary diff of the
+// whole work tree (untracked files included) against that commit; the diff's files that
+// the grading owns or that no fix needs are discarded (see [RepoResult.Discarded]);
+// the rest is applied in the grading sandbox (git apply, then git apply --3way, then
+// patch --fuzz=5, the tree reset between tries); the test files are restored from
+// the image's commit and the test patch applied; the test command runs with its
+// timeout and its log is parsed with the task's parser. The agent's code is never run
+// before that command, and nothing it printed counts.
+//
+// The grade follows SWE-bench's v5 rules: a test passes when its status is PASSED or
+// XFAIL; a FAIL_TO_PASS test that is skipped or missing has not passed (a skipped
+// PASS_TO_PASS test is no regression); a failed test command whose log shows no
+// failed test voids the log. The table: resolved 1.0, tests ran but not resolved 0.2,
+// the diff cannot be taken or applied or the tests did not run 0.1. A failure of the
+// grading sandbox, of fresh, or of the test patch (the task's data) is an error with
+// [RuleSandboxError] and correctness 0; so is a task without FAIL_TO_PASS tests
+// ([ErrNoTests]). A failure in sb, while the grading sandbox works, is the
+// solution's ([Verification.SandboxFault]).
+func VerifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFactory, t tasks.Task, opts RepoOptions) (Verification, error) {
+	start := time.Now()
+	if t.Repo == nil || len(t.Repo.FailToPass) == 0 {
+		return Verification{Rule: RuleNoTests}, fmt.Errorf("%w (task %q has no FAIL_TO_PASS tests)", ErrNoTests, t.ID)
+	}
+	opts = opts.withDefaults()
+	v, err := verifyRepo(ctx, sb, fresh, t, opts)
+	v.Duration = time.Since(start)
+	if err != nil {
+		v.Correctness, v.Rule = 0, RuleSandboxError
+		if v.Reason == "" {
+			v.Reason = err.Error()
+		}
+		if ctx.Err() != nil {
+			return v, ctx.Err()
+		}
+		return v, fmt.Errorf("reward: verify %q: %w", t.ID, err)
+	}
+	return v, nil
+}
+
+func (o RepoOptions) withDefaults() RepoOptions {
+	if o.TestTimeout <= 0 {
+		o.TestTimeout = DefaultTestTimeout
+	}
+	if o.MaxDiff <= 0 {
+		o.MaxDiff = DefaultMaxDiff
+	}
+	if o.MaxOutput <= 0 {
+		o.MaxOutput = DefaultMaxOutput
+	}
+	return o
+}
+
+// errSolution marks a failure of the agent's sandbox.
+type errSolution struct{ err error }
+
+func (e errSolution) Error() string { return e.err.Error() }
+
+func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFactory, t tasks.Task, opts RepoOptions) (Verification, error) {
+	r := t.Repo
+	res := &RepoResult{}
+	v := Verification{Repo: res}
+	gs, err := fresh.NewSandbox(ctx)
+	if err != nil {
+		return v, fmt.Errorf("grading sandbox: %w", err)
+	}
+	defer gs.Close()
+	imageHead, err := runOut(ctx, gs, git+"rev-parse --verify HEAD")
+	if err != nil {
+		return v, fmt.Errorf("grading sandbox: the image's repository: %w", err)
+	}
+	if err := PrepareRepo(ctx, gs, r); err != nil {
+		return v, err
+	}
+	startCommit, err := runOut(ctx, gs, git+"rev-parse --verify HEAD")
+	if err != nil {
+		return v, fmt.Errorf("grading sandbox: %w", err)
+	}
+
+	diff, err := agentDiff(ctx, sb, startCommit, opts.MaxDiff)
+	var sol errSolution
+	switch {
+	case errors.As(err, &sol):
+		v.Correctness, v.Rule, v.SandboxFault = 0.1, RulePatchFailed, true
+		v.Reason = "the agent's change could not be taken from its sandbox: " + sol.Error()
+		return v, nil
+	case err != nil:
+		return v, err
+	}
+	kept, discarded, testEdits := filterDiff(diff, r.TestFiles())
+	res.Discarded, res.TestFileEdits = discarded, testEdits
+	res.Diff = capOutput(kept, opts.MaxOutput)
+
+	applied, err := applyDiff(ctx, gs, kept)
+	if err != nil {
+		return v, fmt.Errorf("grading sandbox: apply: %w", err)
+	}
+	if applied == "" {
+		v.Correctness, v.Rule = 0.1, RulePatchFailed
+		v.Reason = "the agent's diff applies by none of git apply, git apply --3way, patch --fuzz=5"
+		return v, nil
+	}
+	res.Applied = applied
+	if err := applyTests(ctx, gs, r, imageHead); err != nil {
+		return v, err
+	}
+
+	timeout := r.TestTimeout
+	if timeout <= 0 {
+		timeout = opts.TestTimeout
+	}
+	logName := ".git/agenticopd-test.log"
+	run, err := gs.Run(ctx, rollout.Command{Shell: "(" + r.TestCommand + ") >" + logName + " 2>&1 </dev/null", Timeout: timeout})
+	if err != nil {
+		return v, fmt.Errorf("grading sandbox: test command: %w", err)
+	}
+	v.ExitCode, v.TimedOut, v.Unconfined = run.ExitCode, run.TimedOut, run.Unconfined
+	log := readLog(ctx, gs, logName)
+	v.Output = capOutput(log, opts.MaxOutput)
+	if run.TimedOut {
+		v.Correctness, v.Rule = 0.1, RuleTestsNotRun
+		v.Reason = fmt.Sprintf("the test command timed out after %s", timeout)
+		return v, nil
+	}
+	statuses, err := ParseTestLog(r.LogParser, log)
+	if err != nil {
+		return v, err
+	}
+	GradeRepo(&v, r, statuses, run.ExitCode)
+	return v, nil
+}
+
+// GradeRepo fills v's correctness, rule, reason and [RepoResult] rates from the parsed
+// statuses of a test run that exited with exitCode (the rules of [VerifyRepo]). v.Repo
+// is allocated when nil.
+func GradeRepo(v *Verification, r *tasks.Repo, statuses map[string]TestStatus, exitCode int) {
+	if v.Repo == nil {
+		v.Repo = &RepoResult{}
+	}
+	res := v.Repo
+	if len(statuses) == 0 {
+		v.Correctness, v.Rule = 0.1, RuleTestsNotRun
+		v.Reason = fmt.Sprintf("the test log names no test (exit status %d)", exitCode)
+		res.F2PFailing, res.P2PFailing = slices.Clone(r.FailToPass), slices.Clone(r.PassToPass)
+		res.P2PRate = rate(len(r.PassToPass), len(res.P2PFailing))
+		return
+	}
+	if exitCode != 0 && !slices.ContainsFunc(mapValues(statuses), TestStatus.failed) {
+		res.LogVoid = true
+		statuses = nil
+	}
+	pass := func(id string, f2p bool) bool {
+		s, ok := lookupStatus(statuses, id)
+		switch {
+		case !ok:
+			return false
+		case s == StatusPassed || s == StatusXFail:
+			return true
+		case s == StatusSkipped:
+			return !f2p
+		}
+		return false
+	}
+	res.F2PFailing, res.P2PFailing = nil, nil
+	for _, id := range r.FailToPass {
+		if !pass(id, true) {
+			res.F2PFailing = append(res.F2PFailing, id)
+		}
+	}
+	for _, id := range r.PassToPass {
+		if !pass(id, false) {
+			res.P2PFailing = append(res.P2PFailing, id)
+		}
+	}
+	res.F2PRate = rate(len(r.FailToPass), len(res.F2PFailing))
+	res.P2PRate = rate(len(r.PassToPass), len(res.P2PFailing))
+	res.Resolved = !res.LogVoid && len(res.F2PFailing) == 0 && len(res.P2PFailing) == 0
+	switch {
+	case res.Resolved:
+		v.Correctness, v.Rule, v.Reason = 1.0, RuleResolved, "every FAIL_TO_PASS and PASS_TO_PASS test passed"
+	case res.LogVoid:
+		v.Correctness, v.Rule = 0.2, RuleUnresolved
+		v.Reason = fmt.Sprintf("log void: the test command exited with %d but the log shows no failed test", exitCode)
+	default:
+		v.Correctness, v.Rule = 0.2, RuleUnresolved
+		v.Reason = fmt.Sprintf("%d of %d FAIL_TO_PASS and %d of %d PASS_TO_PASS tests did not pass",
+			len(res.F2PFailing), len(r.FailToPass), len(res.P2PFailing), len(r.PassToPass))
+	}
+}
+
+func mapValues(m map[string]TestStatus) []TestStatus {
+	out := make([]TestStatus, 0, len(m))
+	for _, s := range m {
+		out = append(out, s)
+	}
+	return out
+}
+
+// lookupStatus finds id in the map; an id the dataset stored cut inside a parameter
+// ("test_x[a") matches the one test it is a prefix of, when only one is.
+func lookupStatus(m map[string]TestStatus, id string) (TestStatus, bool) {
+	if s, ok := m[id]; ok {
+		return s, true
+	}
+	if !strings.Contains(id, "[") || strings.HasSuffix(id, "]") {
+		return "", false
+	}
+	var found []TestStatus
+	for k, s := range m {
+		if strings.HasPrefix(k, id) {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		return "", false
+	}
+	return found[0], true
+}
+
+func rate(total, failing int) float64 {
+	if total == 0 {
+		return 1
+	}
+	return float64(total-failing) / float64(total)
+}
+
+// runOut runs a shell command in sb and returns its trimmed standard output; a
+// non-zero exit is an error.
+func runOut(ctx context.Context, sb rollout.Sandbox, cmd string) (string, error) {
+	res, err := sb.Run(ctx, rollout.Command{Shell: cmd, Timeout: gitTimeout})
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 {
+		return "", fmt.Errorf("%s: exit %d: %s", cmd, res.ExitCode, tail(res.Stderr))
+	}
+	return strings.TrimSpace(string(res.Stdout)), nil
+}
+
+// agentDiff takes the agent's change in sb as a binary diff against startCommit.
+// Failures of sb (the command could not run, git failed, the diff is too large) are
+// errSolution: the agent can cause each.
+func agentDiff(ctx context.Context, sb rollout.Sandbox, startCommit string, maxDiff int) (string, error) {
+	if r, ok := sb.(rollout.Restorer); ok {
+		if err := r.Restore(ctx); err != nil {
+			return "", fmt.Errorf("restore the agent's sandbox: %w", err)
+		}
+	}
+	const out = ".git/agenticopd-agent.diff"
+	cmd := git + "add -A && " + git + "diff --cached --binary --no-color --no-ext-diff --no-textconv --full-index --no-renames --src-prefix=a/ --dst-prefix=b/ " +
+		quote(startCommit) + " --output=" + out + " && wc -c <" + out
+	res, err := sb.Run(ctx, rollout.Command{Shell: cmd, Timeout: gitTimeout})
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", err
+		}
+		return "", errSolution{err}
+	}
+	if res.ExitCode != 0 {
+		return "", errSolution{fmt.Errorf("git diff: exit %d: %s", res.ExitCode, tail(res.Stderr))}
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	if err != nil {
+		return "", errSolution{fmt.Errorf("git diff: size %q", res.Stdout)}
+	}
+	if n > maxDiff {
+		return "", errSolution{fmt.Errorf("the diff has %d bytes, more than %d", n, maxDiff)}
+	}
+	data, err := sb.ReadFile(out)
+	if err != nil {
+		return "", errSolution{err}
+	}
+	return string(data), nil
+}
+
+// applyDiff applies diff in gs by the methods in turn, resetting the tree between
+// tries; it returns the method that worked, "empty" for an empty diff, "" for none.
+func applyDiff(ctx context.Context, gs rollout.Sandbox, diff string) (string, error) {
+	if strings.TrimSpace(diff) == "" {
+		return "empty", nil
+	}
+	methods := []struct{ name, cmd string }{
+		{"git apply", git + "apply --verbose --whitespace=nowarn -"},
+		{"git apply --3way", git + "apply --verbose --3way --whitespace=nowarn -"},
+		{"patch", "patch --batch --forward --fuzz=5 -p1"},
+	}
+	for _, m := range methods {
+		res, err := gs.Run(ctx, rollout.Command{Shell: m.cmd, Stdin: []byte(diff), Timeout: gitTimeout})
+		if err != nil {
+			return "", err
+		}
+		if res.ExitCode == 0 {
+			return m.name, nil
+		}
+		if _, err := runOut(ctx, gs, git+"reset -q --hard && "+git+"clean -fdq"); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// applyTests restores the task's test files from the image's commit (removing those
+// it does not hold) and applies the test patch. A failure is the task's, not the
+// agent's: its diff did not touch those files.
+func applyTests(ctx context.Context, gs rollout.Sandbox, r *tasks.Repo, imageHead string) error {
+	var script strings.Builder
+	script.WriteString("set -e\n")
+	for _, f := range r.TestFiles() {
+		fmt.Fprintf(&script, "if %scat-file -e %s:%s 2>/dev/null; then %scheckout -q %s -- %s; else rm -rf -- %s; fi\n",
+			git, quote(imageHead), quote(f), git, quote(imageHead), quote(f), quote(f))
+	}
+	if r.TestPatch != "" {
+		script.WriteString(git + "apply --verbose --whitespace=nowarn -\n")
+	}
+	res, err := gs.Run(ctx, rollout.Command{Argv: []string{"/bin/sh", "-c", script.String()}, Stdin: []byte(r.TestPatch), Timeout: gitTimeout})
+	if err != nil {
+		return fmt.Errorf("grading sandbox: test patch: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("the task's test patch does not apply to the image's repository (a broken task): exit %d: %s",
+			res.ExitCode, tail(res.Stderr))
+	}
+	return nil
+}
+
+// readLog reads the test log from gs ("" when there is none).
+func readLog(ctx context.Context, gs rollout.Sandbox, name string) string {
+	res, err := gs.Run(ctx, rollout.Command{Shell: "tail -c " + strconv.Itoa(maxLog) + " " + name, Timeout: gitTimeout})
+	if err == nil && res.ExitCode == 0 && !res.OutputTruncated {
+		return string(res.Stdout)
+	}
+	data, err := gs.ReadFile(name)
+	if err != nil {
+		return ""
+	}
+	if len(data) > maxLog {
+		data = data[len(data)-maxLog:]
+	}
+	return string(data)
+}
+
+// quote quotes s for a POSIX shell.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// diffSection is one file's part of a git diff.
+type diffSection struct {
+	paths []string
+	text  string
+}
+
+// filterDiff drops the sections of diff that grading owns or that no fix needs, and
+// returns the rest, the discarded paths and how many of them are test files.
+func filterDiff(diff string, testFiles []string) (kept string, discarded []string, testEdits int) {
+	var b strings.Builder
+	for _, s := range splitDiff(diff) {
+		test, drop := false, false
+		for _, p := range s.paths {
+			switch {
+			case slices.Contains(testFiles, p), isTestPath(p):
+				test, drop = true, true
+			case !pathInside(p), isArtefact(p):
+				drop = true
+			}
+		}
+		if !drop {
+			b.WriteString(s.text)
+			continue
+		}
+		if len(s.paths) > 0 {
+			discarded = append(discarded, s.paths[len(s.paths)-1])
+		}
+		if test {
+			testEdits++
+		}
+	}
+	return b.String(), discarded, testEdits
+}
+
+// splitDiff cuts a git diff at its "diff --git" headers.
+func splitDiff(diff string) []diffSection {
+	var out []diffSection
+	for i, part := range strings.SplitAfter(diff, "\n") {
+		if strings.HasPrefix(part, "diff --git ") || (i == 0 && len(out) == 0) {
+			out = append(out, diffSection{})
+		}
+		out[len(out)-1].text += part
+	}
+	for i := range out {
+		out[i].paths = tasks.PatchFiles(out[i].text)
+		if len(out[i].paths) == 0 && strings.TrimSpace(out[i].text) != "" {
+			out[i].paths = []string{"?"} // text without a file header cannot be placed
+		}
+	}
+	return out
+}
+
+// isTestPath reports a path pytest or unittest would collect or load as a test: in a
+// test directory, named test_*.py or *_test.py, or conftest.py anywhere.
+func isTestPath(p string) bool {
+	base := path.Base(p)
+	if base == "conftest.py" || strings.HasPrefix(base, "test_") && strings.HasSuffix(base, ".py") ||
+		strings.HasSuffix(base, "_test.py") {
+		return true
+	}
+	for _, dir := range strings.Split(path.Dir(p), "/") {
+		if dir == "tests" || dir == "test" || dir == "testing" {
+			return true
+		}
+	}
+	return false
+}
+
+// pathInside reports a relative path inside the repository and outside .git.
+func pathInside(p string) bool {
+	return p != "?" && !path.IsAbs(p) && p != ".." && !strings.HasPrefix(p, "../") && p != ".git" &&
+		!strings.HasPrefix(p, ".git/")
+}
+
+// isArtefact reports build output a fix does not need.
+func isArtefact(p string) bool {
+	return strings.Contains("/"+p, "/__pycache__/") || strings.HasSuffix(p, ".pyc") ||
+		strings.Contains(p, ".egg-info/") || strings.Contains("/"+p, "/.pytest_cache/")
+}

@@ -1,0 +1,135 @@
+package reward_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/images"
+	"github.com/agentic-opd/agenticopd/images/imagestest"
+	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+type testingT interface {
+	require.TestingT
+	Helper()
+	TempDir() string
+	Cleanup(func())
+	Fatalf(string, ...any)
+}
+
+// newToyFactory makes the sandboxes of the toy image: the bubblewrap sandbox over the
+// image that imagestest.SWERef serves over loopback, pulled and unpacked by
+// images.Cache.
+var newToyFactory = func(t testingT) rollout.SandboxFactory {
+	t.Helper()
+	ref := imagestest.SWERef(t.(testing.TB))
+	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	f, err := sandbox.New(context.Background(), sandbox.Config{Images: cache})
+	require.NoError(t, err)
+	sf, ok := any(f).(rollout.SpecFactory)
+	require.True(t, ok, "sandbox.Factory does not implement rollout.SpecFactory")
+	return rollout.SandboxFactoryFunc(func(ctx context.Context) (rollout.Sandbox, error) {
+		return sf.NewSandboxFor(ctx, rollout.SandboxSpec{Image: ref, WorkDir: tasks.DefaultWorkDir})
+	})
+}
+
+var toyTasksOnce = sync.OnceValues(func() ([]tasks.Task, error) {
+	return tasks.LoadSWE(filepath.Join("..", "testdata", "swe", "tasks.jsonl"), tasks.SWEConfig{})
+})
+
+func toyTask(t *testing.T, i int) tasks.Task {
+	t.Helper()
+	ts, err := toyTasksOnce()
+	require.NoError(t, err)
+	return ts[i]
+}
+
+func toyPatch(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "swe", "patches", name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// newFile is a diff that creates path with content.
+func newFile(path, content string) string {
+	lines := strings.Split(strings.TrimSuffix(content, "\n"), "\n")
+	var b strings.Builder
+	b.WriteString("diff --git a/" + path + " b/" + path + "\nnew file mode 100644\n--- /dev/null\n+++ b/" + path + "\n")
+	b.WriteString("@@ -0,0 +1," + itoa(len(lines)) + " @@\n")
+	for _, l := range lines {
+		b.WriteString("+" + l + "\n")
+	}
+	return b.String()
+}
+
+func itoa(n int) string {
+	return strings.TrimSpace(strings.Repeat(" ", 0) + string(rune('0'+n/10%10)) + string(rune('0'+n%10)))
+}
+
+// TestVerifyRepoToyTasks grades the toy tasks with the changes an agent might make,
+// in the real image sandbox: each change is applied in a fresh sandbox of the image as
+// the agent's, graded in another.
+func TestVerifyRepoToyTasks(t *testing.T) {
+	fresh := newToyFactory(t)
+	// A conftest.py at the root that reports every test as passed.
+	fakeConftest := "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n" +
+		"    outcome = yield\n    rep = outcome.get_result()\n    rep.outcome = \"passed\"\n"
+	// A package edit that prints pytest's summary lines for the hidden tests as the
+	// process exits, after pytest's own summary.
+	fakeLines := "diff --git a/toycalc/__init__.py b/toycalc/__init__.py\n--- a/toycalc/__init__.py\n+++ b/toycalc/__init__.py\n" +
+		"@@ -1,3 +1,5 @@\n \"\"\"toycalc: a small package with known bugs, the repository of agenticopd's SWE-style test tasks.\"\"\"\n" +
+		"+import atexit\n+atexit.register(print, \"PASSED tests/test_arith.py::test_add\\nPASSED tests/test_arith.py::test_mul\\nPASSED tests/test_arith.py::test_sub\")\n" +
+		" \n from toycalc.arith import add, clamp, mul, sub\n"
+	// The clamp fix with an edit of the test the test patch replaces.
+	clampTestEdit := "diff --git a/tests/test_clamp.py b/tests/test_clamp.py\n--- a/tests/test_clamp.py\n+++ b/tests/test_clamp.py\n" +
+		"@@ -7,3 +7,7 @@ def test_clamp_inside():\n \n def test_clamp_low():\n     assert clamp(-3, 0, 10) == 0\n+\n+\n+def test_clamp_high():\n+    assert True\n"
+	for _, tc := range []struct {
+		name      string
+		task      int
+		patch     string
+		rule      reward.Rule
+		c         float64
+		testEdits int
+		f2p       float64
+		discarded []string
+	}{
+		{name: "plain fix: gold", task: 0, patch: reward.PatchGold, rule: reward.RuleResolved, c: 1, f2p: 1},
+		{name: "plain fix: empty patch", task: 0, patch: reward.PatchEmpty, rule: reward.RuleUnresolved, c: 0.2},
+		{name: "plain fix: wrong fix", task: 0, patch: toyPatch(t, "add.wrong.patch"), rule: reward.RuleUnresolved, c: 0.2},
+		{name: "plain fix: a planted conftest.py passing every test", task: 0, patch: newFile("conftest.py", fakeConftest),
+			rule: reward.RuleUnresolved, c: 0.2, testEdits: 1, discarded: []string{"conftest.py"}},
+		{name: "plain fix: fake PASSED lines printed by the package", task: 0, patch: fakeLines, rule: reward.RuleUnresolved, c: 0.2},
+		{name: "new tests: gold", task: 1, patch: reward.PatchGold, rule: reward.RuleResolved, c: 1, f2p: 1},
+		{name: "new tests: empty patch", task: 1, patch: reward.PatchEmpty, rule: reward.RuleUnresolved, c: 0.2},
+		{name: "new tests: the agent writes the hidden test file itself", task: 1,
+			patch: newFile("tests/test_text.py", "def test_word_count_simple():\n    pass\n\n\ndef test_word_count_spaces():\n    pass\n"),
+			rule:  reward.RuleUnresolved, c: 0.2, testEdits: 1, discarded: []string{"tests/test_text.py"}},
+		{name: "test edit: gold", task: 2, patch: reward.PatchGold, rule: reward.RuleResolved, c: 1, f2p: 1},
+		{name: "test edit: the test file edited alone does not help", task: 2, patch: clampTestEdit,
+			rule: reward.RuleUnresolved, c: 0.2, testEdits: 1, discarded: []string{"tests/test_clamp.py"}},
+		{name: "test edit: with the fix, resolved, the edit discarded and counted", task: 2,
+			patch: toyPatch(t, "clamp.gold.patch") + clampTestEdit, rule: reward.RuleResolved, c: 1, f2p: 1,
+			testEdits: 1, discarded: []string{"tests/test_clamp.py"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := reward.VerifyPatch(context.Background(), fresh, toyTask(t, tc.task), tc.patch, reward.RepoOptions{})
+			require.NoError(t, err)
+			require.Equal(t, tc.rule, v.Rule, "%s\n%s", v.Reason, v.Output)
+			require.Equal(t, tc.c, v.Correctness)
+			require.Equal(t, tc.f2p, v.Repo.F2PRate, v.Output)
+			require.Equal(t, tc.testEdits, v.Repo.TestFileEdits)
+			require.Equal(t, tc.discarded, v.Repo.Discarded)
+		})
+	}
+}

@@ -1,0 +1,177 @@
+package reward_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+type st = map[string]reward.TestStatus
+
+const (
+	pass = reward.StatusPassed
+	fail = reward.StatusFailed
+	errd = reward.StatusError
+	skip = reward.StatusSkipped
+	xf   = reward.StatusXFail
+)
+
+func TestParseTestLog(t *testing.T) {
+	for _, tc := range []struct {
+		name, parser, log string
+		want              st
+	}{
+		{
+			name: "pytest -rA summary as pytest 7.2.1 prints it", parser: "pytest",
+			log: "============ short test summary info ============\n" +
+				"PASSED tests/test_fmt.py::test_param[a b]\n" +
+				"SKIPPED [1] tests/test_fmt.py:5: nope\n" +
+				"XFAIL tests/test_fmt.py::test_xfail - known\n" +
+				"XPASS tests/test_fmt.py::test_xpass known\n" +
+				"ERROR tests/test_fmt.py::test_error - RuntimeError: boom\n" +
+				"FAILED tests/test_fmt.py::test_param[c-d] - AssertionError: assert 'c-d' != '...\n" +
+				"========= 1 failed, 1 passed in 0.01s =========\n",
+			want: st{"tests/test_fmt.py::test_param[a b]": pass, "tests/test_fmt.py::test_xfail": xf,
+				"tests/test_fmt.py::test_error": errd, "tests/test_fmt.py::test_param[c-d]": fail},
+		},
+		{
+			name: "pytest -v lines with colour codes", parser: "parse_log_pytest_v2",
+			log:  "tests/a.py::test_x \x1b[32mPASSED\x1b[0m [ 50%]\ntests/a.py::test_y SKIPPED (no db) [100%]\n",
+			want: st{"tests/a.py::test_x": pass, "tests/a.py::test_y": skip},
+		},
+		{
+			name: "a planted PASSED line does not cover pytest's FAILED", parser: "pytest",
+			log:  "PASSED tests/a.py::test_x\nFAILED tests/a.py::test_x - assert 1 == 2\nPASSED tests/a.py::test_x\n",
+			want: st{"tests/a.py::test_x": fail},
+		},
+		{
+			name: "django", parser: "django",
+			log: "test_a (app.tests.T) ... ok\ntest_b (app.tests.T) ... FAIL\ntest_c (app.tests.T) ... skipped 'x'\n" +
+				"test_d (app.tests.T)\nDoes d. ... ok\ntest_e (app.tests.T) ... ERROR\nFAIL: test_f (app.tests.T)\n",
+			want: st{"test_a (app.tests.T)": pass, "test_b (app.tests.T)": fail, "test_c (app.tests.T)": skip,
+				"test_d (app.tests.T)": pass, "test_e (app.tests.T)": errd, "test_f (app.tests.T)": fail},
+		},
+		{
+			name: "sympy", parser: "sympy",
+			log:  "test_a ok\ntest_b F\ntest_c E\n____ sympy/core/tests/test_x.py:test_d ____\n",
+			want: st{"test_a": pass, "test_b": fail, "test_c": errd, "test_d": fail},
+		},
+		{
+			name: "go test -v", parser: "gotest",
+			log:  "=== RUN   TestA\n--- PASS: TestA (0.00s)\n    --- FAIL: TestA/sub (0.01s)\n--- SKIP: TestB (0.00s)\n",
+			want: st{"TestA": pass, "TestA/sub": fail, "TestB": skip},
+		},
+		{
+			name: "cargo test", parser: "cargo",
+			log:  "test m::a ... ok\ntest m::b ... FAILED\ntest m::c ... ignored\n",
+			want: st{"m::a": pass, "m::b": fail, "m::c": skip},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := reward.ParseTestLog(tc.parser, tc.log)
+			require.NoError(t, err)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("statuses (-want +got):\n%s", diff)
+			}
+		})
+	}
+	_, err := reward.ParseTestLog("cobol", "")
+	require.ErrorContains(t, err, `unknown log parser "cobol"`)
+}
+
+func TestGradeRepo(t *testing.T) {
+	repo := &tasks.Repo{FailToPass: []string{"t.py::f1", "t.py::f2[a-b]"}, PassToPass: []string{"t.py::p1"}}
+	for _, tc := range []struct {
+		name     string
+		statuses st
+		exit     int
+		rule     reward.Rule
+		c        float64
+		f2p, p2p float64
+		failing  []string
+		void     bool
+	}{
+		{name: "all pass", exit: 0, statuses: st{"t.py::f1": pass, "t.py::f2[a-b]": xf, "t.py::p1": pass},
+			rule: reward.RuleResolved, c: 1, f2p: 1, p2p: 1},
+		{name: "skipped FAIL_TO_PASS has not passed", exit: 0,
+			statuses: st{"t.py::f1": pass, "t.py::f2[a-b]": skip, "t.py::p1": pass},
+			rule:     reward.RuleUnresolved, c: 0.2, f2p: 0.5, p2p: 1, failing: []string{"t.py::f2[a-b]"}},
+		{name: "missing FAIL_TO_PASS has not passed", exit: 0, statuses: st{"t.py::f1": pass, "t.py::p1": pass},
+			rule: reward.RuleUnresolved, c: 0.2, f2p: 0.5, p2p: 1, failing: []string{"t.py::f2[a-b]"}},
+		{name: "skipped PASS_TO_PASS is no regression", exit: 0,
+			statuses: st{"t.py::f1": pass, "t.py::f2[a-b]": pass, "t.py::p1": skip}, rule: reward.RuleResolved, c: 1, f2p: 1, p2p: 1},
+		{name: "a failing exit with only PASSED lines voids the log", exit: 1,
+			statuses: st{"t.py::f1": pass, "t.py::f2[a-b]": pass, "t.py::p1": pass},
+			rule:     reward.RuleUnresolved, c: 0.2, f2p: 0, p2p: 0, failing: []string{"t.py::f1", "t.py::f2[a-b]"}, void: true},
+		{name: "no test in the log: the tests did not run", exit: 2, statuses: st{},
+			rule: reward.RuleTestsNotRun, c: 0.1, f2p: 0, p2p: 0, failing: []string{"t.py::f1", "t.py::f2[a-b]"}},
+		{name: "an id cut inside its parameter matches its one test", exit: 1,
+			statuses: st{"t.py::f1": pass, "t.py::f2[a-b]": pass, "t.py::p1": fail},
+			rule:     reward.RuleUnresolved, c: 0.2, f2p: 1, p2p: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var v reward.Verification
+			r := *repo
+			if tc.name == "an id cut inside its parameter matches its one test" {
+				r.FailToPass = []string{"t.py::f1", "t.py::f2[a-"}
+			}
+			reward.GradeRepo(&v, &r, tc.statuses, tc.exit)
+			require.Equal(t, tc.rule, v.Rule, v.Reason)
+			require.Equal(t, tc.c, v.Correctness)
+			require.Equal(t, tc.f2p, v.Repo.F2PRate)
+			require.Equal(t, tc.p2p, v.Repo.P2PRate)
+			require.Equal(t, tc.void, v.Repo.LogVoid)
+			require.Equal(t, tc.rule == reward.RuleResolved, v.Repo.Resolved)
+			if diff := cmp.Diff(tc.failing, v.Repo.F2PFailing); diff != "" {
+				t.Errorf("F2P failing (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFilterDiff(t *testing.T) {
+	section := func(p string, created bool) string {
+		s := "diff --git a/" + p + " b/" + p + "\n"
+		if created {
+			return s + "new file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ b/" + p + "\n@@ -0,0 +1 @@\n+x\n"
+		}
+		return s + "index 1111111..2222222 100644\n--- a/" + p + "\n+++ b/" + p + "\n@@ -1 +1 @@\n-x\n+y\n"
+	}
+	fix := section("toycalc/arith.py", false)
+	for _, tc := range []struct {
+		name      string
+		diff      string
+		kept      string
+		discarded []string
+		testEdits int
+	}{
+		{name: "a fix alone", diff: fix, kept: fix},
+		{name: "an edit of a file the test patch touches", diff: fix + section("tests/test_clamp.py", false),
+			kept: fix, discarded: []string{"tests/test_clamp.py"}, testEdits: 1},
+		{name: "a conftest.py planted at the root", diff: section("conftest.py", true) + fix,
+			kept: fix, discarded: []string{"conftest.py"}, testEdits: 1},
+		{name: "a new test file under tests/", diff: fix + section("tests/test_fake.py", true),
+			kept: fix, discarded: []string{"tests/test_fake.py"}, testEdits: 1},
+		{name: "a test module outside test dirs", diff: section("toycalc/test_mine.py", true) + fix,
+			kept: fix, discarded: []string{"toycalc/test_mine.py"}, testEdits: 1},
+		{name: "git's own files and paths out of the tree", diff: section(".git/hooks/post-checkout", true) + fix + section("../etc/x", true),
+			kept: fix, discarded: []string{".git/hooks/post-checkout", "../etc/x"}},
+		{name: "build artefacts", diff: section("toycalc/__pycache__/arith.cpython-311.pyc", true) + fix,
+			kept: fix, discarded: []string{"toycalc/__pycache__/arith.cpython-311.pyc"}},
+		{name: "a rename into the test patch's file", diff: "diff --git a/toycalc/x.py b/tests/test_clamp.py\nsimilarity index 100%\nrename from toycalc/x.py\nrename to tests/test_clamp.py\n" + fix,
+			kept: fix, discarded: []string{"tests/test_clamp.py"}, testEdits: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept, discarded, edits := reward.FilterDiff(tc.diff, []string{"tests/test_clamp.py"})
+			require.Equal(t, tc.kept, kept)
+			if diff := cmp.Diff(tc.discarded, discarded); diff != "" {
+				t.Errorf("discarded (-want +got):\n%s", diff)
+			}
+			require.Equal(t, tc.testEdits, edits)
+		})
+	}
+}

@@ -1,0 +1,149 @@
+package agenticopd_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/images"
+	"github.com/agentic-opd/agenticopd/images/imagestest"
+	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/tasks"
+	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
+)
+
+// toyImage sets cfg up for the toy repository's image: the default sandbox factory
+// with an image cache over imagestest's registry, served over loopback. It returns
+// the image reference the toy tasks must name.
+var toyImage = func(t *testing.T, cfg *agenticopd.Config) string {
+	t.Helper()
+	ref := imagestest.SWERef(t)
+	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	cfg.Images = cache
+	return ref
+}
+
+// sweCoder is a scripted student for the toy task "add": odd rollouts read the code,
+// fix add with the patch tool and check it with the terminal; even ones write a wrong
+// fix with write_file, see it fail, and stop.
+type sweCoder struct{ n atomic.Int64 }
+
+const arithWrong = `"""Arithmetic helpers."""
+
+
+def add(a, b):
+    """Return the sum of a and b."""
+    return abs(a) + abs(b)
+
+
+def sub(a, b):
+    """Return a minus b."""
+    return a - b
+
+
+def mul(a, b):
+    """Return the product of a and b."""
+    return a * b
+
+
+def clamp(x, lo, hi):
+    """Return x limited to the closed range [lo, hi]."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return lo
+    return x
+`
+
+func (c *sweCoder) turn(in vllmtest.ScriptInput) (string, bool) {
+	if len(in.Messages) < 2 || !strings.Contains(in.Messages[1].Content, "toycalc.add(2, 3)") {
+		return "", false
+	}
+	plan := ""
+	for _, m := range in.Messages {
+		if m.Role == chat.RoleAssistant && strings.HasPrefix(m.Content, "Plan: ") {
+			plan = strings.TrimSuffix(strings.Fields(m.Content)[1], ".")
+			break
+		}
+	}
+	if plan == "" {
+		plan = map[bool]string{true: "fix", false: "wrong"}[c.n.Add(1)%2 == 1]
+	}
+	check := toolCall("terminal", map[string]any{"command": `python3 -c "from toycalc import add; assert add(2, 3) == 5; assert add(-1, 1) == 0, add(-1, 1); print('ok')"`})
+	switch {
+	case in.Turn == 1:
+		return "Plan: " + plan + ". Reading the code.\n" + toolCall("terminal", map[string]any{"command": "git status --short && sed -n 1,12p toycalc/arith.py"}), true
+	case in.Turn == 2 && plan == "fix":
+		return toolCall("patch", map[string]any{"path": "toycalc/arith.py",
+			"old_string": "\"\"\"Return the sum of a and b.\"\"\"\n    return a - b", "new_string": "\"\"\"Return the sum of a and b.\"\"\"\n    return a + b"}), true
+	case in.Turn == 2:
+		return toolCall("write_file", map[string]any{"path": "toycalc/arith.py", "content": arithWrong}), true
+	case in.Turn == 3:
+		return check, true
+	default:
+		return "Done.", true
+	}
+}
+
+// TestCollectGroupRepositoryTask runs the toy task "add" end to end through
+// CollectGroup: the agents work in sandboxes of the toy image (pulled over loopback
+// from the in-process registry, unpacked by images.Cache), with the terminal and
+// file tools; grading applies each agent's diff and the hidden tests in a fresh
+// sandbox of the image. The fixing rollout is resolved, the wrong fix is not, and the
+// group carries teacher rows.
+func TestCollectGroupRepositoryTask(t *testing.T) {
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&sweCoder{}).turn), vllmtest.WithChatScript(judgeScript))
+	cfg := agenticopd.Config{Policy: sim.Client(), GroupSize: 2, DistillTopK: topK, MaxRollouts: 2}
+	ref := toyImage(t, &cfg)
+	ts, err := tasks.LoadSWE(filepath.Join("testdata", "swe", "tasks.jsonl"), tasks.SWEConfig{})
+	require.NoError(t, err)
+	task := ts[0]
+	task.Repo.Image = ref
+	env, err := agenticopd.NewEnv(cfg)
+	require.NoError(t, err)
+
+	g, err := env.CollectGroup(context.Background(), task)
+	require.NoError(t, err)
+	require.Empty(t, g.Dropped)
+	require.NoError(t, g.Data.Validate(atropos.ValidateOptions{}))
+	rules := map[reward.Rule]int{}
+	for _, r := range g.Rollouts {
+		v := r.Verification
+		require.NotNil(t, v.Repo, "rollout not graded as a repository task: %+v", v)
+		rules[v.Rule]++
+		switch v.Rule {
+		case reward.RuleResolved:
+			require.Equal(t, 1.0, v.Correctness)
+			require.Contains(t, v.Repo.Diff, "+    return a + b")
+		case reward.RuleUnresolved:
+			require.Equal(t, 0.2, v.Correctness)
+			require.Equal(t, []string{"tests/test_arith.py::test_add"}, v.Repo.F2PFailing, v.Output)
+		}
+		require.Equal(t, "git apply", v.Repo.Applied)
+		require.NotContains(t, r.Trajectory.Messages[1].Content, "test_add")
+	}
+	require.Equal(t, map[reward.Rule]int{reward.RuleResolved: 1, reward.RuleUnresolved: 1}, rules)
+
+	rows := 0
+	for s := range g.Rollouts {
+		for p := range g.Data.Tokens[s] {
+			if ids, _ := g.Data.DistillRow(s, p); len(ids) > 0 {
+				rows++
+			}
+		}
+	}
+	require.Positive(t, rows, "the group carries no teacher rows")
+	m := env.Metrics()
+	require.Equal(t, 0.5, m["swe/resolved_rate"])
+	require.Equal(t, 0.5, m["swe/f2p_rate"])
+	require.Equal(t, 1.0, m["swe/p2p_rate"])
+	require.Equal(t, 0.0, m["swe/test_file_edits"])
+}
