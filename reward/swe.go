@@ -125,8 +125,8 @@ func PrepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) error {
 // fresh makes a fresh sandbox of the task's image (with its network setting); it is
 // called once, and that sandbox is closed before VerifyRepo returns.
 //
-// In order: the grading sandbox is prepared ([PrepareRepo]) and its HEAD read, the
-// start commit; in sb, the agent's change is taken with git as a binary diff of the
+// In order: the grading sandbox is checked to hold the task's BaseCommit (when set),
+// prepared ([PrepareRepo]) and its HEAD read, the start commit; in sb, the agent's change is taken with git as a binary diff of the
 // whole work tree (untracked files included) against that commit; the diff's files that
 // the grading owns or that no fix needs are discarded (see [RepoResult.Discarded]);
 // the rest is applied in the grading sandbox (git apply, then git apply --3way, then
@@ -195,6 +195,12 @@ func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFa
 	imageHead, err := runOut(ctx, gs, git+"rev-parse --verify HEAD")
 	if err != nil {
 		return v, fmt.Errorf("grading sandbox: the image's repository: %w", err)
+	}
+	if r.BaseCommit != "" {
+		if _, err := runOut(ctx, gs, git+"cat-file -e "+quote(r.BaseCommit+"^{commit}")); err != nil {
+			return v, fmt.Errorf("the image's repository does not hold the task's base commit %s (is %s the task's image?): %w",
+				r.BaseCommit, r.Image, err)
+		}
 	}
 	if err := PrepareRepo(ctx, gs, r); err != nil {
 		return v, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,7 +33,7 @@ type testingT interface {
 var newToyFactory = func(t testingT) rollout.SandboxFactory {
 	t.Helper()
 	ref := imagestest.SWERef(t.(testing.TB))
-	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
+	cache, err := images.NewCache(images.CacheConfig{Dir: reachableDir(t)})
 	require.NoError(t, err)
 	f, err := sandbox.New(context.Background(), sandbox.Config{Images: cache})
 	require.NoError(t, err)
@@ -130,6 +131,86 @@ func TestVerifyRepoToyTasks(t *testing.T) {
 			require.Equal(t, tc.f2p, v.Repo.F2PRate, v.Output)
 			require.Equal(t, tc.testEdits, v.Repo.TestFileEdits)
 			require.Equal(t, tc.discarded, v.Repo.Discarded)
+		})
+	}
+}
+
+// reachableDir is a temporary directory the sandbox's uid can search, as an image
+// cache must be when tests run as root.
+func reachableDir(t testingT) string {
+	dir := t.TempDir()
+	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		require.NoError(t, os.Chmod(p, 0o755))
+	}
+	return dir
+}
+
+// TestVerifyRepoFaults: what the agent can cause is scored, what it cannot is an
+// error with correctness 0.
+func TestVerifyRepoFaults(t *testing.T) {
+	fresh := newToyFactory(t)
+	ctx := context.Background()
+	loop := "diff --git a/toycalc/text.py b/toycalc/text.py\n--- a/toycalc/text.py\n+++ b/toycalc/text.py\n" +
+		"@@ -1,3 +1,5 @@\n \"\"\"Text helpers.\"\"\"\n+while True:\n+    pass\n \n \n"
+	t.Run("the agent removed .git: its change cannot be taken", func(t *testing.T) {
+		sb, err := fresh.NewSandbox(ctx)
+		require.NoError(t, err)
+		defer sb.Close()
+		res, err := sb.Run(ctx, rollout.Command{Shell: "rm -rf .git"})
+		require.NoError(t, err)
+		require.Zero(t, res.ExitCode, string(res.Stderr))
+		v, err := reward.VerifyRepo(ctx, sb, fresh, toyTask(t, 0), reward.RepoOptions{})
+		require.NoError(t, err)
+		require.Equal(t, reward.RulePatchFailed, v.Rule, v.Reason)
+		require.Equal(t, 0.1, v.Correctness)
+		require.True(t, v.SandboxFault)
+	})
+	t.Run("the agent's code hangs the tests: they time out", func(t *testing.T) {
+		task := toyTask(t, 1)
+		repo := *task.Repo
+		repo.TestTimeout = 2 * time.Second // the loop never ends: the timeout always fires
+		task.Repo = &repo
+		v, err := reward.VerifyPatch(ctx, fresh, task, loop, reward.RepoOptions{})
+		require.NoError(t, err)
+		require.Equal(t, reward.RuleTestsNotRun, v.Rule, v.Reason)
+		require.Equal(t, 0.1, v.Correctness)
+		require.True(t, v.TimedOut)
+	})
+	t.Run("the agent commits: its change is still taken against the image's commit", func(t *testing.T) {
+		sb, err := fresh.NewSandbox(ctx)
+		require.NoError(t, err)
+		defer sb.Close()
+		// The agent commits its own history: the diff is still taken against the
+		// image's commit, so a change to .git is none of its diff.
+		res, err := sb.Run(ctx, rollout.Command{Shell: "printf 'x\\n' > toycalc/new.py && git -c user.name=a -c user.email=a@b add -A && " +
+			"git -c user.name=a -c user.email=a@b commit -qm x && echo ok"})
+		require.NoError(t, err)
+		require.Zero(t, res.ExitCode, string(res.Stderr))
+		v, err := reward.VerifyRepo(ctx, sb, fresh, toyTask(t, 0), reward.RepoOptions{})
+		require.NoError(t, err)
+		require.Equal(t, reward.RuleUnresolved, v.Rule, v.Reason)
+		require.Contains(t, v.Repo.Diff, "+++ b/toycalc/new.py")
+	})
+	for _, tc := range []struct {
+		name string
+		edit func(r *tasks.Repo)
+		err  string
+	}{
+		{name: "an image without the task's base commit", edit: func(r *tasks.Repo) { r.BaseCommit = strings.Repeat("ab", 20) },
+			err: "does not hold the task's base commit"},
+		{name: "a test patch that does not apply", edit: func(r *tasks.Repo) {
+			r.TestPatch = strings.ReplaceAll(r.TestPatch, "def test_sub():", "def test_subtract():")
+		}, err: "the task's test patch does not apply"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := toyTask(t, 0)
+			repo := *task.Repo
+			tc.edit(&repo)
+			task.Repo = &repo
+			v, err := reward.VerifyPatch(ctx, fresh, task, reward.PatchGold, reward.RepoOptions{})
+			require.ErrorContains(t, err, tc.err)
+			require.Equal(t, reward.RuleSandboxError, v.Rule)
+			require.Zero(t, v.Correctness)
 		})
 	}
 }
