@@ -154,12 +154,13 @@
 //     names it. A working directory the image lacks starts empty;
 //   - ownership: the code runs as the image's User inside ("" and "root" are uid 0,
 //     as docker; a name is looked up in the image's /etc/passwd and /etc/group), on
-//     the host always as Config.UID. The image's layers were unpacked by the host,
-//     owned by host ids, so both lower layers are idmapped mounts: in the root, the
-//     files of the image's user are the sandbox uid's (root's 0700 /root, where SWE
-//     images keep a .bashrc or a .venv, is readable as in the image, and still
-//     read-only); in the working directory, its owner's files are, so the code owns
-//     its workspace. Files of other owners show as the overflow id, with their modes;
+//     the host always as Config.UID. An unpacked root keeps no owners of the image's
+//     own: its files belong to the host uid that unpacked them (package images'
+//     Cache gives them to the sandbox uid). Where that is another uid (root, say),
+//     both lower layers are idmapped mounts that make its files the sandbox uid's:
+//     the code reads the root as the image's user would (root's 0700 /root, where
+//     SWE images keep a .bashrc or a .venv; still read-only) and owns its
+//     workspace. Files of other owners show as the overflow id, with their modes;
 //   - the upper layers (the root's and the workspace's) live on one tmpfs of
 //     Config.DiskQuota bytes, so the storage bound is the kernel's as for a tmpfs
 //     workspace (with Config.DisableWorkspaceMount they are on the disk of

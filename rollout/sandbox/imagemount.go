@@ -80,26 +80,33 @@ func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bo
 	if statErr == nil && !fi.IsDir() {
 		return tmpfs, fmt.Errorf("the working directory %s is not a directory in the image", img.workDir)
 	}
-	// The root's files owned by the image's user are the sandbox uid's (so root's
-	// 0700 /root, where SWE images keep .bashrc or a .venv, is readable inside as in
-	// the image), through an idmapped mount; where the host refuses one, the root is
-	// the image's as it is on the host and the working directory is copied.
+	// The host process that unpacked the image owns its files (an unpacked root
+	// keeps no owners of the image's own). Where that is not the sandbox uid, an
+	// idmapped mount makes them the sandbox uid's, so that the code, as the image's
+	// user, reads them as in the image (root's 0700 /root, where SWE images keep a
+	// .bashrc or a .venv) and, in the working directory, owns them. Where the host
+	// refuses one, the root is as the host has it and the working directory is
+	// copied.
 	rootLower := img.root.Dir
 	idmapped := true
-	if err := os.Mkdir(filepath.Join(dir, imageRootLower), 0o755); err != nil {
+	rootFi, err := os.Stat(img.root.Dir)
+	if err != nil {
 		return tmpfs, err
 	}
-	inUID, _ := strconv.Atoi(img.uid)
-	inGID, _ := strconv.Atoi(img.gid)
-	if err := idmappedBind(imgRoot, ".", filepath.Join(dir, imageRootLower), inUID, inGID, uid, gid); err != nil {
-		idmapped = false
-		if f.idmapWarned.CompareAndSwap(false, true) {
-			f.cfg.Logger.Warn("sandbox: idmapped mounts refused: image working directories are copied into each workspace, and image files are owned as on the host",
-				slog.String("image_root", img.root.Dir), slog.Any("error", err))
+	if ru, rg := owner(rootFi); ru != uid || rg != gid {
+		if err := os.Mkdir(filepath.Join(dir, imageRootLower), 0o755); err != nil {
+			return tmpfs, err
 		}
-	} else {
-		rootLower = filepath.Join(dir, imageRootLower)
-		defer unix.Unmount(rootLower, unix.MNT_DETACH) // the overlay keeps its own reference
+		if err := idmappedBind(imgRoot, ".", filepath.Join(dir, imageRootLower), ru, rg, uid, gid); err != nil {
+			idmapped = false
+			if f.idmapWarned.CompareAndSwap(false, true) {
+				f.cfg.Logger.Warn("sandbox: idmapped mounts refused: image working directories are copied into each workspace, and image files are owned as on the host",
+					slog.String("image_root", img.root.Dir), slog.Any("error", err))
+			}
+		} else {
+			rootLower = filepath.Join(dir, imageRootLower)
+			defer unix.Unmount(rootLower, unix.MNT_DETACH) // the overlay keeps its own reference
+		}
 	}
 	rootfs := filepath.Join(dir, imageRootfs)
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
@@ -120,12 +127,9 @@ func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bo
 		if err := os.Mkdir(lower, 0o755); err != nil {
 			return tmpfs, err
 		}
-		st, _ := fi.Sys().(*syscall.Stat_t)
-		if st == nil {
-			return tmpfs, errors.New("the working directory's owner is unknown")
-		}
 		// Its owner, whoever it is, is the sandbox uid: the code's workspace is its own.
-		if err := idmappedBind(imgRoot, rel, lower, int(st.Uid), int(st.Gid), uid, gid); err != nil {
+		wu, wg := owner(fi)
+		if err := idmappedBind(imgRoot, rel, lower, wu, wg, uid, gid); err != nil {
 			return tmpfs, err
 		}
 		defer unix.Unmount(lower, unix.MNT_DETACH) // the overlay keeps its own reference
@@ -188,27 +192,43 @@ func prepareRootfs(upper string, imgRoot *os.Root, img *imageState) error {
 	return nil
 }
 
-// idmappedBind attaches at target a read-only view of the image's directory rel in
-// which files owned by fromUID and fromGID are owned by the sandbox's host uid and
-// gid (an idmapped mount; ext4, xfs, btrfs and tmpfs support them, overlayfs does
-// not). Other owners show as the overflow id, with their modes.
+// owner is the uid and gid owning fi's file (-1 when unknown).
+func owner(fi fs.FileInfo) (int, int) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid), int(st.Gid)
+	}
+	return -1, -1
+}
+
+// idmappedBind attaches at target a read-only view of the image's directory rel
+// (resolved inside the image, whatever its symlinks) in which files owned by
+// fromUID and fromGID are owned by the sandbox's host uid and gid: an idmapped mount
+// (ext4, xfs, btrfs and tmpfs allow them, overlayfs does not), or a plain read-only
+// bind when they are already. Other owners show as the overflow id, with their modes.
 func idmappedBind(imgRoot *os.Root, rel, target string, fromUID, fromGID, uid, gid int) error {
+	if fromUID < 0 || fromGID < 0 {
+		return errors.New("idmapped mount: the owner is unknown")
+	}
 	d, err := imgRoot.Open(rel)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	usernsFd, err := mappingNamespace(fromUID, uid, fromGID, gid)
-	if err != nil {
-		return fmt.Errorf("idmapped mount: %w", err)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if fromUID != uid || fromGID != gid {
+		usernsFd, err := mappingNamespace(fromUID, uid, fromGID, gid)
+		if err != nil {
+			return fmt.Errorf("idmapped mount: %w", err)
+		}
+		defer unix.Close(usernsFd)
+		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		attr.Userns_fd = uint64(usernsFd)
 	}
-	defer unix.Close(usernsFd)
 	tree, err := unix.OpenTree(int(d.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
 	if err != nil {
 		return fmt.Errorf("idmapped mount: open_tree: %w", err)
 	}
 	defer unix.Close(tree)
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(usernsFd)}
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
 		return fmt.Errorf("idmapped mount: mount_setattr: %w", err)
 	}
