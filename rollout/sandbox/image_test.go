@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -282,6 +283,34 @@ except OSError as e:
 			res := run(t, sb, script, 20*time.Second)
 			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
 			require.Equal(t, tc.want, string(res.Stdout))
+		})
+	}
+}
+
+// TestImageWorkspaceSpecialFiles: the image's working directory holds symlinks that
+// point out of it (to a host-looking path, up the tree) and a FIFO. Either way the
+// workspace is made, the symlinks stay symlinks (the copy never follows them on the
+// host), and the FIFO blocks nothing.
+func TestImageWorkspaceSpecialFiles(t *testing.T) {
+	src := &imageSource{}
+	dir := src.add(t, "special", map[string]string{"testbed/a.py": "A = 1\n"}, sandbox.ImageRoot{WorkingDir: "/testbed"})
+	require.NoError(t, os.Symlink("/etc/shadow", filepath.Join(dir, "testbed/abs")))
+	require.NoError(t, os.Symlink("../../../../etc", filepath.Join(dir, "testbed/up")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "testbed/fifo"), 0o644))
+	for _, mode := range imageModes[:2] {
+		t.Run(mode.name, func(t *testing.T) {
+			cfg := mode.cfg
+			cfg.Images = src
+			sb := newImageSandbox(t, newFactory(t, cfg), rollout.SandboxSpec{Image: "special"})
+			require.Equal(t, mode.copied, sandbox.ImageCopied(sb))
+			res := run(t, sb, "readlink abs up; cat a.py; test -p fifo && echo fifo; true", 20*time.Second)
+			want := "/etc/shadow\n../../../../etc\nA = 1\n"
+			if !mode.copied {
+				want += "fifo\n" // the overlay shows the image's FIFO; the copy skips it
+			}
+			require.Equal(t, want, string(res.Stdout), "stderr %s", res.Stderr)
+			_, err := sb.ReadFile("abs")
+			require.Error(t, err, "the file tools do not follow a symlink out of the workspace")
 		})
 	}
 }

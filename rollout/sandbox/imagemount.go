@@ -136,18 +136,15 @@ func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bo
 	}
 	img.copied = copyWS && hasDir
 	if lower == "" {
-		// An overlay over an empty layer, the image's files copied into it: the
-		// workspace is still the root of a file system of its own (no host path in
-		// mountinfo), on the layers' tmpfs when there is one.
-		if err := mountOverlay(ws, filepath.Join(layers, "empty"), filepath.Join(layers, "ws"), filepath.Join(layers, "ws-work")); err != nil {
-			return tmpfs, err
-		}
+		// The image's files copied into the upper layer of an overlay over an empty
+		// one: the workspace is still the root of a file system of its own (no host
+		// path in mountinfo), on the layers' tmpfs when there is one.
 		if hasDir {
-			if err := copyTree(imgRoot, rel, ws, uid, gid); err != nil {
+			if err := copyTree(imgRoot, rel, filepath.Join(layers, "ws"), uid, gid); err != nil {
 				return tmpfs, fmt.Errorf("copying %s from the image: %w", img.workDir, err)
 			}
 		}
-		return tmpfs, nil
+		return tmpfs, mountOverlay(ws, filepath.Join(layers, "empty"), filepath.Join(layers, "ws"), filepath.Join(layers, "ws-work"))
 	}
 	if err := mountOverlay(ws, lower, filepath.Join(layers, "ws"), filepath.Join(layers, "ws-work")); err != nil {
 		return tmpfs, err
@@ -266,91 +263,125 @@ func mappingNamespace(from, to, fromG, toG int) (int, error) {
 	return fd, nil
 }
 
-// copyTree copies the image's directory rel into dst, owned by uid/gid: regular
-// files, directories and symlinks (as they are), modes kept; devices, FIFOs and
-// sockets skipped. It reads through the image's [os.Root] and writes through one on
-// dst, and stops past [MaxWorkspaceEntries] entries.
+// copyTree copies the image's directory rel into the directory dst, owned by
+// uid/gid: regular files, directories and symlinks (as they are), their permission,
+// setuid, setgid and sticky bits kept; devices, FIFOs and sockets skipped. It works
+// on directory descriptors (openat with O_NOFOLLOW below rel, which is resolved
+// inside the image), so no symlink of the image leads it anywhere, and stops past
+// [MaxWorkspaceEntries] entries.
 func copyTree(src *os.Root, rel, dst string, uid, gid int) error {
-	out, err := os.OpenRoot(dst)
+	sd, err := src.Open(rel)
 	if err != nil {
 		return err
 	}
-	defer out.Close()
+	defer sd.Close()
+	dd, err := os.OpenFile(dst, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer dd.Close()
 	n := 0
-	var walk func(dir string) error
-	walk = func(dir string) error {
-		d, err := src.Open(path.Join(rel, dir))
-		if err != nil {
+	return copyDir(sd, int(dd.Fd()), uid, gid, &n)
+}
+
+// copyDir copies the entries of the directory sd into the directory dfd.
+func copyDir(sd *os.File, dfd, uid, gid int, n *int) error {
+	names, err := sd.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	sfd := int(sd.Fd())
+	for _, name := range names {
+		if *n++; *n > MaxWorkspaceEntries {
+			return fmt.Errorf("more than %d entries", MaxWorkspaceEntries)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(sfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}
-		entries, err := d.ReadDir(-1)
-		d.Close()
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if n++; n > MaxWorkspaceEntries {
-				return fmt.Errorf("more than %d entries", MaxWorkspaceEntries)
+		mode := st.Mode & 0o7777
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
+				return err
 			}
-			name := path.Join(dir, e.Name())
-			fi, err := e.Info()
+			if err := copySubdir(sfd, dfd, name, mode, uid, gid, n); err != nil {
+				return err
+			}
+		case unix.S_IFLNK:
+			target, err := readlinkat(sfd, name)
 			if err != nil {
 				return err
 			}
-			switch {
-			case fi.IsDir():
-				if err := out.Mkdir(name, fi.Mode().Perm()|0o700); err != nil {
-					return err
-				}
-				if err := walk(name); err != nil {
-					return err
-				}
-				if err := out.Chmod(name, fi.Mode()&restoreMode); err != nil {
-					return err
-				}
-			case fi.Mode()&fs.ModeSymlink != 0:
-				target, err := src.Readlink(path.Join(rel, name))
-				if err != nil {
-					return err
-				}
-				if err := out.Symlink(target, name); err != nil {
-					return err
-				}
-			case fi.Mode().IsRegular():
-				if err := copyFile(src, path.Join(rel, name), out, name, fi.Mode()&restoreMode); err != nil {
-					return err
-				}
-			default:
-				continue
+			if err := unix.Symlinkat(target, dfd, name); err != nil {
+				return err
 			}
-			if err := out.Lchown(name, uid, gid); err != nil {
+			if err := unix.Fchownat(dfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return err
+			}
+		case unix.S_IFREG:
+			if err := copyRegular(sfd, dfd, name, mode, uid, gid); err != nil {
 				return err
 			}
 		}
-		return nil
 	}
-	return walk(".")
+	return nil
 }
 
-func copyFile(src *os.Root, from string, out *os.Root, to string, mode fs.FileMode) error {
-	in, err := src.Open(from)
+func copySubdir(sfd, dfd int, name string, mode uint32, uid, gid int, n *int) error {
+	cs, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	o, err := out.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	sub := os.NewFile(uintptr(cs), name)
+	defer sub.Close()
+	cd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(o, in); err != nil {
-		o.Close()
+	defer unix.Close(cd)
+	if err := copyDir(sub, cd, uid, gid, n); err != nil {
 		return err
 	}
-	if err := o.Chmod(mode); err != nil {
-		o.Close()
+	if err := unix.Fchown(cd, uid, gid); err != nil {
 		return err
 	}
-	return o.Close()
+	return unix.Fchmod(cd, mode)
+}
+
+func copyRegular(sfd, dfd int, name string, mode uint32, uid, gid int) error {
+	in, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	inf := os.NewFile(uintptr(in), name)
+	defer inf.Close()
+	out, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	outf := os.NewFile(uintptr(out), name)
+	defer outf.Close()
+	if _, err := io.Copy(outf, inf); err != nil {
+		return err
+	}
+	if err := unix.Fchown(out, uid, gid); err != nil {
+		return err
+	}
+	return unix.Fchmod(out, mode) // after the chown, which clears setuid and setgid
+}
+
+func readlinkat(dfd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
 }
 
 // unmountImage detaches an image sandbox's mounts (each may be absent).
