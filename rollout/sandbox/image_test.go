@@ -211,6 +211,7 @@ func TestNewSandboxForRefuses(t *testing.T) {
 	src.add(t, "bad-user", map[string]string{}, sandbox.ImageRoot{User: "nobody-here"})
 	withImages := newFactory(t, sandbox.Config{Images: src})
 	without := newFactory(t, sandbox.Config{})
+	unconfined := newFactory(t, sandbox.Config{Images: src, Unconfined: true, UID: unconfinedUID, GID: unconfinedUID})
 	cases := []struct {
 		name string
 		f    *sandbox.Factory
@@ -218,6 +219,7 @@ func TestNewSandboxForRefuses(t *testing.T) {
 		want string
 		is   error
 	}{
+		{"unconfined", unconfined, rollout.SandboxSpec{Image: "bad-user"}, "need bubblewrap", sandbox.ErrImageUnsupported},
 		{"no image source", without, rollout.SandboxSpec{Image: "x"}, "Config.Images is nil", sandbox.ErrNoImages},
 		{"unknown image", withImages, rollout.SandboxSpec{Image: "nope"}, `no image "nope"`, nil},
 		{"workdir is a file", withImages, rollout.SandboxSpec{Image: "file-workdir"}, "not a directory", nil},
