@@ -34,7 +34,7 @@ type testingT interface {
 var newToyFactory = func(t testingT) rollout.SandboxFactory {
 	t.Helper()
 	ref := imagestest.SWERef(t.(testing.TB))
-	cache, err := images.NewCache(images.CacheConfig{Dir: reachableDir(t)})
+	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
 	f, err := sandbox.New(context.Background(), sandbox.Config{Images: cache})
 	require.NoError(t, err)
@@ -139,16 +139,6 @@ func TestVerifyRepoToyTasks(t *testing.T) {
 			require.Equal(t, tc.discarded, v.Repo.Discarded)
 		})
 	}
-}
-
-// reachableDir is a temporary directory the sandbox's uid can search, as an image
-// cache must be when tests run as root.
-func reachableDir(t testingT) string {
-	dir := t.TempDir()
-	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
-		require.NoError(t, os.Chmod(p, 0o755))
-	}
-	return dir
 }
 
 // TestVerifyRepoFaults: what the agent can cause is scored, what it cannot is an
