@@ -224,6 +224,7 @@ func TestVerifyRepoSWESmithRow(t *testing.T) {
 		"instance_id": "agentic-opd__swe-toy.1e9c6927.func_pm_op_change__mul", "repo": "agentic-opd/swe-toy",
 		"image_name": ref, "patch": toyPatch(t, "mul.bug.patch"), "problem_statement": "mul(3, 4) returns 7.",
 		"FAIL_TO_PASS": []string{"tests/test_arith.py::test_mul"}, "PASS_TO_PASS": []string{"tests/test_arith.py::test_sub"},
+		"test_cmd": "python3 -m pytest --no-header -rA --tb=no -p no:cacheprovider tests/test_arith.py", "log_parser": "pytest",
 	})
 	require.NoError(t, err)
 	ts, err := tasks.ReadSWEJSONL(strings.NewReader(string(row)), "smith.jsonl", tasks.SWEConfig{})
