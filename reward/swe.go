@@ -69,8 +69,10 @@ type RepoResult struct {
 	// Discarded are the files whose changes were left out of the agent's diff: the
 	// test files of the task, and any file a test runner would load as a test
 	// (conftest.py anywhere, files under tests/, test/ or testing/, test_*.py,
-	// *_test.py), whether the agent added or edited it; files outside the repository
-	// or in .git; build artefacts (__pycache__, *.pyc, *.egg-info, .pytest_cache).
+	// *_test.py) or that configures the run (pytest.ini, .pytest.ini, tox.ini,
+	// sitecustomize.py, usercustomize.py), whether the agent added or edited it;
+	// files outside the repository or in .git; build artefacts (__pycache__, *.pyc,
+	// *.egg-info, .pytest_cache).
 	Discarded []string
 	// TestFileEdits counts the files of Discarded that are test files (those the test
 	// patch touches, hidden files, and test files the agent added).
@@ -535,12 +537,20 @@ func splitDiff(diff string) []diffSection {
 	return out
 }
 
-// isTestPath reports a path pytest or unittest would collect or load as a test: in a
-// test directory, named test_*.py or *_test.py, or conftest.py anywhere.
+// isTestPath reports a path pytest or unittest would collect or load as a test (in a
+// test directory, named test_*.py or *_test.py, or conftest.py anywhere), or one that
+// configures the test run (pytest.ini, .pytest.ini, tox.ini) or Python's start-up
+// (sitecustomize.py, usercustomize.py).
 func isTestPath(p string) bool {
 	base := path.Base(p)
 	if base == "conftest.py" || strings.HasPrefix(base, "test_") && strings.HasSuffix(base, ".py") ||
 		strings.HasSuffix(base, "_test.py") {
+		return true
+	}
+	switch base {
+	case "pytest.ini", ".pytest.ini", "tox.ini", "sitecustomize.py", "usercustomize.py":
+		// The test runner's own configuration (addopts = -p plugin), and modules
+		// Python runs at start-up: no fix needs them.
 		return true
 	}
 	for _, dir := range strings.Split(path.Dir(p), "/") {

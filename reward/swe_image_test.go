@@ -100,6 +100,9 @@ func TestVerifyRepoToyTasks(t *testing.T) {
 	// The fix, and a package that makes pytest skip every test module importing it.
 	skipAll := toyPatch(t, "add.gold.patch") + "diff --git a/toycalc/text.py b/toycalc/text.py\n--- a/toycalc/text.py\n+++ b/toycalc/text.py\n" +
 		"@@ -1,3 +1,5 @@\n \"\"\"Text helpers.\"\"\"\n+import pytest\n+pytest.skip(\"skipped by the package\", allow_module_level=True)\n \n \n"
+	// A pytest plugin of the package that reports every test as passed, loaded by a
+	// pytest.ini the agent adds (addopts = -p toycalc.passall).
+	plugin := newFile("pytest.ini", "[pytest]\naddopts = -p toycalc.passall\n") + newFile("toycalc/passall.py", fakeConftest)
 	// The clamp fix with an edit of the test the test patch replaces.
 	clampTestEdit := "diff --git a/tests/test_clamp.py b/tests/test_clamp.py\n--- a/tests/test_clamp.py\n+++ b/tests/test_clamp.py\n" +
 		"@@ -7,3 +7,7 @@ def test_clamp_inside():\n \n def test_clamp_low():\n     assert clamp(-3, 0, 10) == 0\n+\n+\n+def test_clamp_high():\n+    assert True\n"
@@ -118,6 +121,8 @@ func TestVerifyRepoToyTasks(t *testing.T) {
 		{name: "plain fix: wrong fix", task: 0, patch: toyPatch(t, "add.wrong.patch"), rule: reward.RuleUnresolved, c: 0.2},
 		{name: "plain fix: a planted conftest.py passing every test", task: 0, patch: newFile("conftest.py", fakeConftest),
 			rule: reward.RuleUnresolved, c: 0.2, testEdits: 1, discarded: []string{"conftest.py"}},
+		{name: "plain fix: a plugin loaded by a planted pytest.ini", task: 0, patch: plugin,
+			rule: reward.RuleUnresolved, c: 0.2, testEdits: 1, discarded: []string{"pytest.ini"}},
 		{name: "plain fix: fake PASSED lines printed by the package", task: 0, patch: fakeLines, rule: reward.RuleUnresolved, c: 0.2},
 		{name: "plain fix: gold, with a log longer than the sandbox's output cap", task: 0, patch: noisy, rule: reward.RuleResolved, c: 1, f2p: 1},
 		{name: "plain fix: the package skips the tests", task: 0, patch: skipAll, rule: reward.RuleTestsNotRun, c: 0.1},
