@@ -15,6 +15,7 @@ import (
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -184,4 +185,12 @@ func TestRepositoryRolloutCannotVetoItsGroup(t *testing.T) {
 	}
 	require.Equal(t, map[reward.Rule]int{reward.RuleResolved: 1, reward.RulePatchFailed: 1}, rules)
 	require.Equal(t, 1.0, env.Metrics()["env/solution_sandbox_faults"])
+}
+
+func TestNewEnvRefusesImagesBesideAFactory(t *testing.T) {
+	sim := vllmtest.NewServer(t)
+	f := rollout.SandboxFactoryFunc(func(context.Context) (rollout.Sandbox, error) { return nil, nil })
+	_, err := agenticopd.NewEnv(agenticopd.Config{Policy: sim.Client(), SandboxFactory: f, Images: &images.Cache{}})
+	require.ErrorIs(t, err, agenticopd.ErrInvalidConfig)
+	require.ErrorContains(t, err, "give the image source to your factory")
 }
