@@ -97,15 +97,14 @@ const repoIdent = "GIT_AUTHOR_NAME=agenticopd GIT_AUTHOR_EMAIL=agenticopd@localh
 const git = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.directory='*' -c core.fileMode=false "
 
 // PrepareRepo gets a fresh sandbox of a repository task's image ready: the task's
-// Setup patch is applied and its HiddenFiles removed, in one commit with a fixed
-// identity and date (so its hash is the same in every sandbox). Nothing is done for a
-// task with neither. The agent's sandbox gets it before the agent starts, and
-// [VerifyRepo] does it in its grading sandbox. A failure is an error: no agent action
-// can cause it.
+// Setup patch is applied and its HiddenFiles removed, and whatever the work tree then
+// holds beyond its HEAD (the setup, and files the image left untracked) is committed
+// with a fixed identity and date, so that the commit's hash is the same in every
+// sandbox of the image and the agent's change is taken against exactly the state it
+// started from. A clean work tree without setup gets no commit. The agent's sandbox
+// gets it before the agent starts, and [VerifyRepo] does it in its grading sandbox.
+// A failure is an error: no agent action can cause it.
 func PrepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) error {
-	if r.Setup == "" && len(r.HiddenFiles) == 0 {
-		return nil
-	}
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	if r.Setup != "" {
@@ -115,7 +114,7 @@ func PrepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) error {
 		fmt.Fprintf(&script, "rm -f -- %s\n", quote(f))
 	}
 	script.WriteString(repoIdent + git + "add -A\n")
-	script.WriteString(repoIdent + git + "commit -q --allow-empty --no-verify -m 'task setup'\n")
+	script.WriteString(git + "diff --cached --quiet || " + repoIdent + git + "commit -q --no-verify -m 'task start'\n")
 	res, err := sb.Run(ctx, rollout.Command{Argv: []string{"/bin/sh", "-c", script.String()}, Stdin: []byte(r.Setup), Timeout: gitTimeout})
 	if err != nil {
 		return fmt.Errorf("reward: prepare repository: %w", err)

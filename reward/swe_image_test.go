@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
+	"github.com/agentic-opd/agenticopd/internal/testimage"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox"
@@ -262,6 +264,47 @@ func TestVerifyRepoSWESmithRow(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.rule, v.Rule, "%s\n%s", v.Reason, v.Output)
 			require.Equal(t, 1.0, v.Repo.P2PRate, v.Output)
+		})
+	}
+}
+
+// TestVerifyRepoImageWithUntrackedFiles: an image whose work tree holds files git
+// does not track (build output a Dockerfile left, notes) grades as one without: the
+// agent's change is taken against the state it started from, not against HEAD.
+func TestVerifyRepoImageWithUntrackedFiles(t *testing.T) {
+	layer := t.TempDir()
+	out, err := exec.Command(filepath.Join("..", "testdata", "swe", "make-testbed.sh"), layer).CombinedOutput()
+	require.NoError(t, err, string(out))
+	extra := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(extra, "testbed", "build"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(extra, "testbed", "build", "generated.py"), []byte("X = 1\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(extra, "testbed", "NOTES"), []byte("untracked\n"), 0o644))
+	reg := imagestest.NewRegistry(t)
+	ref := imagestest.Push(t, reg, "swe/untracked", imagestest.SWEConfig(), testimage.Root(t), layer, extra)
+	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	f, err := sandbox.New(context.Background(), sandbox.Config{Images: cache})
+	require.NoError(t, err)
+	fresh := rollout.SandboxFactoryFunc(func(ctx context.Context) (rollout.Sandbox, error) {
+		return f.NewSandboxFor(ctx, rollout.SandboxSpec{Image: ref, WorkDir: tasks.DefaultWorkDir})
+	})
+	task := toyTask(t, 0)
+	repo := *task.Repo
+	repo.Image = ref
+	task.Repo = &repo
+	for _, tc := range []struct {
+		name  string
+		patch string
+		rule  reward.Rule
+	}{
+		{name: "gold", patch: reward.PatchGold, rule: reward.RuleResolved},
+		{name: "empty", patch: reward.PatchEmpty, rule: reward.RuleUnresolved},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := reward.VerifyPatch(context.Background(), fresh, task, tc.patch, reward.RepoOptions{})
+			require.NoError(t, err)
+			require.Equal(t, tc.rule, v.Rule, "%s\n%s", v.Reason, v.Output)
+			require.NotContains(t, v.Repo.Diff, "NOTES")
 		})
 	}
 }
