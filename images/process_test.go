@@ -183,6 +183,13 @@ func TestEvictionSparesRootsInUse(t *testing.T) {
 	require.DirExists(t, rC.Dir, "C is in use")
 	require.Equal(t, int64(2), c.Stats().Evictions)
 	nothingLeft(t, c)
+
+	// B again: resolved before, evicted since, so it is unpacked again.
+	rB2, err := c.Root(context.Background(), refB)
+	require.NoError(t, err)
+	defer rB2.Release()
+	require.DirExists(t, rB2.Dir)
+	require.Equal(t, int64(3), c.Stats().Unpacks)
 }
 
 // stallingRegistry is a registry whose layer downloads (gzip blobs) stop halfway
