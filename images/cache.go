@@ -89,6 +89,7 @@ type Cache struct {
 
 	mu        sync.Mutex
 	inUse     map[string]*entry // by image id (config digest hex)
+	resolved  map[string]string // reference → image id, once resolved
 	overBound bool              // the last eviction could not reach MaxBytes
 
 	unpacks, hits, evictions atomic.Int64
@@ -119,7 +120,7 @@ type meta struct {
 func NewCache(cfg CacheConfig) (*Cache, error) {
 	c := &Cache{dir: cfg.Dir, maxBytes: cfg.MaxBytes, keychain: cfg.Keychain, log: cfg.Logger,
 		platform: cfg.Platform, transport: cfg.Transport, uid: cfg.UID, gid: cfg.GID,
-		inUse: map[string]*entry{}}
+		inUse: map[string]*entry{}, resolved: map[string]string{}}
 	if c.dir == "" {
 		c.dir = DefaultDir
 	}
@@ -168,14 +169,27 @@ func (c *Cache) Stats() Stats {
 
 // Root returns the root filesystem of the image ref names, unpacking it first if no
 // process has. ref is "registry/repo:tag", "registry/repo@sha256:…",
-// "oci-layout:/path[:tag|@digest]" or "docker-archive:/file.tar[:repo:tag]". A tag is
-// resolved to its image on every call (a registry request for the manifest); the
-// layers are fetched only when the image is not on disk. The caller calls the
-// root's Release once when no sandbox uses it any longer; until then no process
-// evicts it.
+// "oci-layout:/path[:tag|@digest]" or "docker-archive:/file.tar[:repo:tag]". A
+// reference is resolved to its image once per Cache (for a registry, one manifest
+// request); later calls, while the image stays on disk, make no request at all.
+// The caller calls the root's Release once when no sandbox uses it any longer;
+// until then no process evicts it.
 func (c *Cache) Root(ctx context.Context, ref string) (sandbox.ImageRoot, error) {
 	if err := c.ensureDir(); err != nil {
 		return sandbox.ImageRoot{}, err
+	}
+	c.mu.Lock()
+	key := c.resolved[ref]
+	c.mu.Unlock()
+	if key != "" {
+		e, err := c.acquire(ctx, key, ref, nil)
+		if err == nil {
+			return c.rootOf(e, key), nil
+		}
+		if !errors.Is(err, errNotOnDisk) {
+			return sandbox.ImageRoot{}, err
+		}
+		// Evicted since: resolve the reference again.
 	}
 	img, err := c.open(ctx, ref)
 	if err != nil {
@@ -185,11 +199,23 @@ func (c *Cache) Root(ctx context.Context, ref string) (sandbox.ImageRoot, error)
 	if err != nil {
 		return sandbox.ImageRoot{}, fmt.Errorf("images: %s: config digest: %w", ref, err)
 	}
-	key := id.Hex
+	key = id.Hex
 	e, err := c.acquire(ctx, key, ref, img)
 	if err != nil {
 		return sandbox.ImageRoot{}, err
 	}
+	c.mu.Lock()
+	c.resolved[ref] = key
+	c.mu.Unlock()
+	return c.rootOf(e, key), nil
+}
+
+// errNotOnDisk is acquire's answer, without an image to unpack, for a root that is
+// not on disk.
+var errNotOnDisk = errors.New("images: not on disk")
+
+// rootOf is the ImageRoot of entry e, whose Release drops one reference to it.
+func (c *Cache) rootOf(e *entry, key string) sandbox.ImageRoot {
 	var once sync.Once
 	return sandbox.ImageRoot{
 		Dir:        filepath.Join(e.dir, "rootfs"),
@@ -197,7 +223,7 @@ func (c *Cache) Root(ctx context.Context, ref string) (sandbox.ImageRoot, error)
 		WorkingDir: e.meta.WorkingDir,
 		User:       e.meta.User,
 		Release:    func() { once.Do(func() { c.release(key) }) },
-	}, nil
+	}
 }
 
 // ensureDir makes the cache's directories, once.
@@ -269,6 +295,9 @@ func (c *Cache) lockRoot(ctx context.Context, lock *os.File, key, ref string, im
 		}
 		if m, err := c.readMeta(key); err == nil {
 			return m, unpacked, nil
+		}
+		if img == nil {
+			return meta{}, false, errNotOnDisk
 		}
 		if err := flock(ctx, lock, lockExclusive); err != nil {
 			return meta{}, false, err

@@ -3,9 +3,11 @@ package images_test
 import (
 	"archive/tar"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -46,7 +48,21 @@ func TestRootFromRegistry(t *testing.T) {
 	require.NoError(t, err)
 	byDigest := tag.Context().Digest(desc.Digest.String()).String()
 
-	c := newCache(t, images.CacheConfig{})
+	img, err := remote.Image(tag)
+	require.NoError(t, err)
+	layers, err := img.Layers()
+	require.NoError(t, err)
+	var requests, layerFetches atomic.Int64
+	count := roundTripper(func(r *http.Request) (*http.Response, error) {
+		requests.Add(1)
+		for _, l := range layers {
+			if d, _ := l.Digest(); strings.HasSuffix(r.URL.Path, "/blobs/"+d.String()) {
+				layerFetches.Add(1)
+			}
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	c := newCache(t, images.CacheConfig{Transport: count})
 	r, err := c.Root(context.Background(), ref)
 	require.NoError(t, err)
 	t.Cleanup(r.Release)
@@ -83,11 +99,26 @@ func TestRootFromRegistry(t *testing.T) {
 	}
 	require.Equal(t, images.Stats{Unpacks: 1}, c.Stats())
 
+	// The same reference again, held and released: no request reaches the registry
+	// (a registry's pull limits count manifest requests).
+	n, nlayers := requests.Load(), layerFetches.Load()
+	for range 2 {
+		again, err := c.Root(context.Background(), ref)
+		require.NoError(t, err)
+		require.Equal(t, r.Dir, again.Dir)
+		again.Release()
+	}
+	require.Equal(t, n, requests.Load(), "requests for a reference already resolved")
+	require.Equal(t, images.Stats{Unpacks: 1, Hits: 2}, c.Stats())
+
+	// By digest: a reference of its own, resolved once, no layer fetched.
 	r2, err := c.Root(context.Background(), byDigest)
 	require.NoError(t, err)
 	t.Cleanup(r2.Release)
 	require.Equal(t, r.Dir, r2.Dir, "one image, one root")
-	require.Equal(t, images.Stats{Unpacks: 1, Hits: 1}, c.Stats(), "the second Root unpacks nothing")
+	require.Equal(t, images.Stats{Unpacks: 1, Hits: 3}, c.Stats(), "the digest's Root unpacks nothing")
+	require.Equal(t, int64(2), nlayers, "the first Root fetched the two layers")
+	require.Equal(t, nlayers, layerFetches.Load(), "no layer fetched for an image on disk")
 
 	// Another cache (another process, say) on the same directory finds it on disk.
 	c2 := newCache(t, images.CacheConfig{Dir: c.Dir()})
@@ -95,6 +126,10 @@ func TestRootFromRegistry(t *testing.T) {
 	require.Equal(t, images.Stats{Hits: 1}, c2.Stats())
 	nothingLeft(t, c)
 }
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestRefForms reads one image through each kind of reference, and refuses bad ones
 // with a message that says what a reference looks like.

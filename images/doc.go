@@ -21,8 +21,12 @@
 //   - "docker-archive:/file.tar[:repo:tag]": a `docker save` tarball; the tag is
 //     needed when it holds more than one image.
 //
-// A tag is resolved on every Root (one manifest request), so a moved tag gives the
-// new image; layers are fetched only for an image that is not on disk.
+// A reference is resolved to its image once per Cache: the first Root of a tag asks
+// the registry for its manifest (and fetches the layers only if no process has the
+// image on disk); later Roots of the same reference ask nothing while the image
+// stays on disk, so a thousand rollouts on one image make one manifest request, not
+// a thousand against the registry's pull limits. A tag moved since is seen by a new
+// Cache, or once the image has been evicted.
 //
 // # The cache on disk
 //

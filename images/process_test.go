@@ -183,10 +183,17 @@ func TestEvictionSparesRootsInUse(t *testing.T) {
 	require.DirExists(t, rC.Dir, "C is in use")
 	require.Equal(t, int64(2), c.Stats().Evictions)
 	nothingLeft(t, c)
+
+	// B again: resolved before, evicted since, so it is unpacked again.
+	rB2, err := c.Root(context.Background(), refB)
+	require.NoError(t, err)
+	defer rB2.Release()
+	require.DirExists(t, rB2.Dir)
+	require.Equal(t, int64(3), c.Stats().Unpacks)
 }
 
-// stallingRegistry is a registry whose layer downloads stop after their first
-// bytes until release is closed.
+// stallingRegistry is a registry whose layer downloads (gzip blobs) stop halfway
+// until release is closed or the request ends.
 func stallingRegistry(t *testing.T, release <-chan struct{}) string {
 	t.Helper()
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
@@ -198,23 +205,20 @@ func stallingRegistry(t *testing.T, release <-chan struct{}) string {
 		rec := httptest.NewRecorder()
 		reg.ServeHTTP(rec, r)
 		body := rec.Body.Bytes()
-		if len(body) < 64<<10 { // the config
-			for k, v := range rec.Header() {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(rec.Code)
-			w.Write(body)
-			return
-		}
 		for k, v := range rec.Header() {
 			w.Header()[k] = v
 		}
 		w.WriteHeader(rec.Code)
-		w.Write(body[:32<<10])
+		if len(body) < 2 || body[0] != 0x1f || body[1] != 0x8b { // not a gzip layer
+			w.Write(body)
+			return
+		}
+		half := len(body) / 2
+		w.Write(body[:half])
 		w.(http.Flusher).Flush()
 		select {
 		case <-release:
-			w.Write(body[32<<10:])
+			w.Write(body[half:])
 		case <-r.Context().Done():
 		}
 	}))
