@@ -144,7 +144,8 @@ type Config struct {
 	// (for Qwen, <|endoftext|> 151643: generation_config's second eos id). They are
 	// accepted as closes and refused as literals inside tool output.
 	ExtraCloses []int32
-	// VerifyTimeout bounds the verification of a rollout (30 s when zero).
+	// VerifyTimeout bounds the verification of a rollout (30 s when zero); input/output
+	// cases get it plus reward.DefaultCaseBudget per case (see reward.VerifyOptions).
 	VerifyTimeout time.Duration
 	// RepoTestTimeout bounds the test command of a repository task that names no
 	// timeout of its own (reward.DefaultTestTimeout when zero).

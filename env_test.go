@@ -700,7 +700,7 @@ func TestNewEnvRefusesBadConfig(t *testing.T) {
 		{"MaxTokenLen", func(c *agenticopd.Config) { c.MaxTokenLen = -1 }},
 		{"MaxRollouts", func(c *agenticopd.Config) { c.MaxRollouts = -1 }},
 		{"MaxGroups", func(c *agenticopd.Config) { c.MaxGroups = -1 }},
-		{"EvalSize", func(c *agenticopd.Config) { c.EvalSize = -1 }},
+		{"EvalSize", func(c *agenticopd.Config) { c.EvalSize = -2 }}, // -1 is tasks.NoEval
 		{"EvalSplitRatio", func(c *agenticopd.Config) { c.EvalSplitRatio = 1 }},
 		{"VerifyTimeout", func(c *agenticopd.Config) { c.VerifyTimeout = -time.Second }},
 		{"PollInterval", func(c *agenticopd.Config) { c.PollInterval = -time.Second }},

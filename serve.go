@@ -37,9 +37,12 @@ import (
 // takes.
 //
 // Serve returns nil when the API's stop rule holds (total steps reached), ctx.Err()
-// when ctx ends, and an error only for what cannot clear by waiting: the API unreachable
-// (every status poll failing with network errors or 5xx) for Config.StatusTimeout, a
-// status poll refused with a 4xx, a group invalid for the API (it wraps
+// itself when ctx ends (context.Canceled for a cancelled ctx, e.g. on SIGINT or SIGTERM
+// through [os/signal.NotifyContext]: a clean shutdown, not a failure), and an error only
+// for what cannot clear by waiting: the API unreachable (answering nothing, or every
+// status poll failing with network errors or 5xx) for Config.StatusTimeout, before the
+// first registration as after it (the error names the API's URL), a status poll
+// refused with a 4xx, a group invalid for the API (it wraps
 // [atropos.ErrInvalidGroup]; a group size that differs from the client's is the usual
 // cause), or a teacher server that refused DistillTopK logprobs (it wraps
 // [vllm.ErrMaxLogprobs]): every later group would fail the same way; or
@@ -50,7 +53,8 @@ import (
 //
 // A group whose collection or Send was cut short by ctx is counted as
 // env/cancelled_groups, not as a failure; a group handed to the client is on disk in the
-// spool: when a Send gives up (the client's retry budget ran out), Serve flushes the
+// spool, and stays there until the API is seen to serve it (so that a crash of this
+// process and the API together loses none): when a Send gives up (the client's retry budget ran out), Serve flushes the
 // spool again once the API answers a status poll, and a group still spooled when Serve
 // ends is sent by the next Register. A group that fails to collect is logged and
 // counted (env/failed_groups), and Serve goes on with the next task.
@@ -58,8 +62,9 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 	if client == nil {
 		return errors.New("agenticopd: serve: nil *atropos.Client")
 	}
-	if err := client.Register(ctx); err != nil {
-		return fmt.Errorf("agenticopd: serve: %w", err)
+	replayLeft, err := e.register(ctx, client)
+	if err != nil {
+		return err
 	}
 	l := &serveLoop{e: e, client: client, fatal: make(chan struct{}), opts: collectOptions{keepEqual: e.cfg.KeepEqualScores, maxTokenLen: e.cfg.MaxTokenLen}}
 	if l.opts.maxTokenLen == 0 {
@@ -87,6 +92,8 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 			e.cfg.Logger.Warn("disconnect from the trajectory API failed", "err", err)
 		}
 	}()
+
+	l.spooled.Store(replayLeft)
 
 	ticker := time.NewTicker(e.cfg.PollInterval)
 	defer ticker.Stop()
@@ -117,7 +124,7 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 			}
 			if time.Since(failingSince) >= e.cfg.StatusTimeout {
 				gaveUp = true
-				return fmt.Errorf("agenticopd: serve: the trajectory API has failed every status poll for %v (is it running? raise Config.StatusTimeout to wait longer): %w", e.cfg.StatusTimeout, err)
+				return fmt.Errorf("agenticopd: serve: the trajectory API at %s has failed every status poll for %v (is it running? raise Config.StatusTimeout to wait longer): %w", client.URL(), e.cfg.StatusTimeout, err)
 			}
 			e.cfg.Logger.Warn("status poll failed", "err", err)
 		case dec.Stop:
@@ -153,6 +160,38 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 			gaveUp = true
 			return l.fatalErr()
 		case <-ticker.C:
+		}
+	}
+}
+
+// register registers client with the trajectory API. It waits for a trainer for as
+// long as it takes (the API answers, with no trainer), but gives up when the API
+// answered nothing (network errors, 5xx) for StatusTimeout, with an error that names
+// its URL. replayLeft is set when the registration stands but the replay of the spool
+// did not finish: Serve's loop sends the rest.
+func (e *Env) register(ctx context.Context, client *atropos.Client) (replayLeft bool, _ error) {
+	start := time.Now()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, e.cfg.StatusTimeout)
+		err := client.Register(rctx)
+		cancel()
+		switch {
+		case err == nil:
+			return false, nil
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case client.Registration() != nil:
+			e.cfg.Logger.Warn("sending the spool at registration did not finish; serving goes on and sends the rest", "err", err)
+			return true, nil
+		case errors.Is(err, atropos.ErrWaitingForTrainer):
+			// The API answers: no trainer yet, or not started (no /batch yet).
+			e.cfg.Logger.Info("waiting for a trainer to register with the trajectory API", "url", client.URL(),
+				"waited", time.Since(start).Round(time.Second))
+		case errors.Is(err, context.DeadlineExceeded):
+			return false, fmt.Errorf("agenticopd: serve: the trajectory API at %s answered nothing for %v "+
+				"(is it running? raise Config.StatusTimeout to wait longer): %w", client.URL(), e.cfg.StatusTimeout, err)
+		default:
+			return false, fmt.Errorf("agenticopd: serve: registering with the trajectory API at %s: %w", client.URL(), err)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package agenticopd_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,14 +34,41 @@ type serving struct {
 	client *atropos.Client
 	env    *agenticopd.Env
 
+	logs *logCounter // the env's log
+
 	mu   sync.Mutex
 	sent map[string]int // groups the env finished and did not drop
 }
 
+// logCounter is a slog.Handler that counts the records it gets, by message.
+type logCounter struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs[r.Message]++
+	return nil
+}
+
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logCounter) WithGroup(string) slog.Handler      { return l }
+
+func (l *logCounter) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.msgs[msg]
+}
+
 func newServing(t *testing.T, retry atropos.RetryConfig, mods ...func(*agenticopd.Config)) *serving {
 	t.Helper()
-	s := &serving{api: atropostest.NewServer(t), sent: map[string]int{}}
+	s := &serving{api: atropostest.NewServer(t), sent: map[string]int{}, logs: &logCounter{msgs: map[string]int{}}}
 	f := newFixture(t, func(c *agenticopd.Config) {
+		c.Logger = slog.New(s.logs)
 		c.MaxGroups = maxGroups
 		c.PollInterval = 10 * time.Millisecond
 		c.OnGroup = func(g *agenticopd.Group) {
@@ -209,7 +238,10 @@ func TestServeGivesUpAfterOneHungPollOfStatusTimeout(t *testing.T) {
 	require.Error(t, err)
 	require.NoError(t, ctx.Err())
 	assert.Contains(t, err.Error(), "failed every status poll")
-	assert.Equal(t, 1, s.api.RequestCount("/status-env"), "one hung poll is enough")
+	// The second request, if any, is Disconnect's check that the id is still this env's;
+	// it hangs too, so nothing is disconnected.
+	assert.LessOrEqual(t, s.api.RequestCount("/status-env"), 2, "one hung poll is enough")
+	assert.Zero(t, s.api.RequestCount("/disconnect-env"))
 	assert.Empty(t, s.api.Received())
 }
 
@@ -290,4 +322,88 @@ func TestServeCallsOnGroupOneAtATime(t *testing.T) {
 	require.NoError(t, serveWhilePulling(ctx, t, s, trainer))
 	assert.GreaterOrEqual(t, calls.Load(), int64(maxGroups))
 	assert.Zero(t, overlaps.Load(), "OnGroup calls overlapped")
+}
+
+// TestServeBeforeTheFirstRegistration: with an API that answers nothing, Serve gives
+// up after StatusTimeout, with an error naming the API's URL, even before it ever
+// registered; with an API that answers but has no trainer, it waits however long the
+// trainer takes; a cancelled ctx is a clean stop that returns context.Canceled.
+func TestServeBeforeTheFirstRegistration(t *testing.T) {
+	deadURL := func(t *testing.T) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		url := "http://" + ln.Addr().String()
+		require.NoError(t, ln.Close()) // connections are refused from now on
+		return url
+	}
+	tests := []struct {
+		name string
+		// dead: the client points at a port where nothing listens.
+		dead bool
+		// run starts Serve and returns its error; it may act while Serve runs.
+		run func(t *testing.T, ctx context.Context, s *serving) error
+		// check examines the error.
+		check func(t *testing.T, err error, url string)
+	}{
+		{"no API at all", true, func(t *testing.T, ctx context.Context, s *serving) error {
+			return s.env.Serve(ctx, s.client)
+		}, func(t *testing.T, err error, url string) {
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), url, "the error names the URL")
+			assert.Contains(t, err.Error(), "answered nothing")
+			assert.NotErrorIs(t, err, context.Canceled)
+		}},
+		{"no trainer for several StatusTimeouts", false, func(t *testing.T, ctx context.Context, s *serving) error {
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- s.env.Serve(ctx, s.client) }()
+			// Serve logs each StatusTimeout it waited: two of them.
+			require.Eventually(t, func() bool { return s.logs.count("waiting for a trainer to register with the trajectory API") >= 2 },
+				time.Minute, 5*time.Millisecond)
+			select {
+			case err := <-serveErr:
+				t.Fatalf("Serve gave up while the API waited for a trainer: %v", err)
+			default:
+			}
+			trainer := train(ctx, t, s.api, 2)
+			for {
+				select {
+				case err := <-serveErr:
+					return err
+				case <-time.After(20 * time.Millisecond):
+					_, err := trainer.Batch(ctx)
+					require.NoError(t, err)
+				}
+			}
+		}, func(t *testing.T, err error, _ string) {
+			require.NoError(t, err, "the stop rule ends Serve once the trainer came")
+		}},
+		{"cancelled while waiting for a trainer", false, func(t *testing.T, ctx context.Context, s *serving) error {
+			ctx, cancel := context.WithCancel(ctx)
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- s.env.Serve(ctx, s.client) }()
+			require.Eventually(t, func() bool { return s.api.RequestCount("/info") >= 2 }, time.Minute, 5*time.Millisecond)
+			cancel()
+			return <-serveErr
+		}, func(t *testing.T, err error, _ string) {
+			require.ErrorIs(t, err, context.Canceled)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServing(t, atropos.RetryConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
+				func(c *agenticopd.Config) { c.StatusTimeout = 2 * time.Second })
+			url := s.api.URL()
+			if tt.dead {
+				url = deadURL(t)
+				var err error
+				s.client, err = atropos.NewClient(url, atropos.ClientConfig{EnvName: "agentic_opd", GroupSize: groupSize, SpoolDir: t.TempDir()})
+				require.NoError(t, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a guard, not a timing
+			defer cancel()
+			err := tt.run(t, ctx, s)
+			require.NoError(t, ctx.Err(), "Serve ended by itself, before the guard's deadline")
+			tt.check(t, err, url)
+		})
+	}
 }

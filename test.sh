@@ -64,6 +64,8 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+# staticcheck, pinned, built by the Go toolchain from the module proxy (nothing to install).
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # The browser test must run here, not skip: it fails when Chromium cannot be found.
 export AGENTICOPD_REQUIRE_CHROMIUM=1

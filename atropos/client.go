@@ -17,6 +17,10 @@ import (
 // rule holds: the trainer step plus the batches already queued exceed the total steps.
 var ErrTotalStepsReached = errors.New("atropos: total steps reached")
 
+// DefaultMaxCheckAge is the default of [ClientConfig.MaxCheckAge]: far shorter than an
+// API process takes to start again, far longer than a status round trip.
+const DefaultMaxCheckAge = 500 * time.Millisecond
+
 // ClientConfig configures an env-side [Client]. The zero value of each field, except
 // EnvName, GroupSize and SpoolDir, is a documented default.
 type ClientConfig struct {
@@ -71,6 +75,17 @@ type ClientConfig struct {
 	// StatusInterval is the wait between /status-env polls in [Client.WaitReady].
 	// Default 100ms, as BaseEnv.
 	StatusInterval time.Duration
+	// MaxCheckAge bounds the age of the /status-env check that guards every post and
+	// disconnect, from the moment the check was sent to the moment the post goes out,
+	// on the monotonic clock. A check older than this (a slow answer, a process that
+	// was stopped in between) is made again before the post. Default 500ms. When the
+	// round trips themselves take longer, the limit doubles after every three checks
+	// in a row that came back too old (up to 64 × MaxCheckAge), with a warning, so that
+	// posts go on; on such a link, raise it.
+	MaxCheckAge time.Duration
+	// Now reads the clock that ages the checks. Default [time.Now], whose monotonic
+	// reading is what counts; tests give a clock they move by hand.
+	Now func() time.Time
 }
 
 // RetryConfig is the retry policy for network errors and 5xx replies: exponential
@@ -109,10 +124,10 @@ type Registration struct {
 // goroutines.
 //
 // Delivery is at least once: a group handed to [Client.Send] is written to the spool
-// and fsynced before any request, and removed only after the API answered "received" or
-// "buffered". If the process dies in between, the group is sent again by the next
-// [Client.Flush] (which [Client.Register] runs), so the API may see it twice, never zero
-// times.
+// and fsynced before any request, and removed only once /status-env shows that the API
+// served it (or after a successful [Client.Disconnect]). If the process dies in between,
+// with the API or not, the group is sent again by the next [Client.Flush] (which
+// [Client.Register] runs), so the API may see it twice, never zero times.
 type Client struct {
 	api *api
 	cfg ClientConfig
@@ -126,10 +141,15 @@ type Client struct {
 	lastStepTick uint64
 	resets       int
 	resent       int
-	waiting      bool            // registering, and the API answers: it waits for a trainer
-	clock        uint64          // event clock ordering posts and polls
-	retained     []*sent         // groups accepted under reg, kept until known to be served
-	inflight     map[string]bool // spool files being sent
+	waiting      bool                 // registering, and the API answers: it waits for a trainer
+	clock        uint64               // event clock ordering posts and polls
+	retained     []*sent              // groups accepted under reg, kept until known to be served
+	held         map[string]*heldFile // their spool files, by name
+	inflight     map[string]bool      // spool files being sent
+	lastObserve  uint64               // the clock when the last /status-env reply was taken
+	posting      int                  // groups in posts under reg with no reply yet
+	uncertain    int                  // groups in failed posts under reg the API may have taken
+	oddSizes     bool                 // a group not of GroupSize was posted under reg
 	seq          uint64
 	dlMu         sync.Mutex // serialises appends to the dead-letter file
 
@@ -180,6 +200,15 @@ func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
 	if cfg.StatusInterval <= 0 {
 		cfg.StatusInterval = 100 * time.Millisecond
 	}
+	if cfg.MaxCheckAge < 0 {
+		return nil, fmt.Errorf("atropos: ClientConfig.MaxCheckAge %v: want a positive age (0 for the default)", cfg.MaxCheckAge)
+	}
+	if cfg.MaxCheckAge == 0 {
+		cfg.MaxCheckAge = DefaultMaxCheckAge
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	r := &cfg.Retry
 	if r.MinBackoff > 0 && r.MaxBackoff > 0 && r.MaxBackoff < r.MinBackoff {
 		return nil, fmt.Errorf("atropos: RetryConfig.MaxBackoff %v is below MinBackoff %v", r.MaxBackoff, r.MinBackoff)
@@ -197,8 +226,11 @@ func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{api: a, cfg: cfg, inflight: map[string]bool{}, recovering: make(chan struct{}, 1)}, nil
+	return &Client{api: a, cfg: cfg, inflight: map[string]bool{}, held: map[string]*heldFile{}, recovering: make(chan struct{}, 1)}, nil
 }
+
+// URL returns the trajectory API's base URL, as the client uses it.
+func (c *Client) URL() string { return c.api.base.String() }
 
 // Registration returns the registration, or nil before [Client.Register] succeeded.
 func (c *Client) Registration() *Registration {
@@ -234,7 +266,7 @@ func (c *Client) Register(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.adopt(reg)
-	c.retained = nil
+	c.retained, c.held = nil, map[string]*heldFile{}
 	c.mu.Unlock()
 	c.api.logger.Info("atropos: registered", "env_id", reg.EnvID, "wandb_name", reg.WandbName, "batch_size", reg.BatchSize)
 	return c.Flush(ctx)
@@ -264,7 +296,15 @@ type registerEnvReply struct {
 // Disconnect sends the env id only while the registration is known to be current: after
 // a failed request it first verifies the registration as [Client.Send] does, and when
 // the API lost it (the id may be another env's now) it sends nothing and returns
-// [ErrRegistrationLost]. It never registers again.
+// [ErrRegistrationLost]. Like a post, it is preceded by a /status-env check younger
+// than MaxCheckAge that shows the id is still this env's (see the package doc). It
+// never registers again.
+//
+// After a successful Disconnect, the spool files of groups the API accepted but was
+// not yet seen to serve are removed: the API that just answered for this env's
+// registration holds them, and a later process would only send them twice. When
+// Disconnect fails or is never called (the process dies), they stay, and the next
+// Register sends them again.
 func (c *Client) Disconnect(ctx context.Context) error {
 	reg, epoch, st, ok := c.current()
 	if !ok {
@@ -288,9 +328,21 @@ func (c *Client) Disconnect(ctx context.Context) error {
 	}
 	if st != regCurrent {
 		c.mu.Lock()
-		c.reg, c.retained = nil, nil
+		c.forget()
 		c.mu.Unlock()
 		return ErrRegistrationLost
+	}
+	// As before a post: a check younger than MaxCheckAge that shows the id is still this
+	// env's, so that a restart this env did not see does not disconnect another env.
+	switch err := c.freshCheck(ctx, reg.EnvID, epoch); {
+	case errors.Is(err, errStaleRegistration):
+		c.mu.Lock()
+		c.forget()
+		c.mu.Unlock()
+		return ErrRegistrationLost
+	case err != nil:
+		c.noteFailure(epoch, err)
+		return fmt.Errorf("atropos: POST /disconnect-env: checking the registration first: %w", err)
 	}
 	var reply struct {
 		Status string `json:"status"`
@@ -303,10 +355,24 @@ func (c *Client) Disconnect(ctx context.Context) error {
 	if reply.Status != "success" {
 		return &APIError{Method: http.MethodPost, Path: "/disconnect-env", Status: http.StatusOK, Message: reply.Error}
 	}
+	// The API holds this env's registration, so it holds the groups it accepted and
+	// did not serve yet too: sending them again later would only duplicate them.
 	c.mu.Lock()
-	c.reg, c.retained = nil, nil
+	var taken []string
+	for name := range c.held {
+		taken = append(taken, name)
+	}
+	c.forget()
 	c.mu.Unlock()
+	c.removeServed(taken)
 	return nil
+}
+
+// forget drops the registration and what was accepted under it; the spool files of
+// groups not known to be served stay on disk, and the next Register sends them again.
+// Called with c.mu held.
+func (c *Client) forget() {
+	c.reg, c.retained, c.held = nil, nil, map[string]*heldFile{}
 }
 
 // retry runs op until it succeeds, fails permanently, or the attempts or ctx run out.

@@ -452,9 +452,15 @@ func TestRestartWithNonEmptySpool(t *testing.T) {
 	}
 	require.Equal(t, 1, answered(srv, "/scored_data"))
 	require.Equal(t, 1, answered(srv, "/scored_data_list"))
+	// The API took them, but no trainer was served them yet: their files stay on disk,
+	// not counted as waiting to be sent.
+	n, err := second.Spooled()
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, 3, second.Unserved())
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	require.Empty(t, entries)
+	require.Len(t, entries, 2, "the two spool files, and no temporary file")
 }
 
 func TestCorruptSpoolFileSetAside(t *testing.T) {
@@ -522,7 +528,10 @@ func TestKilledProcessLosesNothing(t *testing.T) {
 	srv.SetDown(false)
 	c := registered(t, srv, dir)
 	require.Equal(t, []float64{0, 1, 2}, scoresOf(srv.Received()))
-	require.Zero(t, spooled())
+	n, err := c.Spooled()
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, 3, c.Unserved(), "kept on disk until served")
 	for _, g := range srv.Received() {
 		require.Equal(t, c.Registration().EnvID, *g.EnvID)
 	}

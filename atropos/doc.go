@@ -33,19 +33,20 @@
 // [Client] follows BaseEnv's contract. [Client.Register] waits until /info shows a
 // trainer, then posts /register-env until "success" (the API says "wait for trainer to
 // start" until the trainer's first /batch), then replays the spool. [Client.Ready],
-// [Client.WaitReady] and [Client.Pace] apply BaseEnv's back-pressure rules ([Pace]) to
+// [Client.WaitReady] and [Client.Pace] apply BaseEnv's back-pressure rules ([Decision]) to
 // GET /status-env (a GET with a JSON body, kept behind one function). [Client.Send]
 // posts one group to /scored_data or several to /scored_data_list, gzipped from
 // [GzipMinBytes]; "received" and "buffered" both mean accepted.
 //
 // Delivery is at least once. Every group handed to Send is written to the spool
 // directory and fsynced (file and directory) before the first request, and removed only
-// after the API accepted it. Network errors and 5xx replies are retried with backoff;
-// when the context ends first, the groups stay in the spool ([ErrSpooled]) and the next
-// [Client.Flush] — which Register runs, so a restarted process sends them first — sends
-// them again. Killing the process at any moment after Send wrote the spool file loses no
-// group, but a group may reach the API twice. A 4xx reply is permanent: the group goes
-// to the dead-letter file with the server's message ([ErrRejected], [ReadDeadLetters]),
+// once /status-env shows that the API served it (see below). Network errors and 5xx
+// replies are retried with backoff; when the context ends first, the groups stay in the
+// spool ([ErrSpooled]) and the next [Client.Flush] — which Register runs, so a
+// restarted process sends them first — sends them again. Killing the process at any
+// moment after Send wrote the spool file loses no group, even when the API dies with
+// it, but a group may reach the API twice. A 4xx reply is permanent: the group goes to
+// the dead-letter file with the server's message ([ErrRejected], [ReadDeadLetters]),
 // never silently dropped. Call [Client.Disconnect] on clean shutdown.
 //
 // # Restarts and resets
@@ -62,24 +63,47 @@
 //     seen) means the step counter restarted: lost;
 //   - /status-env failing with a 5xx for the env's id several rounds in a row while
 //     /info shows a trainer means the id no longer exists: lost;
+//   - /info showing another batch size or max token length than at registration means
+//     a trainer registered again with another configuration: lost;
 //   - otherwise (/info shows a trainer, /status-env answers with no step gone back) the
 //     registration stands.
 //
-// Besides, each post is preceded by one GET /status-env, which shows most resets that
-// no failed request revealed. A lost registration is renewed in the start-up order
-// (wait for the trainer, then /register-env), and in-flight posts are stamped with the
-// new id. What cannot be seen: a restart between two requests, after which the trainer
-// registered again at a step not below the last one seen and another env took this
-// env's id, all before this env's next request.
+// Besides, each post and each disconnect is preceded by a GET /status-env check sent at
+// most [ClientConfig.MaxCheckAge] (500 ms) before the post goes out, by the monotonic
+// clock; an older check (a slow answer, a process stopped between check and post) is
+// made again. When every round trip takes longer than that (a loaded API, a slow
+// link), the limit doubles every three checks in a row, up to 64 × MaxCheckAge, with a
+// warning, so that posts go on; the bound is then that widened limit. A reply to any poll shows a reset when its current_step went back, or when
+// its self_queue_size does not match what this env sent: more groups queued under the
+// id than this env can have there (another env's groups under a re-issued id), or fewer
+// than the groups it posted since it last saw the step move, which no batch can have
+// taken while the step stays (the API lost its queue). A lost registration is renewed
+// in the start-up order (wait for the trainer, then /register-env), and in-flight posts
+// are stamped with the new id.
+//
+// What cannot be seen. The API tells an env nothing about restarts: the trainer's
+// registration uuid is shown only to the trainer, and env ids are list indices handed out
+// again. So a restart stays unseen when, between two requests of this env, the API
+// restarted, the trainer registered again at a step not below the last one this env
+// saw, another env took this env's id, and the queue under that id holds as many groups
+// as this env could have there (typically: this env had nothing queued and the other
+// env posted nothing yet); this env then acts under the other env's id until one of the
+// signs above shows. Checks bound the age of what they saw, not what happens after:
+// a restart within MaxCheckAge (or its widened limit) after a check, or a post held on its way to the API (a
+// process stopped between the last clock reading and the request being written, a
+// proxy holding it), can still reach the restarted API. The monotonic clock does not
+// count time the whole machine was suspended.
 //
 // "received" means only that a group is in the API's in-memory queue. The client keeps
-// every accepted group in memory until /status-env shows it was served (out of the
+// every accepted group's spool file until /status-env shows it was served (out of the
 // queue, then a later batch formed: the API forms new batches only once the earlier
-// ones were served), and on a reset puts those not known to be served back in the
-// spool ([Client.Resent]). Nothing accepted is lost to a reset; some groups may reach
-// the trainer twice. The client cannot count the groups a reset really lost: the API
-// never says which accepted groups it served, and /status-env leaves out formed
-// batches not yet served.
+// ones were served), and on a reset makes those not known to be served sendable again
+// ([Client.Resent]); a process that dies (alone, or with the API) leaves them in the
+// spool, and the next Register sends them. Nothing accepted is lost to a reset or a
+// crash; some groups may reach the trainer twice. After a successful [Client.Disconnect]
+// the files of groups the API still holds are removed. The client cannot count the
+// groups a reset really lost: the API never says which accepted groups it served, and
+// /status-env leaves out formed batches not yet served.
 //
 // # Trainer side
 //

@@ -15,8 +15,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("ATROPOS_TEST_HELPER") == "env" {
+	switch os.Getenv("ATROPOS_TEST_HELPER") {
+	case "env":
 		os.Exit(helperEnv())
+	case "api":
+		os.Exit(helperAPI())
+	case "crash-env":
+		os.Exit(helperCrashEnv())
 	}
 	goleak.VerifyTestMain(m)
 }

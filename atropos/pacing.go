@@ -104,26 +104,9 @@ type Decision struct {
 // unlimited stands for "no bound" in Decision.Start computations.
 const unlimited = 1 << 30
 
-// Pace applies BaseEnv's rules to a status, with running units of work in flight
-// (mbo = MaxBatchesOffPolicy, bs = batch_size, gs = GroupSize, mgs = max_group_size;
-// // is integer division, / real division):
-//   - Stop when current_step + queue_size×gs // bs > TotalSteps.
-//   - Pause when queue_size×gs >= mbo×bs (and, for an env with a minimum allocation,
-//     its own queue already covers its reserved share: ceil(min×bs×mbo / mgs)×(mgs // gs)
-//     − self_queue_size <= 0), or while the batch size is unknown.
-//   - Start nothing more while MaxWorkers units run.
-//   - Otherwise allow up to min(MaxWorkers, mbo×derived_batch_size // gs − queue_size)
-//     units in flight, where derived_batch_size = int(bs×(unallocated_fraction + min
-//     allocation)). For an env with a minimum allocation this is raised, as BaseEnv does,
-//     to the refill of its reserved share, ceil(((ceil(min×bs×mbo / mgs) + mgs // gs)×mgs
-//     − floor(mgs×self_queue_size / (mgs / gs))) / gs), which may exceed MaxWorkers.
-//
-// Two deliberate differences from BaseEnv: mbo <= 0 never pauses and sets no bound
-// (BaseEnv's formula would then start no work at all), and in the pause rule mgs // gs
-// counts as at least 1, so that an env with a reserved share and nothing queued does not
-// pause while other envs fill the queue with smaller groups (BaseEnv would, and the API
-// would then form no batch while the reserved env has nothing packable).
-func Pace(st EnvStatus, p PacingParams, running int) Decision {
+// pace applies the rules of [Client.Pace] to a status, with running units of work in
+// flight.
+func pace(st EnvStatus, p PacingParams, running int) Decision {
 	var d Decision
 	if p.BatchSize <= 0 || p.GroupSize <= 0 {
 		d.Pause = true
@@ -197,7 +180,25 @@ func (c *Client) params() (PacingParams, bool) {
 	}, true
 }
 
-// Pace polls /status-env and applies [Pace] with running units of work in flight.
+// Pace polls /status-env and applies BaseEnv's back-pressure rules to its answer, with
+// running units of work in flight (mbo = MaxBatchesOffPolicy, bs = batch_size, gs = GroupSize, mgs = max_group_size;
+// // is integer division, / real division):
+//   - Stop when current_step + queue_size×gs // bs > TotalSteps.
+//   - Pause when queue_size×gs >= mbo×bs (and, for an env with a minimum allocation,
+//     its own queue already covers its reserved share: ceil(min×bs×mbo / mgs)×(mgs // gs)
+//     − self_queue_size <= 0), or while the batch size is unknown.
+//   - Start nothing more while MaxWorkers units run.
+//   - Otherwise allow up to min(MaxWorkers, mbo×derived_batch_size // gs − queue_size)
+//     units in flight, where derived_batch_size = int(bs×(unallocated_fraction + min
+//     allocation)). For an env with a minimum allocation this is raised, as BaseEnv does,
+//     to the refill of its reserved share, ceil(((ceil(min×bs×mbo / mgs) + mgs // gs)×mgs
+//     − floor(mgs×self_queue_size / (mgs / gs))) / gs), which may exceed MaxWorkers.
+//
+// Two deliberate differences from BaseEnv: mbo <= 0 never pauses and sets no bound
+// (BaseEnv's formula would then start no work at all), and in the pause rule mgs // gs
+// counts as at least 1, so that an env with a reserved share and nothing queued does not
+// pause while other envs fill the queue with smaller groups (BaseEnv would, and the API
+// would then form no batch while the reserved env has nothing packable).
 func (c *Client) Pace(ctx context.Context, running int) (Decision, EnvStatus, error) {
 	p, ok := c.params()
 	if !ok {
@@ -207,7 +208,7 @@ func (c *Client) Pace(ctx context.Context, running int) (Decision, EnvStatus, er
 	if err != nil {
 		return Decision{}, st, err
 	}
-	return Pace(st, p, running), st, nil
+	return pace(st, p, running), st, nil
 }
 
 // Ready answers "may I start more work?" with one /status-env poll, taking no work to be

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"syscall"
+	"time"
 )
 
 // ErrWaitingForTrainer is matched by an error of [Client.Register], [Client.Status],
@@ -125,15 +126,10 @@ func (c *Client) recover(ctx context.Context) error {
 	// A new epoch at once: a post the old API accepts from now on is posted again.
 	c.mu.Lock()
 	c.epoch++
-	taken := c.retained
-	c.retained = nil
+	taken, files := c.retained, c.held
+	c.retained, c.held = nil, map[string]*heldFile{}
 	c.mu.Unlock()
-	if err := c.respool(taken); err != nil {
-		c.mu.Lock()
-		c.retained = append(taken, c.retained...)
-		c.mu.Unlock()
-		return err
-	}
+	c.respool(taken, files)
 	reg, err := c.registerEnv(ctx)
 	if err != nil {
 		return err
@@ -150,6 +146,8 @@ func (c *Client) recover(ctx context.Context) error {
 // upstream's API gives of a restart or a /reset_data:
 //   - /info shows batch_size -1: the trainer's registration is gone, and with it every
 //     env's (lost);
+//   - /info shows another batch size or max token length than at registration: a
+//     trainer registered again with another configuration (lost);
 //   - a connection was refused: the API process was not running (lost);
 //   - /status-env answers with a current_step below the highest this registration saw,
 //     to a poll begun after that step was seen: the step counter never goes back within
@@ -172,6 +170,12 @@ func (c *Client) verify(ctx context.Context) error {
 		err := c.once(ctx, func(ctx context.Context) error { return c.api.do(ctx, http.MethodGet, "/info", nil, &info) })
 		if err == nil && info.BatchSize <= 0 {
 			c.loseIf(epoch, "no trainer registered (/info batch_size -1)")
+			return nil
+		}
+		if err == nil && (info.BatchSize != reg.BatchSize || info.MaxTokenLen != reg.MaxTokenLen) {
+			// Both are set once per API life, by the trainer's first /register.
+			c.loseIf(epoch, fmt.Sprintf("/info shows batch_size %d and max_token_len %d, not %d and %d as at registration: a trainer registered again",
+				info.BatchSize, info.MaxTokenLen, reg.BatchSize, reg.MaxTokenLen))
 			return nil
 		}
 		if err == nil {
@@ -216,31 +220,6 @@ func (c *Client) loseIf(epoch uint64, why string) {
 	}
 }
 
-// observe takes a /status-env reply for registration epoch, from a poll that began at
-// tick: a step below the highest seen loses the registration; otherwise the
-// registration is current, and the accepted groups the reply shows served are settled.
-// It reports whether the reply is this env's.
-func (c *Client) observe(epoch uint64, st EnvStatus, tick uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.reg == nil || c.epoch != epoch || c.state == regLost {
-		return false
-	}
-	switch {
-	case st.CurrentStep < c.lastStep && tick > c.lastStepTick:
-		c.lose(fmt.Sprintf("current_step went back from %d to %d", c.lastStep, st.CurrentStep))
-		return false
-	case st.CurrentStep > c.lastStep:
-		// Only a poll begun after this reply arrived can show the step going back:
-		// replies of polls that overlapped may arrive in any order.
-		c.clock++
-		c.lastStep, c.lastStepTick = st.CurrentStep, c.clock
-	}
-	c.state = regCurrent
-	c.settle(st, tick)
-	return true
-}
-
 // once runs one attempt of op, bounded by Retry.AttemptTimeout.
 func (c *Client) once(ctx context.Context, op func(context.Context) error) error {
 	if t := c.cfg.Retry.AttemptTimeout; t > 0 {
@@ -258,6 +237,7 @@ func (c *Client) adopt(reg *Registration) {
 	c.epoch++
 	c.state = regCurrent
 	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
+	c.posting, c.uncertain, c.oddSizes = 0, 0, false
 }
 
 // registerEnv runs the start-up order: it polls GET /info until a trainer registered,
@@ -278,6 +258,7 @@ func (c *Client) registerEnv(ctx context.Context) (*Registration, error) {
 
 func (c *Client) registerEnvOnce(ctx context.Context) (_ *Registration, answered bool, _ error) {
 	var info Info
+	var waitStart waitLog
 	for {
 		err := c.retry(ctx, "GET /info", false, func(ctx context.Context, _ Registration, _ uint64) error {
 			return c.api.do(ctx, http.MethodGet, "/info", nil, &info)
@@ -294,7 +275,7 @@ func (c *Client) registerEnvOnce(ctx context.Context) (_ *Registration, answered
 		if info.BatchSize > 0 {
 			break
 		}
-		c.api.logger.Debug("atropos: waiting for a trainer to register")
+		c.noteWaiting(&waitStart, "atropos: waiting for a trainer to register with the API (/info batch_size -1)")
 		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
 			return nil, true, fmt.Errorf("%w: %w", ErrWaitingForTrainer, err)
 		}
@@ -321,7 +302,7 @@ func (c *Client) registerEnvOnce(ctx context.Context) (_ *Registration, answered
 		if reply.Status == "success" && reply.EnvID != nil {
 			break
 		}
-		c.api.logger.Debug("atropos: register-env", "status", reply.Status)
+		c.noteWaiting(&waitStart, "atropos: waiting for the trainer's first /batch (/register-env: "+reply.Status+")")
 		if err := sleep(ctx, c.cfg.PollInterval); err != nil {
 			return nil, true, fmt.Errorf("%w: %w", ErrWaitingForTrainer, err)
 		}
@@ -350,4 +331,26 @@ func (c *Client) Resent() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.resent
+}
+
+// waitLogEvery is how often a wait for the trainer is logged at info level.
+const waitLogEvery = time.Minute
+
+// waitLog is one wait for the trainer, as logged.
+type waitLog struct{ start, logged time.Time }
+
+// noteWaiting logs a wait for the trainer at info level when it begins and every
+// waitLogEvery after, with how long it has lasted, and at debug level otherwise.
+func (c *Client) noteWaiting(w *waitLog, msg string) {
+	now := time.Now()
+	switch {
+	case w.start.IsZero():
+		w.start, w.logged = now, now
+		c.api.logger.Info(msg, "url", c.api.base.String())
+	case now.Sub(w.logged) >= waitLogEvery:
+		w.logged = now
+		c.api.logger.Info(msg, "url", c.api.base.String(), "waited", now.Sub(w.start).Round(time.Second))
+	default:
+		c.api.logger.Debug(msg, "waited", now.Sub(w.start))
+	}
 }

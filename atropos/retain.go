@@ -2,15 +2,17 @@ package atropos
 
 import (
 	"errors"
-	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 )
 
 // The API keeps its queue in memory and answers "received" as soon as a group is in
 // it, so a group can be accepted and still be lost when the API restarts before the
-// trainer pulled it. The client therefore keeps every accepted group in memory until
-// /status-env shows it was served, and on a reset puts the groups not known to be
-// served back in the spool.
+// trainer pulled it. The client therefore keeps every accepted group's spool file on
+// disk until /status-env shows the group was served, and on a reset makes the groups
+// not known to be served sendable again. A process that dies (with the API or not)
+// leaves them in the spool, and the next process's Register sends them again.
 //
 // When is a group served? The API forms batches from its queue, taking this env's
 // groups (all of one size) in the order they arrived, and forms new batches only once
@@ -27,12 +29,19 @@ import (
 
 // sent is one group the API accepted under the current registration.
 type sent struct {
-	line           []byte // the group as posted; nil once served
-	sendTick       uint64 // before the post that carried it
-	replyTick      uint64 // after its reply
-	out            bool   // known out of the queue
-	outStep        int    // the step when it was seen out of the queue
-	servedOrMissed bool
+	file      string // the spool file that holds it until it is served
+	sendTick  uint64 // before the post that carried it
+	replyTick uint64 // after its reply
+	queued    bool   // the API answered "received" for it: it went to the queue, no buffer
+	out       bool   // known out of the queue
+	outStep   int    // the step when it was seen out of the queue
+	served    bool   // known served (or lost with a batch formed before a reset)
+}
+
+// heldFile is a spool file whose groups the API accepted under the current
+// registration: Flush leaves it alone, and it is removed once they were all served.
+type heldFile struct {
+	unserved int // groups in the file accepted and not known served
 }
 
 // tick returns the next value of the client's event clock.
@@ -43,18 +52,25 @@ func (c *Client) tick() uint64 {
 	return c.clock
 }
 
-// accepted records lines accepted by a post sent at sendTick under registration
-// epoch. It returns errStaleRegistration when the client registered again meanwhile:
-// the groups went out under the old id and must be posted again.
-func (c *Client) accepted(epoch, sendTick uint64, lines [][]byte) error {
+// accepted records that the API accepted the groups of spool file name (queued[i]: the
+// reply was "received", not "buffered"), from a post sent at sendTick under
+// registration epoch. It returns errStaleRegistration when the client registered again
+// meanwhile: the groups went out under the old id and must be posted again.
+func (c *Client) accepted(epoch, sendTick uint64, name string, queued []bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.epoch != epoch {
 		return errStaleRegistration
 	}
 	c.clock++
-	for _, l := range lines {
-		c.retained = append(c.retained, &sent{line: l, sendTick: sendTick, replyTick: c.clock})
+	h := c.held[name]
+	if h == nil {
+		h = &heldFile{}
+		c.held[name] = h
+	}
+	for _, q := range queued {
+		c.retained = append(c.retained, &sent{file: name, sendTick: sendTick, replyTick: c.clock, queued: q})
+		h.unserved++
 	}
 	return nil
 }
@@ -64,11 +80,18 @@ func (c *Client) accepted(epoch, sendTick uint64, lines [][]byte) error {
 var errStaleRegistration = errors.New("atropos: posted under a registration that was replaced meanwhile")
 
 // settle applies a /status-env reply from a poll that began at tick to the retained
-// groups. Called with c.mu held.
-func (c *Client) settle(st EnvStatus, tick uint64) {
+// groups. It returns the spool files whose groups are all served now, for the caller
+// to remove once c.mu is released. Called with c.mu held.
+func (c *Client) settle(st EnvStatus, tick uint64) (done []string) {
 	for _, a := range c.retained {
-		if a.out && !a.servedOrMissed && st.CurrentStep > a.outStep {
-			a.servedOrMissed, a.line = true, nil
+		if a.out && !a.served && st.CurrentStep > a.outStep {
+			a.served = true
+			if h := c.held[a.file]; h != nil {
+				if h.unserved--; h.unserved == 0 {
+					delete(c.held, a.file)
+					done = append(done, a.file)
+				}
+			}
 		}
 	}
 	for _, a := range c.retained {
@@ -88,53 +111,68 @@ func (c *Client) settle(st EnvStatus, tick uint64) {
 	// A served group is forgotten once no unserved one was accepted before it was sent
 	// (it can no longer count as arriving after one).
 	c.retained = slices.DeleteFunc(c.retained, func(b *sent) bool {
-		if !b.servedOrMissed {
+		if !b.served {
 			return false
 		}
 		for _, a := range c.retained {
-			if !a.servedOrMissed && a.replyTick < b.sendTick {
+			if !a.served && a.replyTick < b.sendTick {
 				return false
 			}
 		}
 		return true
 	})
+	return done
+}
+
+// removeServed removes spool files of groups that need no sending again. Called without c.mu.
+func (c *Client) removeServed(names []string) {
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(c.cfg.SpoolDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.api.logger.Warn("atropos: spool: removing a served file", "file", n, "err", err)
+		}
+	}
 }
 
 // Unserved returns how many groups the API accepted under the current registration
-// that are not yet known to be served; they are sent again if the API loses the
-// registration.
+// that are not yet known to be served; their spool files stay on disk, and they are
+// sent again if the API loses the registration.
 func (c *Client) Unserved() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
 	for _, s := range c.retained {
-		if !s.servedOrMissed {
+		if !s.served {
 			n++
 		}
 	}
 	return n
 }
 
-// respool writes the lines of the taken groups not known to be served into one spool
-// file, so that the next Flush sends them again.
-func (c *Client) respool(taken []*sent) error {
-	var lines [][]byte
+// respool makes the groups of the taken held files that are not known to be served
+// sendable again: a file with such groups stays as it is (Flush sends it once it is no
+// longer held), a file with none is removed. The groups of one file are posted together
+// and so are seen out of the queue, and served, together: a file is never partly
+// served, and were it so, its served groups would be sent again (at least once).
+func (c *Client) respool(taken []*sent, files map[string]*heldFile) {
+	unserved := map[string]int{}
 	for _, s := range taken {
-		if !s.servedOrMissed {
-			lines = append(lines, s.line)
+		if !s.served {
+			unserved[s.file]++
 		}
 	}
-	if len(lines) == 0 {
-		return nil
+	n := 0
+	var done []string
+	for name := range files {
+		if unserved[name] == 0 {
+			done = append(done, name)
+		}
+		n += unserved[name]
 	}
-	name, err := c.spoolWrite(lines)
-	if err != nil {
-		return fmt.Errorf("atropos: keeping the groups the lost registration had sent: %w", err)
+	c.removeServed(done)
+	if n > 0 {
+		c.api.logger.Warn("atropos: groups the lost API had accepted are spooled again", "groups", n, "files", len(files)-len(done))
 	}
-	c.release(name)
-	c.api.logger.Warn("atropos: groups the lost API had accepted are spooled again", "groups", len(lines), "file", name)
 	c.mu.Lock()
-	c.resent += len(lines)
+	c.resent += n
 	c.mu.Unlock()
-	return nil
 }

@@ -31,7 +31,9 @@ const spoolExt = ".jsonl"
 // /scored_data_list, each group stamped with this env's id. The groups are checked with
 // [ScoredDataGroup.Validate] first (an invalid group fails the call before anything is
 // written or sent), then written durably to the spool, then posted; "received" and
-// "buffered" replies are success and remove the spool file.
+// "buffered" replies are success. The spool file stays until /status-env shows the
+// groups served, so that a restart of the API, or of the API and this process together,
+// loses none of them (see the package doc).
 //
 // Network errors and 5xx replies are retried with backoff until ctx ends or
 // Retry.MaxAttempts is reached; then Send returns an error matching [ErrSpooled] and the
@@ -150,13 +152,14 @@ func (c *Client) release(name string) {
 	c.mu.Unlock()
 }
 
-// deliver posts the groups of one spool file and settles the file: removed after
-// success or dead-lettering, kept otherwise.
+// deliver posts the groups of one spool file and settles the file: kept (held) until
+// the API served them after success, removed after dead-lettering, kept otherwise.
 func (c *Client) deliver(ctx context.Context, name string, groups []*ScoredDataGroup) error {
-	lines, err := c.post(ctx, groups)
+	lines, err := c.post(ctx, name, groups)
 	var ae *APIError
 	switch {
 	case err == nil:
+		return nil // the file is held until /status-env shows its groups served
 	case errors.As(err, &ae) && !ae.Temporary():
 		err = c.reject(ctx, groups, lines, ae)
 		if errors.Is(err, ErrSpooled) {
@@ -166,14 +169,15 @@ func (c *Client) deliver(ctx context.Context, name string, groups []*ScoredDataG
 		return fmt.Errorf("%w (%s): %w", ErrSpooled, name, err)
 	}
 	if rerr := os.Remove(filepath.Join(c.cfg.SpoolDir, name)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-		c.api.logger.Warn("atropos: spool: removing a delivered file", "file", name, "err", rerr)
+		c.api.logger.Warn("atropos: spool: removing a settled file", "file", name, "err", rerr)
 	}
 	return err
 }
 
 // reject handles a 4xx reply: a single group goes to the dead-letter file; a list is
 // split and each group resent alone so that only the groups the API refuses are kept.
-// lines are the groups as last posted.
+// A group of the list the API takes is first written to a spool file of its own, held
+// until it is served. lines are the groups as last posted.
 func (c *Client) reject(ctx context.Context, groups []*ScoredDataGroup, lines [][]byte, ae *APIError) error {
 	if len(groups) == 1 {
 		if err := c.deadLetter(lines[0], ae); err != nil {
@@ -183,11 +187,17 @@ func (c *Client) reject(ctx context.Context, groups []*ScoredDataGroup, lines []
 	}
 	var rejected []error
 	for i, g := range groups {
-		one, err := c.post(ctx, []*ScoredDataGroup{g})
+		own, err := c.spoolWrite([][]byte{lines[i]})
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrSpooled, err)
+		}
+		one, err := c.post(ctx, own, []*ScoredDataGroup{g})
+		c.release(own)
 		var ae1 *APIError
 		switch {
 		case err == nil:
 		case errors.As(err, &ae1) && !ae1.Temporary():
+			os.Remove(filepath.Join(c.cfg.SpoolDir, own)) // still in the list's file until the dead letter is written
 			if derr := c.deadLetter(one[0], ae1); derr != nil {
 				return fmt.Errorf("%w: writing the dead letter: %w", ErrSpooled, derr)
 			}
@@ -203,30 +213,23 @@ func (c *Client) reject(ctx context.Context, groups []*ScoredDataGroup, lines []
 	return fmt.Errorf("%w: %w", ErrRejected, errors.Join(rejected...))
 }
 
-// post sends groups with retries and checks the reply. Every attempt takes a
-// registration known to be current and stamps the groups with its env id, so a group
-// is never posted into an API that lost this env's or the trainer's registration, nor
-// under an id that is not this env's. It returns the groups as last encoded.
-func (c *Client) post(ctx context.Context, groups []*ScoredDataGroup) ([][]byte, error) {
+// post sends the groups of spool file name with retries and checks the reply. Every
+// attempt takes a registration known to be current, makes a /status-env check younger
+// than MaxCheckAge (see the package doc), and stamps the groups with its env id, so a
+// group is never posted into an API that lost this env's or the trainer's registration
+// as far as the API lets this env see, nor under an id that is not this env's. It
+// returns the groups as last encoded.
+func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGroup) ([][]byte, error) {
 	path := "/scored_data"
 	if len(groups) > 1 {
 		path = "/scored_data_list"
 	}
+	odd := false
+	for _, g := range groups {
+		odd = odd || g.Len() != c.cfg.GroupSize
+	}
 	lines := make([][]byte, len(groups))
 	err := c.retry(ctx, "POST "+path, true, func(ctx context.Context, reg Registration, epoch uint64) error {
-		// The registration was current at the last request; the API may have been
-		// restarted or reset since without any request failing. One /status-env
-		// first shows most such resets (an unknown id, a step gone back), so that the
-		// group neither wedges a fresh API nor lands under an id re-issued to another
-		// env.
-		var st EnvStatus
-		tick := c.tick()
-		if err := c.api.statusEnv(ctx, reg.EnvID, &st); err != nil {
-			return err
-		}
-		if !c.observe(epoch, st, tick) {
-			return errStaleRegistration
-		}
 		for i, g := range groups {
 			b, err := c.encode(g, reg.EnvID)
 			if err != nil {
@@ -239,21 +242,38 @@ func (c *Client) post(ctx context.Context, groups []*ScoredDataGroup) ([][]byte,
 			body = append([]byte{'['}, bytes.Join(lines, []byte{','})...)
 			body = append(body, ']')
 		}
-		// Encoding takes time: another request may have shown a reset meanwhile.
-		if _, e, st, ok := c.current(); !ok || e != epoch || st == regLost {
-			return errStaleRegistration
+		// The registration was current at the last request; the API may have been
+		// restarted or reset since without any request failing, or the process
+		// stopped for a while. A recent /status-env shows most such resets, so that
+		// the group neither wedges a fresh API nor lands under an id re-issued to
+		// another env.
+		if err := c.freshCheck(ctx, reg.EnvID, epoch); err != nil {
+			return err
 		}
 		sendTick := c.tick()
+		c.beginPost(epoch, len(groups), odd)
 		var reply struct {
-			Status string `json:"status"`
+			Status   string `json:"status"`
+			Buffered int    `json:"buffered"`
 		}
 		if err := c.api.do(ctx, http.MethodPost, path, body, &reply); err != nil {
+			var ae *APIError
+			c.endPost(epoch, len(groups), !errors.As(err, &ae) || ae.Status >= 500 || ae.Status == http.StatusOK)
 			return err
 		}
 		if reply.Status != "received" && reply.Status != "buffered" {
+			c.endPost(epoch, len(groups), true)
 			return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: fmt.Sprintf("unexpected status %q", reply.Status)}
 		}
-		return c.accepted(epoch, sendTick, slices.Clone(lines))
+		// Which groups of a list were buffered the reply does not say: none counts as
+		// surely queued then.
+		q := make([]bool, len(groups))
+		for i := range q {
+			q[i] = reply.Status == "received" && reply.Buffered == 0
+		}
+		err := c.accepted(epoch, sendTick, name, q)
+		c.endPost(epoch, len(groups), false)
+		return err
 	})
 	return lines, err
 }
@@ -332,8 +352,11 @@ func ReadDeadLetters(r io.Reader, fn func(DeadLetter) error) error {
 	}
 }
 
-// Spooled returns the number of spool files waiting (each holding the groups of one
-// Send), including those being sent right now.
+// Spooled returns the number of spool files waiting to be sent (each holding the groups
+// of one Send), including those being sent right now. The files of groups the API
+// accepted under the current registration and was not yet seen to serve are not
+// counted ([Client.Unserved] counts their groups); a new Client on the same directory
+// counts them, and its Register sends them again.
 func (c *Client) Spooled() (int, error) {
 	names, err := c.spoolFiles()
 	return len(names), err
@@ -348,9 +371,11 @@ func (c *Client) spoolFiles() ([]string, error) {
 		return nil, fmt.Errorf("atropos: spool: %w", err)
 	}
 	var names []string
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, e := range entries {
 		n := e.Name()
-		if e.Type().IsRegular() && strings.HasSuffix(n, spoolExt) && !strings.HasPrefix(n, ".") && n != filepath.Base(c.cfg.DeadLetter) {
+		if e.Type().IsRegular() && strings.HasSuffix(n, spoolExt) && !strings.HasPrefix(n, ".") && n != filepath.Base(c.cfg.DeadLetter) && c.held[n] == nil {
 			names = append(names, n)
 		}
 	}
@@ -374,10 +399,13 @@ func (c *Client) Flush(ctx context.Context) error {
 		return err
 	}
 	var rejected []error
+	sent := 0
 	for _, name := range names {
 		c.mu.Lock()
-		busy := c.inflight[name]
-		c.inflight[name] = true
+		busy := c.inflight[name] || c.held[name] != nil // a Send may have finished since the listing
+		if !busy {
+			c.inflight[name] = true
+		}
 		c.mu.Unlock()
 		if busy {
 			continue
@@ -391,6 +419,10 @@ func (c *Client) Flush(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		sent++
+	}
+	if sent > 0 {
+		c.api.logger.Info("atropos: spool: sent what the spool held", "files", sent, "rejected", len(rejected))
 	}
 	return errors.Join(rejected...)
 }

@@ -109,3 +109,32 @@ func BenchmarkVerifyCalls(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N*calls), "us/call")
 }
+
+// BenchmarkVerifyCases measures input/output cases in the bubblewrap sandbox: 100
+// cases of a trivial program per verification, reported as ms/case (sandbox and
+// Python start-up included, which is nearly all of it).
+func BenchmarkVerifyCases(b *testing.B) {
+	ctx := context.Background()
+	f, err := sandbox.New(ctx, sandbox.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb, err := f.NewSandbox(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	if err := sb.WriteFile("solution.py", []byte("import sys\ndata = sys.stdin.read().split()\nprint(sum(map(int, data[1:])))\n")); err != nil {
+		b.Fatal(err)
+	}
+	task := tasks.Task{ID: "cases", Cases: manyCases()[:100]}
+	var total time.Duration
+	for b.Loop() {
+		v, err := reward.Verify(ctx, sb, f, task, reward.VerifyOptions{})
+		if err != nil || v.Rule != reward.RulePassed {
+			b.Fatal(v, err)
+		}
+		total += v.Duration
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N*len(task.Cases)), "ms/case")
+}

@@ -41,7 +41,9 @@
 //     rollout's sandbox, which imports solution.py and answers.
 //   - Arguments and results cross as plain data only: None, bool, int, float, str,
 //     bytes, and tuple, list, dict, set and frozenset of those, nested at most
-//     [MaxDepth] deep. The encoder checks exact types (type(x) is int, not
+//     [MaxDepth] (10,000) deep, in both directions (a deeper value the solution returns
+//     crosses as a handle at that depth; one the tests pass raises TypeError, naming
+//     the limit). The encoder checks exact types (type(x) is int, not
 //     isinstance), so a subclass of int, str or list with rigged comparison or hashing
 //     is not plain data. The test side decodes strictly (canonical forms only,
 //     rebuilding every value from builtin types), so nothing the solution process
@@ -75,7 +77,11 @@
 //     side's own, made by the harness with the same name and the same parents (the
 //     solution's classes down to the nearest builtin exception) and no code of the
 //     solution's, so "except InsufficientFunds" works and catches exactly the
-//     solution's exceptions of that class. StopIteration ends an
+//     solution's exceptions of that class. The attributes the solution set on an
+//     exception (self.shortfall = 5), and the values of the properties and slots of
+//     its own exception classes, read when the exception is sent, cross with it as
+//     plain data or handles and are set on the tests' exception, except names
+//     starting with "__" and names its class already has (no method is shadowed). StopIteration ends an
 //     iteration only when next() raised it; from any other call it arrives as
 //     RuntimeError, so it cannot cut short a map() or filter() the tests iterate over.
 //     SystemExit, KeyboardInterrupt and other non-Exception exceptions end the
@@ -86,12 +92,25 @@
 //     against the table. The solution's prints are kept apart
 //     ([Verification.SolutionOutput]) and never count.
 //   - The relay in Go checks every reply of the solution process before passing it on:
-//     one JSON line of at most [MaxMessage] bytes, exactly the keys "id" (the request's)
-//     and "ok" (a value) or "exc" (an exception), values in canonical form. A message
-//     that fails a check, one nobody asked for, or the end of the solution process
-//     while the tests wait for it is a fault ([RuleSolutionFault], 0.1, whatever the
-//     tests print): the test process is told and stops at once. A solution that never
-//     answers runs into the timeout (0.1).
+//     one JSON line of at most [MaxMessage] bytes (its newline not counted), exactly
+//     the keys "id" (the request's) and "ok" (a value) or "exc" (an exception), each
+//     once, ASCII only, values in canonical form. A message that fails a check, one
+//     nobody asked for, or the end of the solution process while the tests wait for
+//     it is a fault ([RuleSolutionFault], 0.1, whatever the tests print): the test
+//     process is told and stops at once. A solution that never answers runs into the
+//     timeout (0.1). The relay checks the grammar byte by byte as it reads, never
+//     decoding a value into Go values, and keeps a message in 64 KiB chunks, so a
+//     message costs the host about its own size, whatever it holds.
+//     BenchmarkRelayMemory sends the worst reply, MaxMessage bytes of Nones (about
+//     3.4 million values): the highest heap was 16.5 MB, 1.03 times the message, for
+//     one verification and 66 MB for four at once (before, decoding the reply into
+//     map[string]any first: 204 MB, 12.8 times, and 778 MB). BenchmarkCheckReply
+//     checks that reply at about 32 MB/s with 17 MB allocated, where the decoding
+//     before it ran at 29 MB/s with 337 MB allocated.
+//   - Both sides take MaxMessage and MaxDepth from Go (the harness's program starts
+//     with them), so a message of exactly MaxMessage bytes passes on both. A request
+//     of the tests over MaxMessage is not sent: the test harness raises OverflowError
+//     in the tests, which may handle it, and the Verification's Reason names the limit.
 //
 // The cost is a second sandbox and a second interpreter per verification, started in
 // parallel, and one round trip per call. BenchmarkVerify (unconfined test sandbox) and
@@ -147,10 +166,29 @@
 // Task.HiddenTests runs after Task.TestCode in the same test process; correctness is
 // computed over both, so a solution that hard-codes the answers shown in the prompt
 // fails. Task.Cases are input/output cases: solution.py is run as a program in the
-// rollout's sandbox once per case with the input on its stdin, and its stdout is
-// compared in Go with the expected output ([SameOutput]: white space at line ends,
-// "\r" and trailing empty lines ignored); the expected outputs never enter a sandbox.
-// The cases stop at the first failure. A task with both runs the tests first.
+// rollout's sandbox once per case with the input on its stdin, and all of its stdout
+// is compared in Go, as it comes, with the expected output ([SameOutput]: white space
+// at line ends, "\r" and trailing empty lines ignored), up to [MaxCaseOutput] bytes;
+// the expected outputs never enter a sandbox. A program whose output already differs
+// or passes MaxCaseOutput is stopped at once. The cases stop at the first failure.
+// Each case has VerifyOptions.CaseTimeout ([DefaultCaseTimeout], 10 s), and all the
+// cases together Timeout + len(Cases)×CaseBudget ([DefaultCaseBudget], 1 s): 500
+// cases get 530 s by default, where one budget of 30 s would fail a correct program
+// for the number of its cases (BenchmarkVerifyCases: a case of a trivial program
+// costs 0.08 to 0.1 s in bubblewrap on 2 cores at load average 8 to 11, Python's
+// start included, and 0.17 s when other tests run beside it; the budget leaves room
+// for a busier machine, and a failing case still ends the cases at once).
+//
+// Standard error never decides a case or a call: the solution's harness, and the
+// few lines that run each case's program (as `python3 -B solution.py` would, in the
+// same interpreter), make the solution's stderr a pipe that a forked child drains, passing on its first 16 KiB and keeping its last 16 KiB, so
+// that no amount of debugging output gets the solution killed by the sandbox's
+// output cap. Once the tests are done, the solution process's input is closed and it
+// has a second to end by itself, its drainer writing out what it holds (at most half
+// a second of that is spent waiting for children the solution left holding stderr),
+// before it is killed. A task with both test code and cases runs both (the tests first) and
+// the lower correctness decides: a program that passes tests ending at the 0.8 row
+// and prints wrong answers gets 0.2. Reason then gives both parts' reasons.
 //
 // # What this does not stop
 //

@@ -1,13 +1,35 @@
 package reward
 
+import (
+	"bytes"
+	"fmt"
+)
+
 // Exported for the tests of package reward_test.
 var (
-	CheckReply   = checkReply
-	ParseRequest = func(line []byte) error {
-		_, err := parseRequest(line)
-		return err
+	// CheckReply checks a reply of the solution process as the relay does, and its id.
+	CheckReply = func(line []byte, id int64) error {
+		m := newMsgReader(bytes.NewReader(line)).reply()
+		if m.err == nil && m.id != id {
+			return fmt.Errorf("id %d, want %d", m.id, id)
+		}
+		return m.err
 	}
-	CodecPy = codecPy
+	ParseRequest = func(line []byte) error {
+		return newMsgReader(bytes.NewReader(line)).request().err
+	}
+	CodecPy = harnessLimits + codecPy
+	// StreamSameOutput compares got, written in pieces of the given size, as a case's
+	// streamed output is.
+	StreamSameOutput = func(got, want string, piece int) bool {
+		m := outputMatcher{want: normalize(want)}
+		for len(got) > 0 {
+			n := min(piece, len(got))
+			m.write([]byte(got[:n]))
+			got = got[n:]
+		}
+		return m.same()
+	}
 )
 
 // FilterDiff is filterDiff, for the tests of the diff rules.

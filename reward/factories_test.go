@@ -17,7 +17,7 @@ var factories = []struct {
 	name string
 	make func(t *testing.T) rollout.SandboxFactory
 }{
-	{"bubblewrap", bwrapSandboxes},
+	{"bubblewrap", func(t *testing.T) rollout.SandboxFactory { return bwrapSandboxes(t) }},
 	{"dir", func(t *testing.T) rollout.SandboxFactory { return dirFactory{t} }},
 }
 
@@ -26,7 +26,7 @@ var bwrapFactory = sync.OnceValues(func() (*sandbox.Factory, error) {
 })
 
 // bwrapSandboxes returns the factory of bubblewrap sandboxes, the library's default.
-func bwrapSandboxes(t *testing.T) rollout.SandboxFactory {
+func bwrapSandboxes(t testing.TB) rollout.SandboxFactory {
 	f, err := bwrapFactory()
 	require.NoError(t, err, "bubblewrap and /usr/bin/python3 are required (.ci/run installs them)")
 	return f

@@ -186,10 +186,10 @@ g = gen(2)
 assert next(g) == 0 and next(g) == 1
 assert loud(5) == 5
 assert isinstance(deep(50), list)
-d, n = deep(150), 0
+d, n = deep(10050), 0
 while isinstance(d, list):
     d, n = d[0], n + 1
-assert n < 150, "nested too deep to cross: a handle"
+assert n < 10050, "nested too deep to cross: a handle"
 assert len(d) == 1 and isinstance(d[0], list), "the handle forwards len and indexing"
 assert len(big()) == 50000
 h = same()

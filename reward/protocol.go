@@ -1,241 +1,298 @@
 package reward
 
 import (
-	"bytes"
-	"encoding/json"
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
+	"strconv"
 )
+
+// The relay reads each message of the two processes once, byte by byte as it arrives,
+// checking its grammar on the way and keeping its bytes in chunks of msgChunk bytes;
+// it never decodes a value into Go values. A message costs its own size in memory (and
+// a request or a reply that breaks the grammar is refused at the byte that breaks it),
+// so a reply of many tiny values costs what a reply of one long string does.
+
+// msgChunk is the size of the chunks a message is kept in.
+const msgChunk = 64 << 10
+
+// errTooLong is the error of a message over MaxMessage bytes.
+var errTooLong = fmt.Errorf("message longer than %d bytes (reward.MaxMessage)", MaxMessage)
+
+// message is one message read from a process, or the error that ended its stream.
+type message struct {
+	// chunks hold the message, its newline included.
+	chunks [][]byte
+	// id is a reply's id.
+	id int64
+	// req is what the relay needs of a request.
+	req request
+	// hello reports the solution harness's first message.
+	hello bool
+	err   error
+}
 
 // request is what the relay needs of a message from the test process.
 type request struct {
 	op  string
 	id  int64
 	why string
+	// size is the size of a request the test process could not send (op "over_limit").
+	size int64
 }
 
 // forSolution reports whether the message is a request for the solution process
-// (the others, "hello", "done" and "bad_reply", are for the relay).
+// (the others, "hello", "done", "bad_reply" and "over_limit", are for the relay).
 func (r request) forSolution() bool {
-	return r.op != "hello" && r.op != "done" && r.op != "bad_reply"
-}
-
-// parseRequest reads the op and id of a message from the test process.
-func parseRequest(line []byte) (request, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(line, &m); err != nil {
-		return request{}, err
-	}
-	var r request
-	if err := json.Unmarshal(m["op"], &r.op); err != nil {
-		return request{}, fmt.Errorf("op: %w", err)
-	}
 	switch r.op {
-	case "hello", "done":
-		return r, nil
-	case "bad_reply":
-		_ = json.Unmarshal(m["why"], &r.why)
-		return r, nil
+	case "hello", "done", "bad_reply", "over_limit":
+		return false
 	}
-	if err := json.Unmarshal(m["id"], &r.id); err != nil {
-		return request{}, fmt.Errorf("id: %w", err)
-	}
-	return r, nil
+	return true
 }
 
-// checkReply checks a message from the solution process: a JSON object with exactly
-// the keys "id" (equal to id) and "ok" (a value) or "exc" (a builtin exception's name
-// and a tuple of arguments, and the exception's class when the solution defined
-// it), and "out" when a call changed arguments in place. Values follow the grammar of harness/codec.py: null,
-// true, false or [tag, payload] in canonical form, containers at most MaxDepth deep,
-// set elements and dict keys of hashable kinds. The test process decodes the reply
-// again, as strictly; the two checks agree, so the relay and the tests see the same
-// reply.
-func checkReply(line []byte, id int64) error {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return fmt.Errorf("not a JSON object: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("text after the JSON object")
-	}
-	want := 2
-	if out, ok := m["out"]; ok {
-		if err := checkChanged(out); err != nil {
-			return err
-		}
-		want = 3
-	}
-	if len(m) != want {
-		return fmt.Errorf("%d keys, want %d", len(m), want)
-	}
-	got, ok := m["id"].(json.Number)
-	if !ok || got.String() != fmt.Sprint(id) {
-		return fmt.Errorf("id %v, want %d", m["id"], id)
-	}
-	if v, ok := m["ok"]; ok {
-		_, err := checkValue(v, 0)
-		return err
-	}
-	exc, ok := m["exc"].([]any)
-	if !ok || len(exc) != 2 && len(exc) != 3 {
-		return errors.New(`neither "ok" nor "exc"`)
-	}
-	if len(exc) == 3 {
-		// The exception's class, when the solution defined it.
-		if c, ok := exc[2].([]any); !ok || len(c) != 2 || c[0] != "x" {
-			return errors.New("an exception class that is not one")
-		}
-		if _, err := checkValue(exc[2], 0); err != nil {
-			return err
-		}
-	}
-	name, ok := exc[0].(string)
-	if !ok || !identifier.MatchString(name) {
-		return fmt.Errorf("exception name %v", exc[0])
-	}
-	if args, ok := exc[1].([]any); !ok || len(args) != 2 || args[0] != "t" {
-		return errors.New("exception arguments are not a tuple")
-	}
-	_, err := checkValue(exc[1], 0)
-	return err
+// msgReader reads one message at a time from a process's stdout. Its methods keep
+// the first error in err and return zero values after it, so that the grammar reads
+// as a grammar; callers check err at the end.
+type msgReader struct {
+	br     *bufio.Reader
+	n      int // bytes of the message so far
+	chunks [][]byte
+	err    error
 }
 
-// checkChanged checks the "out" of a reply: the arguments a call changed in place, a
-// non-empty list of [position or keyword, value]. The test process checks that each
-// was passed and can take the value.
-func checkChanged(v any) error {
-	items, ok := v.([]any)
-	if !ok || len(items) == 0 {
-		return errors.New(`"out" is not a list of changed arguments`)
+func newMsgReader(r io.Reader) *msgReader {
+	return &msgReader{br: bufio.NewReaderSize(r, msgChunk)}
+}
+
+// get reads the next byte of the message; 0 after an error (0 is never valid).
+func (r *msgReader) get() byte {
+	if r.err != nil {
+		return 0
 	}
-	for _, it := range items {
-		kv, ok := it.([]any)
-		if !ok || len(kv) != 2 {
-			return errors.New("a changed argument is not a pair")
+	c, err := r.br.ReadByte()
+	if err != nil {
+		if errors.Is(err, io.EOF) && r.n > 0 {
+			err = io.ErrUnexpectedEOF // the stream ended inside a message
 		}
-		switch k := kv[0].(type) {
-		case json.Number:
-			if i, err := k.Int64(); err != nil || i < 0 {
-				return fmt.Errorf("changed argument %v", k)
-			}
-		case string:
+		r.err = err
+		return 0
+	}
+	r.n++
+	if r.n > MaxMessage+1 {
+		r.err = errTooLong
+		return 0
+	}
+	last := len(r.chunks) - 1
+	if last < 0 || len(r.chunks[last]) == cap(r.chunks[last]) {
+		r.chunks = append(r.chunks, make([]byte, 0, msgChunk))
+		last++
+	}
+	r.chunks[last] = append(r.chunks[last], c)
+	return c
+}
+
+// peek returns the next byte without reading it; 0 at an error or the end.
+func (r *msgReader) peek() byte {
+	if r.err != nil {
+		return 0
+	}
+	b, err := r.br.Peek(1)
+	if err != nil {
+		return 0
+	}
+	return b[0]
+}
+
+// fail records a grammar error (the first error wins).
+func (r *msgReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf(format, args...)
+	}
+}
+
+// ws skips JSON white space other than the newline that ends a message.
+func (r *msgReader) ws() byte {
+	for {
+		switch c := r.peek(); c {
+		case ' ', '\t', '\r':
+			r.get()
 		default:
-			return fmt.Errorf("changed argument %v", kv[0])
-		}
-		if _, err := checkValue(kv[1], 0); err != nil {
-			return err
+			return c
 		}
 	}
-	return nil
 }
 
-var (
-	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,99}$`)
-	hexInt     = regexp.MustCompile(`^-?0x(0|[1-9a-f][0-9a-f]*)$`)
-	hexFloat   = regexp.MustCompile(`^(-?0x[01]\.[0-9a-f]+p[+-][0-9]+|-?inf|nan)$`)
-	hexBytes   = regexp.MustCompile(`^([0-9a-f]{2})*$`)
-)
-
-// checkValue checks one encoded value and reports whether it is hashable.
-func checkValue(v any, depth int) (hashable bool, err error) {
-	switch v := v.(type) {
-	case nil, bool:
-		return true, nil
-	case []any:
-		if len(v) != 2 {
-			return false, errors.New("a value is not a [tag, payload] pair")
+// expect reads c, after white space.
+func (r *msgReader) expect(c byte) {
+	if got := r.ws(); got != c {
+		if r.err == nil {
+			r.get() // an I/O error, if that is why
 		}
-		tag, _ := v[0].(string)
-		p := v[1]
-		if depth > MaxDepth {
-			return false, fmt.Errorf("values nested deeper than %d", MaxDepth)
-		}
-		switch tag {
-		case "i", "f", "s", "y":
-			s, ok := p.(string)
-			if !ok || tag == "i" && !hexInt.MatchString(s) || tag == "f" && !hexFloat.MatchString(s) ||
-				tag == "y" && !hexBytes.MatchString(s) {
-				return false, fmt.Errorf("bad %q payload", tag)
-			}
-			return true, nil
-		case "h":
-			n, ok := p.(json.Number)
-			if i, err := n.Int64(); !ok || err != nil || i < 0 {
-				return false, errors.New("bad handle")
-			}
-			return true, nil
-		case "x":
-			// An exception class: [handle, base, name], base the name of a builtin
-			// exception or the parent class.
-			x, ok := p.([]any)
-			if !ok || len(x) != 3 {
-				return false, errors.New(`bad "x" payload`)
-			}
-			if _, err := checkValue([]any{"h", x[0]}, depth); err != nil {
-				return false, err
-			}
-			if name, ok := x[2].(string); !ok || !identifier.MatchString(name) {
-				return false, fmt.Errorf("exception class name %v", x[2])
-			}
-			if base, ok := x[1].(string); ok {
-				if !identifier.MatchString(base) {
-					return false, fmt.Errorf("exception base %q", base)
-				}
-				return true, nil
-			}
-			if b, ok := x[1].([]any); !ok || len(b) != 2 || b[0] != "x" {
-				return false, errors.New("an exception class's base is not a class")
-			}
-			if _, err := checkValue(x[1], depth+1); err != nil {
-				return false, err
-			}
-			return true, nil
-		case "t", "l", "S", "F":
-			items, ok := p.([]any)
-			if !ok {
-				return false, fmt.Errorf("bad %q payload", tag)
-			}
-			all := true
-			for _, e := range items {
-				h, err := checkValue(e, depth+1)
-				if err != nil {
-					return false, err
-				}
-				if (tag == "S" || tag == "F") && !h {
-					return false, errors.New("an unhashable set element")
-				}
-				all = all && h
-			}
-			return tag == "F" || tag == "t" && all, nil
-		case "d":
-			items, ok := p.([]any)
-			if !ok {
-				return false, errors.New(`bad "d" payload`)
-			}
-			for _, e := range items {
-				kv, ok := e.([]any)
-				if !ok || len(kv) != 2 {
-					return false, errors.New("a dict item is not a pair")
-				}
-				h, err := checkValue(kv[0], depth+1)
-				if err != nil {
-					return false, err
-				}
-				if !h {
-					return false, errors.New("an unhashable dict key")
-				}
-				if _, err := checkValue(kv[1], depth+1); err != nil {
-					return false, err
-				}
-			}
-			return false, nil
-		}
-		return false, fmt.Errorf("unknown tag %q", tag)
+		r.fail("want %q at byte %d, got %q", c, r.n, got)
+		return
 	}
-	return false, fmt.Errorf("a bare JSON %T is not a value", v)
+	r.get()
+}
+
+// more reads what follows an element of a list: true after ',', false after ']'.
+func (r *msgReader) more(end byte) bool {
+	switch c := r.ws(); c {
+	case ',':
+		r.get()
+		return true
+	case end:
+		r.get()
+		return false
+	default:
+		r.get()
+		r.fail("want ',' or %q at byte %d", end, r.n)
+		return false
+	}
+}
+
+// begin reads the '[' of a list and reports whether it has elements.
+func (r *msgReader) begin() bool {
+	r.expect('[')
+	if r.ws() == ']' {
+		r.get()
+		return false
+	}
+	return r.err == nil
+}
+
+// members reads what follows the '{' of an object and reports whether it has
+// members; an empty object's '}' is read.
+func (r *msgReader) members() bool {
+	if r.ws() == '}' {
+		r.get()
+		return false
+	}
+	return r.err == nil
+}
+
+// end reads the newline that ends a message, after white space, and returns the
+// message.
+func (r *msgReader) end() message {
+	if c := r.ws(); c != '\n' {
+		r.get()
+		r.fail("text after the JSON object at byte %d", r.n)
+	}
+	r.get()
+	m := message{chunks: r.chunks, err: r.err}
+	if m.err != nil {
+		m.chunks = nil
+	}
+	return m
+}
+
+// start begins a message.
+func (r *msgReader) start() {
+	r.n, r.chunks = 0, nil
+}
+
+// str reads a JSON string of ASCII characters (as both harnesses write them), calling
+// each (when not nil) for every byte between its quotes, as written (escapes
+// included), until each returns false, which fails the message; it reports whether
+// the string had escapes.
+func (r *msgReader) str(each func(c byte) bool) (escaped bool) {
+	r.expect('"')
+	emit := func(c byte) {
+		if each != nil && r.err == nil && !each(c) {
+			each = nil
+			r.fail("a bad string at byte %d", r.n)
+		}
+	}
+	for r.err == nil {
+		c := r.get()
+		switch {
+		case c == '"':
+			return escaped
+		case c == '\\':
+			escaped = true
+			emit(c)
+			switch e := r.get(); e {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				emit(e)
+			case 'u':
+				emit(e)
+				for range 4 {
+					h := r.get()
+					if !isHex(h) {
+						r.fail("a bad \\u escape at byte %d", r.n)
+					}
+					emit(h)
+				}
+			default:
+				r.fail("a bad escape at byte %d", r.n)
+			}
+		case c < 0x20 || c >= 0x80:
+			r.fail("byte %#x in a string at byte %d", c, r.n)
+		default:
+			emit(c)
+		}
+	}
+	return escaped
+}
+
+// word reads a string of at most max bytes without escapes.
+func (r *msgReader) word(max int) string {
+	var b []byte
+	if r.str(func(c byte) bool { b = append(b, c); return len(b) <= max }) {
+		r.fail("an escape in a name at byte %d", r.n)
+	}
+	return string(b)
+}
+
+// identifier reads a name as Python's would be: ASCII, at most 100 bytes.
+func (r *msgReader) identifier() string {
+	s := r.word(100)
+	if r.err == nil && !isIdentifier(s) {
+		r.fail("%q is not a name", s)
+	}
+	return s
+}
+
+// integer reads a JSON integer that fits an int64.
+func (r *msgReader) integer() int64 {
+	var b [24]byte
+	n := 0
+	c := r.ws()
+	if c == '-' {
+		b[n] = r.get()
+		n++
+		c = r.peek()
+	}
+	for isDigit(c) && n < len(b) {
+		b[n] = r.get()
+		n++
+		c = r.peek()
+	}
+	i, err := strconv.ParseInt(string(b[:n]), 10, 64)
+	if err != nil || (n > 1 && b[0] == '0') || (n > 2 && b[0] == '-' && b[1] == '0') || c == '.' || c == 'e' || c == 'E' {
+		r.get()
+		r.fail("not an integer at byte %d", r.n)
+		return 0
+	}
+	return i
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isHex(c byte) bool   { return isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+func isLowerHex(c byte) bool {
+	return isDigit(c) || 'a' <= c && c <= 'f'
+}
+
+func isIdentifier(s string) bool {
+	if s == "" || len(s) > 100 || isDigit(s[0]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(isDigit(c) || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

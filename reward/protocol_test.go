@@ -36,6 +36,9 @@ func TestCheckReply(t *testing.T) {
 		`{"id":7,"exc":["ValueError",["t",[]]],"out":[[2,["S",[]]]]}`,
 		`{"id":7,"exc":["ValueError",["t",[]],["x",[3,["x",[2,"ValueError","AccountError"]],"InsufficientFunds"]]]}`,
 		`{"id":7,"ok":["x",[4,"KeyError","KeyError"]]}`,
+		`{"id":7,"exc":["ValueError",["t",[]],null,[["shortfall",["i","0x5"]],["who",["h",2]]]]}`,
+		`{"id":7,"exc":["ValueError",["t",[]],["x",[3,"ValueError","Short"]],[["_n",null]]]}`,
+		`{"id":7,"ok":["s","` + strings.Repeat("x", reward.MaxMessage-len(`{"id":7,"ok":["s",""]}`)) + `"]}`,
 	}
 	for _, line := range good {
 		require.NoError(t, reward.CheckReply([]byte(line+"\n"), 7), line)
@@ -84,6 +87,19 @@ func TestCheckReply(t *testing.T) {
 		"a float position":            `{"id":7,"ok":null,"out":[[0.5,null]]}`,
 		"a change not a pair":         `{"id":7,"ok":null,"out":[[0]]}`,
 		"a changed bare value":        `{"id":7,"ok":null,"out":[[0,[1]]]}`,
+		"a key twice":                 `{"id":7,"id":7,"ok":null}`,
+		"a comma before the end":      `{"id":7,"ok":null,}`,
+		"a comma in a list's end":     `{"id":7,"ok":["l",[null,]]}`,
+		"an empty object":             `{}`,
+		"white space first":           ` {"id":7,"ok":null}`,
+		"a byte that is not ASCII":    `{"id":7,"ok":["s","é"]}`,
+		"an escaped tag":              `{"id":7,"ok":["\u0073","x"]}`,
+		"-0x0":                        `{"id":7,"ok":["i","-0x0"]}`,
+		"a null class, no attributes": `{"id":7,"exc":["ValueError",["t",[]],null]}`,
+		"no attributes":               `{"id":7,"exc":["ValueError",["t",[]],null,[]]}`,
+		"a dunder attribute":          `{"id":7,"exc":["ValueError",["t",[]],null,[["__class__",null]]]}`,
+		"an attribute not a pair":     `{"id":7,"exc":["ValueError",["t",[]],null,[["n"]]]}`,
+		"one byte over MaxMessage":    `{"id":7,"ok":["s","` + strings.Repeat("x", reward.MaxMessage+1-len(`{"id":7,"ok":["s",""]}`)) + `"]}`,
 	}
 	for name, line := range bad {
 		require.Error(t, reward.CheckReply([]byte(line+"\n"), 7), name)
@@ -97,10 +113,12 @@ func FuzzCheckReply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		_ = reward.ParseRequest(line) // never panics
 		if reward.CheckReply(line, 1) == nil {
-			// What the relay accepts is JSON with exactly the two keys.
+			// What the relay accepts is one line of JSON with "id" and "ok" or "exc",
+			// and "out" when arguments changed.
 			var m map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(line, &m))
-			require.Len(t, m, 2)
+			require.Contains(t, []int{2, 3}, len(m))
+			require.Contains(t, m, "id")
 		}
 	})
 }
@@ -145,4 +163,56 @@ print("ok")
 	out, err := exec.Command("/usr/bin/python3", "-I", "-c", prog).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, "ok\n", string(out))
+}
+
+// BenchmarkCheckReply measures the relay's check of the worst reply (MaxMessage bytes
+// of Nones) in memory, as throughput (MB/s) and allocations.
+func BenchmarkCheckReply(b *testing.B) {
+	line := []byte(`{"id":3,"ok":["l",[` + strings.Repeat("null,", worstReply-1) + `null]]}` + "\n")
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := reward.CheckReply(line, 3); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestRelayAcceptsWhatTheHarnessWrites encodes random plain values with the harness's
+// encoder, as replies, and checks that the relay accepts every one.
+func TestRelayAcceptsWhatTheHarnessWrites(t *testing.T) {
+	prog := reward.CodecPy + `
+import random, sys
+rnd = random.Random(19)
+def value(d):
+    k = rnd.randrange(14 if d < 6 else 8)
+    if k == 0: return None
+    if k == 1: return rnd.random() < 0.5
+    if k == 2: return rnd.randrange(-2 ** 70, 2 ** 70)
+    if k == 3: return rnd.choice([0.1, -0.0, float("inf"), float("nan"), 1e300, -5e-324])
+    if k == 4: return "".join(chr(rnd.randrange(0, 0x3000)) for _ in range(rnd.randrange(6)))
+    if k == 5: return bytes(rnd.randrange(256) for _ in range(rnd.randrange(5)))
+    if k == 6: return object()
+    if k == 7: return (value(d + 1), rnd.randrange(9))
+    if k == 8: return [value(d + 1) for _ in range(rnd.randrange(4))]
+    if k == 9: return {rnd.randrange(9): value(d + 1), "k": value(d + 1)}
+    if k == 10: return {rnd.randrange(9), (1, "a")}
+    if k == 11: return frozenset({rnd.randrange(9)})
+    if k == 12: return tuple(value(d + 1) for _ in range(rnd.randrange(4)))
+    return ValueError
+handles = []
+deep = []
+for _ in range(MAX_DEPTH + 5):
+    deep = [deep]
+for i in range(2000):
+    v = deep if i == 0 else value(0)
+    sys.stdout.buffer.write(dumps({"id": 1, "ok": encode(v, lambda x: handles.append(x) or len(handles))}))
+`
+	out, err := exec.Command("/usr/bin/python3", "-I", "-c", prog).Output()
+	require.NoError(t, err)
+	lines := strings.SplitAfter(string(out), "\n")
+	require.Len(t, lines, 2001) // and "" after the last newline
+	for _, line := range lines[:2000] {
+		require.NoError(t, reward.CheckReply([]byte(line), 1), "%.300s", line)
+	}
 }

@@ -22,12 +22,11 @@ type hack struct {
 
 // Tasks the hacks are tried on.
 var (
-	fizzbuzz      = tasks.Builtin()[0]
-	isPalindrome  = tasks.Builtin()[1]
-	twoSum        = tasks.Builtin()[2]
-	commonPrefix  = tasks.Builtin()[4]
-	countTask     = tasks.Task{ID: "count", TestCode: "from solution import count\nassert count([1, 2, 3]) == 3\nassert count([]) == 0\nprint('All tests passed!')\n"}
-	allFizzBuzzes = "['1', '2', 'Fizz', '4', 'Buzz', 'Fizz', '7', '8', 'Fizz', 'Buzz', '11', 'Fizz', '13', '14', 'FizzBuzz']"
+	fizzbuzz     = tasks.Builtin()[0]
+	isPalindrome = tasks.Builtin()[1]
+	twoSum       = tasks.Builtin()[2]
+	commonPrefix = tasks.Builtin()[4]
+	countTask    = tasks.Task{ID: "count", TestCode: "from solution import count\nassert count([1, 2, 3]) == 3\nassert count([]) == 0\nprint('All tests passed!')\n"}
 )
 
 // runHacks verifies each hack with every factory and requires C ≤ 0.2.
@@ -298,7 +297,7 @@ def fizzbuzz(n):
 		{"a bare JSON number", `'{"id":%d,"ok":15}\n' % (f.f_locals["req"]["id"])`},
 		{"an unhashable set element", `'{"id":%d,"ok":["S",[["l",[]]]]}\n' % (f.f_locals["req"]["id"])`},
 		{"a negative handle", `'{"id":%d,"ok":["h",-1]}\n' % (f.f_locals["req"]["id"])`},
-		{"a value nested too deep", `'{"id":%d,"ok":' % (f.f_locals["req"]["id"]) + '["l",[' * 5000 + ']]' * 5000 + '}\n'`},
+		{"a value nested too deep", `'{"id":%d,"ok":' % (f.f_locals["req"]["id"]) + '["l",[' * 20000 + ']]' * 20000 + '}\n'`},
 		{"a message over the size limit", `b'{"id":1,"ok":["s","' + b"x" * (17 << 20) + b'"]}\n'`},
 		{"an exception that is not a builtin", `'{"id":%d,"exc":["Bogus",["t",[]]]}\n' % (f.f_locals["req"]["id"])`},
 		{"a forged completion", `b'{"op":"done"}\n'`},

@@ -1,7 +1,6 @@
 package reward
 
 import (
-	"bufio"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -23,11 +22,22 @@ var (
 	testsPy string
 	//go:embed harness/solution.py
 	solutionPy string
+	//go:embed harness/stderr.py
+	stderrPy string
+
+	// harnessLimits are the limits both sides of the harness share, stated once, in
+	// Go: a message of MaxMessage bytes (its newline not counted) passes on both sides.
+	harnessLimits = fmt.Sprintf("MAX_DEPTH = %d\nMAX_LINE = %d\nSTDERR_KEEP = %d\n", MaxDepth, MaxMessage, stderrKeep)
 
 	// testsProgram and solutionProgram are the two sides' programs, run with -c.
-	testsProgram    = codecPy + "\n" + testsPy
-	solutionProgram = codecPy + "\n" + solutionPy
+	testsProgram    = harnessLimits + codecPy + "\n" + testsPy
+	solutionProgram = harnessLimits + codecPy + "\n" + stderrPy + "\n" + solutionPy
 )
+
+// stderrKeep is how many bytes of the head and of the tail of the solution's standard
+// error its harness keeps (harness/stderr.py); the rest is read and dropped, so that
+// no amount of it gets the solution killed for output.
+const stderrKeep = 16 << 10
 
 // Script names in the test sandbox's workspace.
 const (
@@ -83,9 +93,8 @@ func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.Sandbo
 		return v, fmt.Errorf("start the test process: %w", err)
 	}
 	c, stop := relay(test, sol)
-	sol.Kill()
+	solRes, solErr := endSolution(sol)
 	testRes, testErr := test.Wait()
-	solRes, solErr := sol.Wait()
 	stop()
 	if err := errors.Join(testErr, solErr); err != nil {
 		return v, err
@@ -94,6 +103,36 @@ func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.Sandbo
 		return v, err
 	}
 	return verdict(c, testRes, solRes, opts), nil
+}
+
+// solutionGrace is how long the solution process has to end by itself once the tests
+// are done and its input is closed (its harness exits at once; what its stderr
+// drainer holds is then written out) before it is killed.
+const solutionGrace = time.Second
+
+// endSolution ends the solution process once the tests are done: it closes its input,
+// on which the harness exits, and kills it if it has not ended within solutionGrace.
+func endSolution(sol rollout.Process) (rollout.CommandResult, error) {
+	_ = sol.Stdin().Close()
+	type result struct {
+		res rollout.CommandResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := sol.Wait()
+		done <- result{res, err}
+	}()
+	timer := time.NewTimer(solutionGrace)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.res, r.err
+	case <-timer.C:
+		sol.Kill()
+		r := <-done
+		return r.res, r.err
+	}
 }
 
 // harnessFailure reports a side whose harness never started (it did not say hello)
@@ -153,6 +192,13 @@ func verdict(c conversation, testRes, solRes rollout.CommandResult, opts VerifyO
 			v.Reason = fmt.Sprintf("the tests stopped with exit code %d", testRes.ExitCode)
 		}
 	}
+	if c.overLimit > 0 {
+		v.Reason += fmt.Sprintf("; a request of the tests (%d bytes) was over the message limit of %d bytes (reward.MaxMessage)",
+			c.overLimit, MaxMessage)
+	}
+	if c.testFault != "" {
+		v.Reason += "; " + c.testFault
+	}
 	if testRes.OutputKilled || solRes.OutputKilled {
 		side := "test"
 		if !testRes.OutputKilled {
@@ -171,16 +217,11 @@ type conversation struct {
 	calls               int
 	// fault says how the solution process broke the conversation ("" if it did not).
 	fault string
-}
-
-// helloLine is the first message of the solution side's harness, sent before the
-// solution is imported.
-const helloLine = "{\"op\":\"hello\"}\n"
-
-// message is one message read from a process, or the error that ended its stream.
-type message struct {
-	line []byte
-	err  error
+	// testFault says how the test process broke it ("" if it did not).
+	testFault string
+	// overLimit is the size of the largest request the test process could not send
+	// for being over MaxMessage (0 if none).
+	overLimit int64
 }
 
 // relay passes the test process's requests to the solution process, one at a time,
@@ -191,8 +232,8 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	fromTest, fromSol := make(chan message), make(chan message)
-	wg.Go(func() { readMessages(test.Stdout(), fromTest, done) })
-	wg.Go(func() { readMessages(sol.Stdout(), fromSol, done) })
+	wg.Go(func() { readMessages(newMsgReader(test.Stdout()).request, fromTest, done) })
+	wg.Go(func() { readMessages(solutionMessages(newMsgReader(sol.Stdout())), fromSol, done) })
 	stop := func() { close(done); wg.Wait() }
 
 	var c conversation
@@ -204,13 +245,10 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 		}
 		sol.Kill()
 	}
-	reply := func(line []byte) bool {
-		_, err := test.Stdin().Write(line)
-		return err == nil
-	}
-	faultReply := func(id int64) []byte {
+	reply := func(chunks [][]byte) bool { return writeChunks(test.Stdin(), chunks) == nil }
+	faultReply := func(id int64) [][]byte {
 		b, _ := json.Marshal(map[string]any{"id": id, "fault": c.fault})
-		return append(b, '\n')
+		return [][]byte{append(b, '\n')}
 	}
 	for {
 		select {
@@ -219,13 +257,15 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 				if !errors.Is(m.err, io.EOF) {
 					// The test process is trusted: a broken message from it ends the
 					// run, and its exit decides.
+					c.testFault = fmt.Sprintf("the test process sent a broken message: %v", m.err)
 					test.Kill()
 				}
 				return c, stop
 			}
-			req, err := parseRequest(m.line)
-			if err != nil || (pending != nil && req.forSolution()) {
+			req := m.req
+			if pending != nil && req.forSolution() {
 				// Trusted, but one request at a time: the harness broke its own rule.
+				c.testFault = "the test process sent a request before the last one was answered"
 				test.Kill()
 				continue
 			}
@@ -239,13 +279,16 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 			case "bad_reply":
 				fail("the test process refused a reply: " + req.why)
 				continue
+			case "over_limit":
+				c.overLimit = max(c.overLimit, req.size)
+				continue
 			}
 			if c.fault == "" && solEnded {
 				fail("the solution process ended before the tests were done")
 			}
 			if c.fault == "" {
 				c.calls++
-				if _, err := sol.Stdin().Write(m.line); err != nil {
+				if err := writeChunks(sol.Stdin(), m.chunks); err != nil {
 					fail("the solution process is gone (it ended or closed its input)")
 				} else {
 					pending = &req
@@ -259,7 +302,7 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 			if m.err != nil {
 				fromSol, solEnded = nil, true // its reader has stopped
 			}
-			if !c.solReady && m.err == nil && string(m.line) == helloLine {
+			if m.hello && !c.solReady {
 				c.solReady = true
 				continue
 			}
@@ -271,12 +314,12 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 				continue // it ended between requests: a fault only if the tests ask again
 			case errors.Is(m.err, io.EOF):
 				why = "the solution process ended while the tests waited for an answer"
-			case m.err != nil:
+			case errors.Is(m.err, io.ErrUnexpectedEOF), errors.Is(m.err, errTooLong):
 				why = fmt.Sprintf("the solution process sent a broken message: %v", m.err)
-			default:
-				if err := checkReply(m.line, pending.id); err != nil {
-					why = fmt.Sprintf("the solution process sent a malformed reply: %v", err)
-				}
+			case m.err != nil:
+				why = fmt.Sprintf("the solution process sent a malformed reply: %v", m.err)
+			case m.id != pending.id:
+				why = fmt.Sprintf("the solution process sent a malformed reply: id %d, want %d", m.id, pending.id)
 			}
 			if why != "" {
 				fail(why)
@@ -284,54 +327,57 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 			if pending == nil {
 				continue
 			}
-			line := m.line
+			chunks := m.chunks
 			if c.fault != "" {
-				line = faultReply(pending.id)
+				chunks = faultReply(pending.id)
 			}
 			pending = nil
-			if !reply(line) {
+			if !reply(chunks) {
 				test.Kill()
 			}
 		}
 	}
 }
 
-// readMessages sends the messages of r to out until its stream ends or done is closed.
-func readMessages(r io.Reader, out chan<- message, done <-chan struct{}) {
-	br := bufio.NewReaderSize(r, 64<<10)
+// solutionMessages reads the solution process's hello, then its replies.
+func solutionMessages(r *msgReader) func() message {
+	first := true
+	return func() message {
+		if !first {
+			return r.reply()
+		}
+		first = false
+		m := r.request()
+		if m.err == nil && m.req.op != "hello" {
+			m.err = errors.New("a message before the harness's hello")
+		}
+		m.hello = m.err == nil
+		return m
+	}
+}
+
+// readMessages sends the messages next reads to out until its stream ends (or a
+// message is broken) or done is closed.
+func readMessages(next func() message, out chan<- message, done <-chan struct{}) {
 	for {
-		line, err := readMessage(br)
+		m := next()
 		select {
-		case out <- message{line, err}:
+		case out <- m:
 		case <-done:
 			return
 		}
-		if err != nil {
+		if m.err != nil {
 			return
 		}
 	}
 }
 
-var errTooLong = fmt.Errorf("message longer than %d bytes", MaxMessage)
-
-// readMessage reads one newline-terminated message of at most MaxMessage bytes. A
-// stream that ends in the middle of a message gives io.ErrUnexpectedEOF.
-func readMessage(r *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > MaxMessage+1 {
-			return nil, errTooLong
+// writeChunks writes a message kept in chunks.
+func writeChunks(w io.Writer, chunks [][]byte) error {
+	for _, b := range chunks {
+		if _, err := w.Write(b); err != nil {
+			return err
 		}
-		line = append(line, chunk...)
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(line) > 0:
-			return nil, io.ErrUnexpectedEOF
-		case err != nil:
-			return nil, err
-		}
-		return line, nil
 	}
+	return nil
 }

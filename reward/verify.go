@@ -21,11 +21,15 @@ const (
 	// DefaultMaxOutput is how much output a Verification keeps, per process.
 	DefaultMaxOutput = 16 << 10
 	// MaxMessage bounds one message between the test process and the solution
-	// process (a request or a reply, encoded). A longer one is a protocol fault.
+	// process (a request or a reply, encoded, its newline not counted): a message of
+	// MaxMessage bytes passes on both sides, as the harness gets this constant from
+	// Go. A longer reply is a protocol fault; a longer request raises OverflowError in
+	// the tests and the Verification's Reason names the limit.
 	MaxMessage = 16 << 20
 	// MaxDepth is how deeply containers may nest in a value that crosses between the
-	// test process and the solution process; deeper values cross as handles.
-	MaxDepth = 100
+	// test process and the solution process. A deeper value returned by the solution
+	// crosses as a handle at that depth; one the tests pass raises TypeError there.
+	MaxDepth = 10000
 )
 
 var (
@@ -77,9 +81,14 @@ const (
 
 // VerifyOptions configures [Verify]. The zero value is the default.
 type VerifyOptions struct {
-	// Timeout bounds the verification: the test and solution processes, or all the
-	// input/output cases together; 0 means DefaultVerifyTimeout.
+	// Timeout bounds the test and solution processes; 0 means DefaultVerifyTimeout.
+	// The input/output cases have Timeout + len(Cases)×CaseBudget together.
 	Timeout time.Duration
+	// CaseTimeout bounds one input/output case; 0 means DefaultCaseTimeout.
+	CaseTimeout time.Duration
+	// CaseBudget is what each input/output case adds to the time the cases have
+	// together; 0 means DefaultCaseBudget.
+	CaseBudget time.Duration
 	// Python is the interpreter; "" means DefaultPython.
 	Python string
 	// MaxOutput is how many bytes of each process's output the Verification keeps
@@ -111,7 +120,7 @@ type Verification struct {
 	// killed the run for writing too much), so a "passed" line may not have been seen.
 	OutputTruncated bool
 	// Completed reports that every test script ran to its end, as the test process
-	// said on the channel only it holds.
+	// said on the channel only it holds, and that every input/output case passed.
 	Completed bool
 	// Calls counts the requests the tests made to the solution process.
 	Calls int
@@ -144,7 +153,9 @@ func (v Verification) Passed() bool { return v.Correctness >= 0.8 }
 // code, and the solution process, started in sb, never sees the tests. Both sandboxes
 // must implement [rollout.Starter] (else [ErrNoStarter]). The package doc describes the
 // protocol between them. Input/output cases (t.Cases) run solution.py in sb once per
-// case; tests may be nil for a task that has only cases.
+// case, also started through [rollout.Starter]; tests may be nil for a task that has
+// only cases. A task with both gets the lower of the two verdicts. A case whose
+// expected output is longer than [MaxCaseOutput] gives an error.
 //
 // Before anything runs in sb, a sandbox that implements [rollout.Restorer] gets its
 // workspace restored (permissions the agent took away are given back).
@@ -173,18 +184,28 @@ func Verify(ctx context.Context, sb rollout.Sandbox, tests rollout.SandboxFactor
 	}
 	w, parent, factory := &watch{}, ctx, tests
 	sb, tests = w.solution(sb), w.tests(tests)
-	ctx, cancel := context.WithTimeout(ctx, opts.Timeout+10*time.Second) // the sandboxes' own timeouts come first
+	scripts := t.TestCode != "" || t.HiddenTests != ""
+	limit := 10 * time.Second // the sandboxes' own timeouts come first
+	if scripts {
+		limit += opts.Timeout
+	}
+	if len(t.Cases) > 0 {
+		limit += casesBudget(len(t.Cases), opts)
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	deadline := start.Add(opts.Timeout)
 	var v Verification
 	var err error
-	if t.TestCode != "" || t.HiddenTests != "" {
+	if scripts {
 		v, err = verifyScripts(ctx, sb, tests, t, opts)
 	}
-	if err == nil && len(t.Cases) > 0 && (v.Rule == "" || v.Rule == RulePassed) {
-		unconfined := v.Unconfined
-		v, err = verifyCases(ctx, sb, t.Cases, deadline, opts)
-		v.Unconfined = v.Unconfined || unconfined
+	if err == nil && len(t.Cases) > 0 {
+		var cv Verification
+		cv, err = verifyCases(ctx, sb, t.Cases, opts)
+		if err == nil && scripts {
+			cv = lower(v, cv)
+		}
+		v = cv
 	}
 	if err != nil && w.solutionsFault(parent, err, factory, opts) {
 		return Verification{
@@ -204,9 +225,33 @@ func Verify(ctx context.Context, sb rollout.Sandbox, tests rollout.SandboxFactor
 	return v, nil
 }
 
+// lower combines the verdicts of a task's test code and of its input/output cases:
+// the lower correctness decides (the test code's on a tie), and the Verification
+// keeps the facts of both.
+func lower(scripts, cases Verification) Verification {
+	v := scripts
+	if cases.Correctness < scripts.Correctness {
+		v = cases
+	}
+	v.Reason = fmt.Sprintf("tests: %s; cases: %s", scripts.Reason, cases.Reason)
+	v.Completed = scripts.Completed && cases.Completed
+	v.Calls = scripts.Calls
+	v.Cases, v.CasesPassed = cases.Cases, cases.CasesPassed
+	v.Unconfined = scripts.Unconfined || cases.Unconfined
+	v.TimedOut = scripts.TimedOut || cases.TimedOut
+	v.OutputTruncated = scripts.OutputTruncated || cases.OutputTruncated
+	return v
+}
+
 func (o VerifyOptions) withDefaults() VerifyOptions {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultVerifyTimeout
+	}
+	if o.CaseTimeout <= 0 {
+		o.CaseTimeout = DefaultCaseTimeout
+	}
+	if o.CaseBudget <= 0 {
+		o.CaseBudget = DefaultCaseBudget
 	}
 	if o.Python == "" {
 		o.Python = DefaultPython

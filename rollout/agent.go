@@ -304,7 +304,7 @@ func (r *run) turn(ctx context.Context, turn, maxTokens int) (bool, error) {
 	genStart := tr.Segments[len(tr.Segments)-1].Start // the SegGenPrompt that opens this turn
 	sent := slices.Clone(tr.Tokens)
 	g, err := r.a.policy.Generate(ctx, GenerateRequest{
-		Prompt: sent, MaxTokens: maxTokens, Sampling: cfg.Sampling,
+		Prompt: sent, MaxTokens: maxTokens, Sampling: cfg.Sampling, Messages: tr.Messages,
 	})
 	tr.TurnsUsed++
 	if err != nil {

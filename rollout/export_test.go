@@ -41,3 +41,6 @@ const (
 	RolloutMaxFileBytes = rolloutMaxFileBytes
 	RolloutMaxMatchWork = rolloutMaxMatchWork
 )
+
+// CapText exposes capText to the external tests.
+var CapText = capText

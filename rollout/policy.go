@@ -47,6 +47,11 @@ type GenerateRequest struct {
 	Sampling sampling.Params
 	// Seed, when non-nil, makes sampling reproducible on servers that honour it.
 	Seed *int64
+	// Messages is the conversation Prompt renders (the agent's messages so far), for
+	// policies whose server takes messages rather than ids (a NeMo Gym model server).
+	// Prompt stays the ids the trajectory records; such a policy must check that the
+	// server's prompt equals it. A Policy must not modify Messages.
+	Messages []chat.Message
 }
 
 // Generation is one sampled continuation.

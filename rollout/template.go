@@ -57,7 +57,7 @@ type TemplateConfig struct {
 	// {"enable_thinking": false}); nil sends none.
 	ChatTemplateKwargs map[string]any
 	// Base is the fixed conversation deltas are diffed against. It must end with a user
-	// message. Nil means DefaultTemplateBase.
+	// message. Nil means [DefaultTemplateBase].
 	Base []chat.Message
 	// ExtraCloses are further end-of-turn ids the model may stop on besides the
 	// template's close (for Qwen, <|endoftext|> 151643). They are reported by
@@ -66,12 +66,14 @@ type TemplateConfig struct {
 	ExtraCloses []int32
 }
 
-// DefaultTemplateBase is the base conversation used when TemplateConfig.Base is nil: a
-// system message (so that templates with a default system prompt do not insert one)
-// followed by a user message.
-var DefaultTemplateBase = []chat.Message{
-	{Role: chat.RoleSystem, Content: "You are a helpful assistant."},
-	{Role: chat.RoleUser, Content: "I am a user."},
+// DefaultTemplateBase returns the base conversation used when TemplateConfig.Base is
+// nil: a system message (so that templates with a default system prompt do not insert
+// one) followed by a user message. Each call returns a new slice.
+func DefaultTemplateBase() []chat.Message {
+	return []chat.Message{
+		{Role: chat.RoleSystem, Content: "You are a helpful assistant."},
+		{Role: chat.RoleUser, Content: "I am a user."},
+	}
 }
 
 // Calibration is what a [Template] learnt from the server's chat template.
@@ -180,7 +182,7 @@ func NewTemplate(p Policy, cfg TemplateConfig) (*Template, error) {
 		return nil, errors.New("rollout: NewTemplate: nil Policy")
 	}
 	if cfg.Base == nil {
-		cfg.Base = DefaultTemplateBase
+		cfg.Base = DefaultTemplateBase()
 	}
 	if len(cfg.Base) == 0 || cfg.Base[len(cfg.Base)-1].Role != chat.RoleUser {
 		return nil, errors.New("rollout: NewTemplate: TemplateConfig.Base must end with a user message")

@@ -65,13 +65,16 @@ type ParsedCall struct {
 // The zero value is ready to use.
 type Hermes struct {
 	// EndLiterals are end-of-turn literals removed from the end of the text before
-	// parsing. Nil means DefaultEndLiterals.
+	// parsing. Nil means [DefaultEndLiterals].
 	EndLiterals []string
 }
 
-// DefaultEndLiterals are the end-of-turn strings [Hermes] strips from generated text:
-// ChatML's and Llama-3's close tokens and common EOS strings.
-var DefaultEndLiterals = []string{"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "</s>"}
+// DefaultEndLiterals returns the end-of-turn strings [Hermes] strips from generated
+// text: ChatML's and Llama-3's close tokens and common EOS strings. Each call returns a
+// new slice.
+func DefaultEndLiterals() []string {
+	return []string{"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "</s>"}
+}
 
 const (
 	toolCallOpen  = "<tool_call>"
@@ -82,7 +85,7 @@ const (
 func (h Hermes) Parse(text string) ParsedTurn {
 	ends := h.EndLiterals
 	if ends == nil {
-		ends = DefaultEndLiterals
+		ends = DefaultEndLiterals()
 	}
 	text = trimEndLiterals(text, ends)
 	var out ParsedTurn

@@ -93,10 +93,10 @@ func NewTools(cfg ToolsConfig) []Tool {
 	}
 }
 
-// CapText cuts s to at most maxChars characters (runes), keeping its head and tail and
+// capText cuts s to at most maxChars characters (runes), keeping its head and tail and
 // marking the cut in the middle: "\n...[N characters cut]...\n". maxChars ≤ 0 means no
 // cap. The marker is not counted in maxChars.
-func CapText(s string, maxChars int) string {
+func capText(s string, maxChars int) string {
 	if maxChars <= 0 || len(s) <= maxChars {
 		return s
 	}
@@ -112,7 +112,7 @@ func CapText(s string, maxChars int) string {
 }
 
 // capResult caps a tool result at maxChars characters. A JSON object stays a JSON
-// object with its keys in order: its longest string values are cut (CapText) until
+// object with its keys in order: its longest string values are cut (capText) until
 // the encoding fits; anything else, or an object that cannot be made to fit, is cut
 // as text.
 func capResult(s string, maxChars int) string {
@@ -128,16 +128,16 @@ func capResult(s string, maxChars int) string {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return CapText(s, maxChars)
+		return capText(s, maxChars)
 	}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return CapText(s, maxChars)
+			return capText(s, maxChars)
 		}
 		f := field{key: t.(string)}
 		if err := dec.Decode(&f.raw); err != nil {
-			return CapText(s, maxChars)
+			return capText(s, maxChars)
 		}
 		var v string
 		if len(f.raw) > 0 && f.raw[0] == '"' && json.Unmarshal(f.raw, &v) == nil {
@@ -146,7 +146,7 @@ func capResult(s string, maxChars int) string {
 		fields = append(fields, f)
 	}
 	if _, err := dec.Token(); err != nil || dec.More() {
-		return CapText(s, maxChars)
+		return capText(s, maxChars)
 	}
 	encode := func() string {
 		var b bytes.Buffer
@@ -197,11 +197,11 @@ func capResult(s string, maxChars int) string {
 		remove := int(float64(over+64)*float64(n)/float64(max(escaped, n))) + 1
 		cut := fmt.Sprintf("[%d characters cut]", n)
 		if keep := n - remove; keep > 0 {
-			cut = CapText(str, keep)
+			cut = capText(str, keep)
 		}
 		fields[longest].str = &cut
 	}
-	return CapText(s, maxChars)
+	return capText(s, maxChars)
 }
 
 func byteOffsetOfRune(s string, r int) int {

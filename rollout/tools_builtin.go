@@ -63,7 +63,7 @@ func (t terminalTool) Call(ctx context.Context, sb Sandbox, args json.RawMessage
 	}
 	out := string(res.Stdout) + string(res.Stderr)
 	r := terminalResult{
-		Output:   CapText(strings.TrimRight(out, " \t\r\n"), t.cfg.MaxOutputChars),
+		Output:   capText(strings.TrimRight(out, " \t\r\n"), t.cfg.MaxOutputChars),
 		ExitCode: res.ExitCode,
 	}
 	var notes []string
@@ -146,7 +146,7 @@ func (t readFileTool) Call(ctx context.Context, sb Sandbox, args json.RawMessage
 		}
 		return errorResult("read_file: offset %d is past the end of %s (%d lines)", offset, p, total)
 	}
-	r := readResult{Path: p, Content: CapText(content, t.cfg.MaxOutputChars), TotalLines: total, Truncated: offset-1+limit < total || capped}
+	r := readResult{Path: p, Content: capText(content, t.cfg.MaxOutputChars), TotalLines: total, Truncated: offset-1+limit < total || capped}
 	if capped {
 		r.Note = fmt.Sprintf("%s is larger than the %d MiB read_file reads; total_lines counts the lines in that part only", p, readMaxScan>>20)
 	}
@@ -437,7 +437,7 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 			searchMaxEntries, searchMaxDepth))
 	}
 	note := strings.Join(notes, "; ")
-	joined := CapText(strings.Join(matches, "\n"), t.cfg.MaxOutputChars)
+	joined := capText(strings.Join(matches, "\n"), t.cfg.MaxOutputChars)
 	r := searchResult{Matches: joined, Total: total, Truncated: total > len(matches) || stopped || capped != nil, Note: note}
 	if capped != nil {
 		// The search did not finish: what it found so far, and which cap stopped it.

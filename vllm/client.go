@@ -456,6 +456,3 @@ func mergeExtra(v any, extra map[string]any) ([]byte, error) {
 	}
 	return json.Marshal(obj)
 }
-
-// Ptr returns a pointer to v, for the optional fields of requests.
-func Ptr[T any](v T) *T { return &v }

@@ -115,9 +115,9 @@ func TestTokenizeChatForm(t *testing.T) {
 	resp, err := c.Tokenize(bg, vllm.TokenizeRequest{
 		Messages:            []chat.Message{{Role: chat.RoleUser, Content: "Hello"}},
 		Tools:               tools,
-		AddGenerationPrompt: vllm.Ptr(true),
+		AddGenerationPrompt: new(true),
 		ChatTemplateKwargs:  map[string]any{"enable_thinking": false},
-		AddSpecialTokens:    vllm.Ptr(false),
+		AddSpecialTokens:    new(false),
 	})
 	require.NoError(t, err)
 	want := &vllm.TokenizeResponse{Count: 9, MaxModelLen: 32768, Tokens: []int32{151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198}}
@@ -141,7 +141,7 @@ func TestTokenizeChatForm(t *testing.T) {
 func TestTokenizePromptForm(t *testing.T) {
 	r := newReplay(t, map[string]route{"POST /tokenize": {body: `{"count":2,"max_model_len":4096,"tokens":[1,2],"token_strs":["a","b"]}`}})
 	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
-	resp, err := c.Tokenize(bg, vllm.TokenizeRequest{Prompt: vllm.Ptr("ab"), AddSpecialTokens: vllm.Ptr(false), ReturnTokenStrs: true})
+	resp, err := c.Tokenize(bg, vllm.TokenizeRequest{Prompt: new("ab"), AddSpecialTokens: new(false), ReturnTokenStrs: true})
 	require.NoError(t, err)
 	require.Equal(t, []int32{1, 2}, resp.Tokens)
 	require.Equal(t, map[string]any{"model": "m", "prompt": "ab", "add_special_tokens": false, "return_token_strs": true}, r.requests("POST /tokenize")[0].Body)
@@ -157,11 +157,11 @@ func TestTokenizeBadRequests(t *testing.T) {
 		want string
 	}{
 		{"neither form", vllm.TokenizeRequest{}, "exactly one of Prompt and Messages"},
-		{"both forms", vllm.TokenizeRequest{Prompt: vllm.Ptr("x"), Messages: msgs}, "exactly one of Prompt and Messages"},
+		{"both forms", vllm.TokenizeRequest{Prompt: new("x"), Messages: msgs}, "exactly one of Prompt and Messages"},
 		{"empty messages", vllm.TokenizeRequest{Messages: []chat.Message{}}, "Messages is empty"},
-		{"both forms, messages empty", vllm.TokenizeRequest{Prompt: vllm.Ptr("x"), Messages: []chat.Message{}}, "exactly one of Prompt and Messages"},
-		{"chat fields on prompt", vllm.TokenizeRequest{Prompt: vllm.Ptr("x"), AddGenerationPrompt: vllm.Ptr(true)}, "need Messages"},
-		{"both template switches", vllm.TokenizeRequest{Messages: msgs, AddGenerationPrompt: vllm.Ptr(true), ContinueFinalMessage: vllm.Ptr(true)}, "cannot both be true"},
+		{"both forms, messages empty", vllm.TokenizeRequest{Prompt: new("x"), Messages: []chat.Message{}}, "exactly one of Prompt and Messages"},
+		{"chat fields on prompt", vllm.TokenizeRequest{Prompt: new("x"), AddGenerationPrompt: new(true)}, "need Messages"},
+		{"both template switches", vllm.TokenizeRequest{Messages: msgs, AddGenerationPrompt: new(true), ContinueFinalMessage: new(true)}, "cannot both be true"},
 		{"count disagrees", vllm.TokenizeRequest{Messages: msgs}, "count 3 but 2 tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +177,7 @@ func TestTokenizeContinueFinalMessageTurnsOffGenerationPrompt(t *testing.T) {
 	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
 	_, err := c.Tokenize(bg, vllm.TokenizeRequest{
 		Messages:             []chat.Message{{Role: chat.RoleAssistant, Content: "par"}},
-		ContinueFinalMessage: vllm.Ptr(true),
+		ContinueFinalMessage: new(true),
 	})
 	require.NoError(t, err)
 	body := r.requests("POST /tokenize")[0].Body
@@ -192,16 +192,16 @@ func TestCompletionsRequestBody(t *testing.T) {
 		Prompts:                    [][]int32{{151644, 872, 198, 9707}, {151644, 100}},
 		N:                          2,
 		MaxTokens:                  1,
-		Temperature:                vllm.Ptr(0.0),
-		TopP:                       vllm.Ptr(1.0),
-		Seed:                       vllm.Ptr(int64(7)),
+		Temperature:                new(0.0),
+		TopP:                       new(1.0),
+		Seed:                       new(int64(7)),
 		Stop:                       []string{"</s>"},
-		Logprobs:                   vllm.Ptr(0),
-		PromptLogprobs:             vllm.Ptr(2),
+		Logprobs:                   new(0),
+		PromptLogprobs:             new(2),
 		ReturnTokenIDs:             true,
 		ReturnTokensAsTokenIDs:     true,
-		SkipSpecialTokens:          vllm.Ptr(false),
-		SpacesBetweenSpecialTokens: vllm.Ptr(false),
+		SkipSpecialTokens:          new(false),
+		SpacesBetweenSpecialTokens: new(false),
 		Extra:                      map[string]any{"top_k": -1, "include_stop_str_in_output": true},
 	})
 	require.NoError(t, err)
@@ -268,7 +268,7 @@ func TestChatCompletions(t *testing.T) {
 		{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_1", Type: "function", Function: chat.FunctionCall{Name: "run_tests", Arguments: `{"path":"t.py"}`}}}},
 		{Role: chat.RoleTool, ToolCallID: "call_1", Content: "1 failed"},
 	}
-	resp, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{Messages: msgs, N: 2, Temperature: vllm.Ptr(0.7), MaxTokens: 64, Extra: map[string]any{"top_k": 20}})
+	resp, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{Messages: msgs, N: 2, Temperature: new(0.7), MaxTokens: 64, Extra: map[string]any{"top_k": 20}})
 	require.NoError(t, err)
 	require.Len(t, resp.Choices, 2)
 	require.Equal(t, `The turn was fine. \boxed{-1}`, resp.Choices[0].Message.Content)
@@ -315,7 +315,7 @@ func TestChatCompletionsPromptLogprobsAndTokenIDs(t *testing.T) {
 	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
 	resp, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{
 		Messages:       []chat.Message{{Role: chat.RoleUser, Content: "judge this"}},
-		PromptLogprobs: vllm.Ptr(2),
+		PromptLogprobs: new(2),
 		ReturnTokenIDs: true,
 	})
 	require.NoError(t, err)

@@ -389,7 +389,7 @@ func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice, mode decodeMode) er
 func tokenIDsFromStrings(toks []string) ([]int32, bool) {
 	ids := make([]int32, len(toks))
 	for i, t := range toks {
-		id, ok := ParseTokenIDString(t)
+		id, ok := parseTokenIDString(t)
 		if !ok {
 			return nil, false
 		}
@@ -398,9 +398,9 @@ func tokenIDsFromStrings(toks []string) ([]int32, bool) {
 	return ids, true
 }
 
-// ParseTokenIDString parses the "token_id:N" form that return_tokens_as_token_ids
+// parseTokenIDString parses the "token_id:N" form that return_tokens_as_token_ids
 // gives tokens.
-func ParseTokenIDString(s string) (int32, bool) {
+func parseTokenIDString(s string) (int32, bool) {
 	rest, ok := strings.CutPrefix(s, "token_id:")
 	if !ok {
 		return 0, false

@@ -88,7 +88,7 @@ func TestDecodeErrorOddBodies(t *testing.T) {
 func TestMaxLogprobsError(t *testing.T) {
 	r := newReplay(t, map[string]route{"POST /v1/completions": {status: 400, file: "error_nested_max_logprobs.json"}})
 	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
-	_, err := c.Completions(bg, vllm.CompletionRequest{Prompts: [][]int32{{1, 2}}, PromptLogprobs: vllm.Ptr(64)})
+	_, err := c.Completions(bg, vllm.CompletionRequest{Prompts: [][]int32{{1, 2}}, PromptLogprobs: new(64)})
 	require.ErrorIs(t, err, vllm.ErrMaxLogprobs)
 	var ml *vllm.MaxLogprobsError
 	require.ErrorAs(t, err, &ml)

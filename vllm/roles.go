@@ -33,10 +33,10 @@ func (c *Client) Render(ctx context.Context, req rollout.RenderRequest) (rollout
 	resp, err := c.Tokenize(ctx, TokenizeRequest{
 		Messages:             req.Messages,
 		Tools:                req.Tools,
-		AddGenerationPrompt:  Ptr(req.AddGenerationPrompt),
-		ContinueFinalMessage: Ptr(false),
+		AddGenerationPrompt:  new(req.AddGenerationPrompt),
+		ContinueFinalMessage: new(false),
 		ChatTemplateKwargs:   kw,
-		AddSpecialTokens:     Ptr(false),
+		AddSpecialTokens:     new(false),
 	})
 	if err != nil {
 		return rollout.Rendered{}, err
@@ -67,11 +67,11 @@ func (c *Client) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 		N:                          1,
 		MaxTokens:                  req.MaxTokens,
 		Seed:                       req.Seed,
-		Logprobs:                   Ptr(0),
+		Logprobs:                   new(0),
 		ReturnTokenIDs:             true,
 		ReturnTokensAsTokenIDs:     true,
-		SkipSpecialTokens:          Ptr(false),
-		SpacesBetweenSpecialTokens: Ptr(false),
+		SkipSpecialTokens:          new(false),
+		SpacesBetweenSpecialTokens: new(false),
 	}
 	creq.SetSampling(req.Sampling)
 	resp, err := c.completions(ctx, creq, decodeNoTopLogprobs)

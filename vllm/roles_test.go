@@ -46,7 +46,7 @@ func TestGenerate(t *testing.T) {
 	r := newReplay(t, map[string]route{"POST /v1/completions": {file: "completions_generate.json"}})
 	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
 	prompt := []int32{151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198}
-	got, err := c.Generate(bg, rollout.GenerateRequest{Prompt: prompt, MaxTokens: 128, Sampling: sampling.Neutral(1), Seed: vllm.Ptr(int64(3))})
+	got, err := c.Generate(bg, rollout.GenerateRequest{Prompt: prompt, MaxTokens: 128, Sampling: sampling.Neutral(1), Seed: new(int64(3))})
 	require.NoError(t, err)
 	want := rollout.Generation{
 		Tokens:       []int32{151657, 515, 151658, 151645},

@@ -20,15 +20,15 @@ func (r *ChatCompletionRequest) SetSampling(p sampling.Params) {
 
 func samplingPtrs(p sampling.Params) (temp, topP *float64, topK *int, minP, rep, pres, freq *float64) {
 	r := p.Resolved()
-	return Ptr(r.Temperature), Ptr(r.TopP), Ptr(r.TopK), Ptr(r.MinP), Ptr(r.RepetitionPenalty), Ptr(r.PresencePenalty), Ptr(r.FrequencyPenalty)
+	return new(r.Temperature), new(r.TopP), new(r.TopK), new(r.MinP), new(r.RepetitionPenalty), new(r.PresencePenalty), new(r.FrequencyPenalty)
 }
 
-// ScoreSampling is what every teacher scoring request states: temperature 1 and every
-// other sampling parameter off. prompt_logprobs are computed from the model's raw
+// ScoreSampling returns what every teacher scoring request states: temperature 1 and
+// every other sampling parameter off. prompt_logprobs are computed from the model's raw
 // distribution whatever the sampling fields say (vLLM applies neither temperature nor
 // truncation to them), so these values only decide the one token each scoring
 // request generates and throws away; they are sent so that no server default applies.
-var ScoreSampling = sampling.Neutral(1)
+func ScoreSampling() sampling.Params { return sampling.Neutral(1) }
 
 func checkSampling(path string, p sampling.Params) error {
 	if err := p.Validate(); err != nil {

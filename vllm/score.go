@@ -132,9 +132,9 @@ func (c *Client) scoreBatch(ctx context.Context, seqs []scorer.Sequence, k int) 
 		Prompts:        prompts,
 		N:              1,
 		MaxTokens:      1,
-		PromptLogprobs: Ptr(k),
+		PromptLogprobs: new(k),
 	}
-	creq.SetSampling(ScoreSampling)
+	creq.SetSampling(ScoreSampling())
 	resp, err := c.Completions(ctx, creq)
 	if err != nil {
 		return nil, err

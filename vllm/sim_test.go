@@ -35,7 +35,7 @@ func TestSimRenderGenerateRoundTrip(t *testing.T) {
 	require.Equal(t, s.MaxModelLen(), r.MaxModelLen)
 	require.Equal(t, vllmtest.ImStart, r.Tokens[0], "no BOS of our own")
 
-	g, err := c.Generate(bg, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 64, Sampling: sampling.Neutral(1), Seed: vllm.Ptr(int64(1))})
+	g, err := c.Generate(bg, rollout.GenerateRequest{Prompt: r.Tokens, MaxTokens: 64, Sampling: sampling.Neutral(1), Seed: new(int64(1))})
 	require.NoError(t, err)
 	require.Equal(t, rollout.FinishStop, g.FinishReason)
 	require.Equal(t, vllmtest.ImEnd, g.Tokens[len(g.Tokens)-1], "the stop token is kept")
@@ -53,7 +53,7 @@ func TestSimSampledGenerationIsReproducible(t *testing.T) {
 	s := vllmtest.NewServer(t)
 	c := s.Client(fastRetry...)
 	prompt := s.Tokenize("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n")
-	req := rollout.GenerateRequest{Prompt: prompt, MaxTokens: 8, Sampling: sampling.Neutral(1), Seed: vllm.Ptr(int64(42))}
+	req := rollout.GenerateRequest{Prompt: prompt, MaxTokens: 8, Sampling: sampling.Neutral(1), Seed: new(int64(42))}
 	a, err := c.Generate(bg, req)
 	require.NoError(t, err)
 	b, err := c.Generate(bg, req)
@@ -77,7 +77,7 @@ func TestSimScoreMatchesPromptLogprobs(t *testing.T) {
 	require.Equal(t, 1, s.RequestCount("/v1/completions"), "both sequences in one request")
 
 	// The same numbers straight from prompt_logprobs.
-	resp, err := c.Completions(bg, vllm.CompletionRequest{Prompts: [][]int32{tokens}, MaxTokens: 1, PromptLogprobs: vllm.Ptr(k)})
+	resp, err := c.Completions(bg, vllm.CompletionRequest{Prompts: [][]int32{tokens}, MaxTokens: 1, PromptLogprobs: new(k)})
 	require.NoError(t, err)
 	pl := resp.Choices[0].PromptLogprobs
 	sr := res.Sequences[0]
@@ -171,8 +171,8 @@ func TestSimBatchedChoices(t *testing.T) {
 	c := s.Client(fastRetry...)
 	p0, p1 := s.Tokenize("first prompt"), s.Tokenize("a second, longer prompt")
 	resp, err := c.Completions(bg, vllm.CompletionRequest{
-		Prompts: [][]int32{p0, p1}, N: 3, MaxTokens: 4, Temperature: vllm.Ptr(1.0), Seed: vllm.Ptr(int64(5)),
-		ReturnTokenIDs: true, Logprobs: vllm.Ptr(0), ReturnTokensAsTokenIDs: true,
+		Prompts: [][]int32{p0, p1}, N: 3, MaxTokens: 4, Temperature: new(1.0), Seed: new(int64(5)),
+		ReturnTokenIDs: true, Logprobs: new(0), ReturnTokensAsTokenIDs: true,
 	})
 	require.NoError(t, err)
 	for p, want := range [][]int32{p0, p1} {
@@ -260,7 +260,7 @@ func TestSimChatPromptLogprobs(t *testing.T) {
 	s := vllmtest.NewServer(t, vllmtest.WithChatScript(func(in vllmtest.ChatScriptInput) []string { return []string{"PASS"} }))
 	c := s.Client(fastRetry...)
 	msgs := []chat.Message{{Role: chat.RoleSystem, Content: "You judge."}, {Role: chat.RoleUser, Content: "Is 2+2 4?"}}
-	resp, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{Messages: msgs, PromptLogprobs: vllm.Ptr(3), ReturnTokenIDs: true})
+	resp, err := c.ChatCompletions(bg, vllm.ChatCompletionRequest{Messages: msgs, PromptLogprobs: new(3), ReturnTokenIDs: true})
 	require.NoError(t, err)
 
 	// The prompt ids are the chat-form /tokenize render of the same messages.
@@ -272,7 +272,7 @@ func TestSimChatPromptLogprobs(t *testing.T) {
 	// The top-level prompt_logprobs agree with completions' on the same ids.
 	pl := resp.PromptLogprobs
 	require.Equal(t, len(r.Tokens), pl.Len())
-	cr, err := c.Completions(bg, vllm.CompletionRequest{Prompts: [][]int32{r.Tokens}, MaxTokens: 1, PromptLogprobs: vllm.Ptr(3)})
+	cr, err := c.Completions(bg, vllm.CompletionRequest{Prompts: [][]int32{r.Tokens}, MaxTokens: 1, PromptLogprobs: new(3)})
 	require.NoError(t, err)
 	if d := cmp.Diff(cr.Choices[0].PromptLogprobs, pl); d != "" {
 		t.Errorf("chat vs completions prompt_logprobs (-want +got):\n%s", d)

@@ -30,15 +30,17 @@ type Timeouts struct {
 	ScoreBase, ScorePerToken time.Duration
 }
 
-// DefaultTimeouts are generous for a loaded server: a 2048-token turn may take
-// 60 s + 2048 × 100 ms ≈ 4.4 minutes, a 32k-token scoring request 60 s + 32768 × 2 ms
-// ≈ 2.1 minutes.
-var DefaultTimeouts = Timeouts{
-	Request:          30 * time.Second,
-	GenerateBase:     60 * time.Second,
-	GeneratePerToken: 100 * time.Millisecond,
-	ScoreBase:        60 * time.Second,
-	ScorePerToken:    2 * time.Millisecond,
+// DefaultTimeouts returns the limits a zero field of [Timeouts] means, generous for a
+// loaded server: a 2048-token turn may take 60 s + 2048 × 100 ms ≈ 4.4 minutes, a
+// 32k-token scoring request 60 s + 32768 × 2 ms ≈ 2.1 minutes.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		Request:          30 * time.Second,
+		GenerateBase:     60 * time.Second,
+		GeneratePerToken: 100 * time.Millisecond,
+		ScoreBase:        60 * time.Second,
+		ScorePerToken:    2 * time.Millisecond,
+	}
 }
 
 // WithTimeouts sets the per-role limits of each attempt; zero fields keep their
@@ -46,7 +48,7 @@ var DefaultTimeouts = Timeouts{
 func WithTimeouts(t Timeouts) Option { return func(cf *config) { cf.timeouts = t } }
 
 func (t Timeouts) withDefaults() Timeouts {
-	d := DefaultTimeouts
+	d := DefaultTimeouts()
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&t.Request, &d.Request}, {&t.GenerateBase, &d.GenerateBase}, {&t.GeneratePerToken, &d.GeneratePerToken},
 		{&t.ScoreBase, &d.ScoreBase}, {&t.ScorePerToken, &d.ScorePerToken},

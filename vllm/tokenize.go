@@ -70,7 +70,7 @@ func (c *Client) Tokenize(ctx context.Context, req TokenizeRequest) (*TokenizeRe
 	if req.Messages != nil && req.AddGenerationPrompt == nil && req.ContinueFinalMessage != nil && *req.ContinueFinalMessage {
 		// The server's default add_generation_prompt is true, which it refuses with
 		// continue_final_message; say what is meant.
-		req.AddGenerationPrompt = Ptr(false)
+		req.AddGenerationPrompt = new(false)
 	}
 	m, err := c.modelFor(ctx, req.Model)
 	if err != nil {

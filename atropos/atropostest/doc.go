@@ -10,7 +10,9 @@
 // and status codes; [Server.SetError], [Server.FailNext]), plus [Server.SetDown] for an
 // API that drops every connection for a while, and [Server.Kill] / [Server.Restart] for
 // an API process that is killed (connections refused) and started again with empty
-// state. Requests are recorded ([Server.Requests],
+// state, and [Server.HoldNext] for an answer of the old process that reaches the client
+// after such a restart. [WithAddress] fixes the address, for a test that runs the fake in
+// a process of its own and kills it. Requests are recorded ([Server.Requests],
 // [Server.RequestCount]).
 //
 // # Faithful to upstream

@@ -148,6 +148,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logger.Debug("atropostest", "method", rec.Method, "path", rec.Path, "status", rep.status, "gzip", rec.Gzip, "bytes", len(body))
+	if h := s.takeHold(r.URL.Path); h != nil {
+		s.writeHeld(w, r, h, rep)
+		return
+	}
 	s.write(w, r, rep)
 }
 

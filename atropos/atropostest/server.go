@@ -39,6 +39,7 @@ type Server struct {
 	log      fakehttp.Log[Request]
 	faults   fakehttp.Faults
 	down     bool
+	holds    map[string][]*Hold // answers to keep back, by path
 	restarts int
 	gen      int // counts API processes: a request of a killed one changes nothing
 }
@@ -133,17 +134,39 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 
 // Start starts a fake API on a loopback port. The caller must call [Server.Close].
 func Start(opts ...Option) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	s := &Server{url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), logger: slog.New(slog.DiscardHandler)}
+	s := &Server{addr: "127.0.0.1:0", logger: slog.New(slog.DiscardHandler), holds: map[string][]*Hold{}}
 	s.st = freshState()
 	for _, o := range opts {
 		o(s)
 	}
+	ln, err := listen(s.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s.url, s.addr = "http://"+ln.Addr().String(), ln.Addr().String()
 	s.serve(ln)
 	return s, nil
+}
+
+// WithAddress listens on addr ("127.0.0.1:8000") instead of a free loopback port: a
+// test that runs the fake in a process of its own and kills it starts the next one on
+// the same address.
+func WithAddress(addr string) Option {
+	return func(s *Server) { s.addr = addr }
+}
+
+// listen listens on addr, trying again for a while: a port just released (a killed
+// process, a Restart) may be held briefly.
+func listen(addr string) (net.Listener, error) {
+	var ln net.Listener
+	var err error
+	for range 100 {
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			return ln, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, err
 }
 
 // serve starts answering on ln. Called with s.life held, or before s is shared.
@@ -198,14 +221,7 @@ func (s *Server) Restart() error {
 	s.restarts++
 	s.gen++
 	s.mu.Unlock()
-	var ln net.Listener
-	var err error
-	for range 50 { // the port was just released; another listener may hold it briefly
-		if ln, err = net.Listen("tcp", s.addr); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	ln, err := listen(s.addr)
 	if err != nil {
 		return fmt.Errorf("atropostest: restart: %w", err)
 	}
@@ -233,6 +249,15 @@ func (s *Server) Close() {
 	defer s.life.Unlock()
 	s.closed = true
 	s.stop()
+	s.mu.Lock()
+	holds := s.holds
+	s.holds = map[string][]*Hold{}
+	s.mu.Unlock()
+	for _, hs := range holds {
+		for _, h := range hs {
+			h.Release()
+		}
+	}
 }
 
 // RegisterTrainer acts as POST /register with reg (without recording a request).

@@ -568,3 +568,38 @@ func TestKillRefusesConnections(t *testing.T) {
 	srv.Close()
 	require.Error(t, srv.Restart(), "no restart after Close")
 }
+
+// TestHoldNextOutlivesARestart: the answer to a held request is computed by the process
+// that took it (its state, before the restart) and arrives after the restart; the next
+// request is answered by the restarted process at once.
+func TestHoldNextOutlivesARestart(t *testing.T) {
+	srv := started(t, 4)
+	hold := srv.HoldNext("/info")
+	got := make(chan resp, 1)
+	go func() { got <- do(t, srv, "GET", "/info", "") }()
+	<-hold.Held()
+	require.NoError(t, srv.Restart())
+	jsonEq(t, `{"batch_size":-1,"max_token_len":-1}`, do(t, srv, "GET", "/info", "").body)
+	select {
+	case r := <-got:
+		t.Fatalf("the held answer arrived before its release: %d %s", r.status, r.body)
+	default:
+	}
+	hold.Release()
+	r := <-got
+	require.Equal(t, 200, r.status)
+	jsonEq(t, `{"batch_size":4,"max_token_len":100}`, r.body)
+}
+
+// TestWithAddress: a fake started on a given address, as a test does when it runs the
+// fake in a process of its own and starts the next one there.
+func TestWithAddress(t *testing.T) {
+	first := atropostest.NewServer(t)
+	addr := strings.TrimPrefix(first.URL(), "http://")
+	first.Close()
+	srv, err := atropostest.Start(atropostest.WithAddress(addr))
+	require.NoError(t, err)
+	defer srv.Close()
+	require.Equal(t, "http://"+addr, srv.URL())
+	jsonEq(t, `{"batch_size":-1,"max_token_len":-1}`, do(t, srv, "GET", "/info", "").body)
+}

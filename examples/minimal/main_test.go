@@ -50,13 +50,18 @@ func TestMinimalWritesOneValidGroup(t *testing.T) {
 	assert.Contains(t, string(out), "-groups")
 }
 
-// TestREADMEProgramsAreTested: every Go block of the README is a file of the
-// repository, verbatim, so it compiles and its tests run.
+// TestREADMEProgramsAreTested: every Go block of the README and of docs/ is a file of
+// the repository, verbatim, so it compiles and its tests run.
 func TestREADMEProgramsAreTested(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	docs, err := filepath.Glob("../../docs/*.md")
 	require.NoError(t, err)
-	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(readme, -1)
-	require.NotEmpty(t, blocks)
+	var blocks [][][]byte
+	for _, name := range append([]string{"../../README.md"}, docs...) {
+		text, err := os.ReadFile(name)
+		require.NoError(t, err)
+		blocks = append(blocks, regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(text, -1)...)
+	}
+	require.GreaterOrEqual(t, len(blocks), 2, "the README's program and docs/testing.md's test")
 	files := map[string]string{}
 	for _, name := range []string{"main.go", "readme_test.go"} {
 		b, err := os.ReadFile(name)
@@ -68,6 +73,6 @@ func TestREADMEProgramsAreTested(t *testing.T) {
 		for _, f := range files {
 			found = found || strings.Contains(f, string(b[1]))
 		}
-		assert.True(t, found, "README block not in examples/minimal verbatim:\n%s", b[1])
+		assert.True(t, found, "a Go block of the README or docs/ is not in examples/minimal verbatim:\n%s", b[1])
 	}
 }

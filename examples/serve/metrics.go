@@ -1,9 +1,7 @@
 package main
 
 import (
-	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -81,5 +79,3 @@ func (s *sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// progressOut is where the progress bar goes (when it is a terminal).
-var progressOut io.Writer = os.Stderr

@@ -153,7 +153,7 @@ func checkCancelled(j judge.Judge) error {
 	cancel()
 	_, err := j.Judge(ctx, SampleTurns()[0])
 	if !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("Judge with a cancelled context returned error %v, want context.Canceled", err)
+		return fmt.Errorf("Judge.Judge with a cancelled context returned error %v, want context.Canceled", err)
 	}
 	return nil
 }
@@ -163,7 +163,7 @@ func checkDeadline(j judge.Judge) error {
 	defer cancel()
 	_, err := j.Judge(ctx, SampleTurns()[0])
 	if !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("Judge with an expired deadline returned error %v, want context.DeadlineExceeded", err)
+		return fmt.Errorf("Judge.Judge with an expired deadline returned error %v, want context.DeadlineExceeded", err)
 	}
 	return nil
 }

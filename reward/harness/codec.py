@@ -15,10 +15,16 @@
 # Encoding checks exact types (type(x) is int, not isinstance), so an object of a user
 # class never passes as plain data, whatever it claims. Decoding accepts the canonical
 # form only and rebuilds every value from builtin types.
+#
+# MAX_DEPTH (containers nest at most this deep; deeper ones cross as handles) and
+# MAX_LINE (a message's bytes, its newline not counted) come from the Go constants
+# reward.MaxDepth and reward.MaxMessage: the verifier puts them before this file.
 import builtins as _builtins
+import sys as _sys
 
-MAX_DEPTH = 100
-MAX_LINE = 16 << 20
+# Values MAX_DEPTH deep take about two frames per level to decode or encode, and the
+# JSON scanner two more; the solution's own calls come on top.
+_sys.setrecursionlimit(max(_sys.getrecursionlimit(), 4 * MAX_DEPTH + 1000))
 
 
 class BadValue(Exception):
@@ -87,7 +93,7 @@ def decode(v, handle, depth=0):
             if x.hex() == p:
                 return x
         elif tag in _MAKE and tp is list:
-            return _MAKE[tag](decode(e, handle, depth + 1) for e in p)
+            return _MAKE[tag]([decode(e, handle, depth + 1) for e in p])
         elif tag == "d" and tp is list:
             d = {}
             for kv in p:

@@ -18,6 +18,12 @@ def _tests_main():
 
     def send(msg):
         data = dumps(msg)
+        if len(data) > MAX_LINE + 1:
+            # Said to the verifier, which names the limit in its reason, and raised in
+            # the tests, which may handle it.
+            send({"op": "over_limit", "size": len(data) - 1})
+            raise OverflowError("a request of %d bytes is over the verifier's message limit of %d bytes "
+                                "(reward.MaxMessage)" % (len(data) - 1, MAX_LINE))
         while data:
             data = data[os.write(pout, data):]
 
@@ -77,8 +83,8 @@ def _tests_main():
         if h is not None:
             return h
         raise TypeError("cannot pass a %s to the solution: only plain data (None, bool, int, float, "
-                        "str, bytes, tuple, list, dict, set, frozenset) and objects the solution "
-                        "returned cross" % type(x).__name__)
+                        "str, bytes, tuple, list, dict, set, frozenset, nested at most %d deep) and "
+                        "objects the solution returned cross" % (type(x).__name__, MAX_DEPTH))
 
     def request(op, h=0, **kw):
         with lock:
@@ -89,7 +95,7 @@ def _tests_main():
         seq[0] += 1
         kw.update(id=seq[0], op=op, h=h)
         send(kw)
-        line = pin.readline(MAX_LINE)
+        line = pin.readline(MAX_LINE + 1)
         if not line.endswith(b"\n"):
             stop("the verifier ended the conversation")
         try:
@@ -167,12 +173,13 @@ def _tests_main():
         stop("the verifier sent " + why)
 
     def exception(v):
-        if type(v) is not list or len(v) not in (2, 3) or type(v[0]) is not str:
+        # [name, args], [name, args, class] or [name, args, class or None, attributes].
+        if type(v) is not list or len(v) not in (2, 3, 4) or type(v[0]) is not str:
             raise BadValue("not an exception")
         cls = getattr(builtins, v[0], None)
         if not (isinstance(cls, type) and issubclass(cls, Exception)):
             raise BadValue("not a builtin exception: %r" % v[0])
-        if len(v) == 3:
+        if len(v) >= 3 and v[2] is not None:
             # An exception class of the solution, which the tests may catch by name.
             if type(v[2]) is not list or v[2][:1] != ["x"]:
                 raise BadValue("not an exception class")
@@ -183,12 +190,33 @@ def _tests_main():
         args = decode(v[1], remote)
         if type(args) is not tuple:
             raise BadValue("exception arguments are not a tuple")
+        e = None
         for c in cls.__mro__:
             try:
-                return c(*args)
+                e = c(*args)
+                break
             except Exception:
                 continue
-        return Exception(*args)
+        if e is None:
+            e = Exception(*args)
+        if len(v) == 4:
+            set_attributes(e, v[3])
+        return e
+
+    def set_attributes(e, attrs):
+        # The attributes the solution's exception carried (e.shortfall), as plain data
+        # or handles; never one its class already has, so no method is shadowed.
+        if type(attrs) is not list or not attrs:
+            raise BadValue("exception attributes are not a list")
+        for item in attrs:
+            if type(item) is not list or len(item) != 2 or type(item[0]) is not str:
+                raise BadValue("not an exception attribute")
+            name = item[0]
+            if not (name.isascii() and name.isidentifier() and len(name) <= 100) or name.startswith("__"):
+                raise BadValue("not an attribute name: %r" % name)
+            value = decode(item[1], remote)
+            if not hasattr(type(e), name):
+                setattr(e, name, value)
 
     def enc(x):
         return encode(x, local)

@@ -170,7 +170,6 @@ type sandboxCgroup struct {
 	uid   int      // owner of the children's cgroup.procs (v1), or -1
 	gid   int
 	limit int64 // memory limit, for messages
-	next  int
 }
 
 // newSandboxCgroup creates a cgroup with the given limits (≤ 0: none).

@@ -1,0 +1,168 @@
+package atropos
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The checks that guard a post. Two things can make a check wrong: its answer may be
+// old (it came from an API process that has died since), and an API that was restarted
+// may answer for this env's id although the id is now another env's.
+//
+// Age: every post and disconnect is preceded by a /status-env check sent at most
+// MaxCheckAge before the post goes out, on the monotonic clock; an older one is made
+// again. The answer may have been computed by the API at any moment after the check was
+// sent, so its age counts from then. When every check comes back older than that (each
+// round trip takes longer), the limit doubles every three checks in a row, up to 64 ×
+// MaxCheckAge, with a warning: posts go on, and the bound is then the round trip.
+//
+// Another env's answer: within one API life, the queue holds under this env's id only
+// the groups this env posted, and a group leaves the queue only when a batch forms,
+// which moves current_step. So a reply shows a restart when its self_queue_size is
+//   - above what this env can have there: its accepted groups not known out of the
+//     queue, plus its posts in flight or failed (a failed post may have been taken);
+//   - below what it must have there: at the step it saw when it last saw the step move
+//     (or registered), every group it posted after that and saw "received" for before
+//     the poll began is still queued while the step has not moved.
+//
+// Both need a reply whose poll overlapped no other reply (so that what the client
+// knows matches what the API saw) and groups all of the registered size (the API counts
+// sequences divided by the largest group size).
+
+// observe takes a /status-env reply for registration epoch, from a poll that began at
+// tick: a reply that shows a restart (a step below the highest seen, a queue that does
+// not match what this env sent) loses the registration; otherwise the registration is
+// current, and the accepted groups the reply shows served are settled (their spool
+// files removed). It reports whether the reply is this env's.
+func (c *Client) observe(epoch uint64, st EnvStatus, tick uint64) bool {
+	c.mu.Lock()
+	ok, done := c.observeLocked(epoch, st, tick)
+	c.mu.Unlock()
+	c.removeServed(done)
+	return ok
+}
+
+func (c *Client) observeLocked(epoch uint64, st EnvStatus, tick uint64) (bool, []string) {
+	if c.reg == nil || c.epoch != epoch || c.state == regLost {
+		return false, nil
+	}
+	alone := c.lastObserve < tick // no other reply was taken while this poll was out
+	c.clock++
+	c.lastObserve = c.clock
+	if st.CurrentStep < c.lastStep && tick > c.lastStepTick {
+		c.lose(fmt.Sprintf("current_step went back from %d to %d", c.lastStep, st.CurrentStep))
+		return false, nil
+	}
+	if alone && !c.oddSizes {
+		if why := c.queueMismatch(st, tick); why != "" {
+			c.lose(why)
+			return false, nil
+		}
+	}
+	if st.CurrentStep > c.lastStep {
+		// Only a poll begun after this reply arrived can show the step going back:
+		// replies of polls that overlapped may arrive in any order.
+		c.lastStep, c.lastStepTick = st.CurrentStep, c.clock
+	}
+	c.state = regCurrent
+	return true, c.settle(st, tick)
+}
+
+// queueMismatch returns why a reply's self_queue_size cannot be this env's, or "".
+// Called with c.mu held.
+func (c *Client) queueMismatch(st EnvStatus, tick uint64) string {
+	possible, surely := c.posting+c.uncertain, 0
+	sameStep := st.CurrentStep == c.lastStep
+	for _, s := range c.retained {
+		if s.out {
+			continue
+		}
+		possible++
+		if sameStep && s.queued && s.sendTick > c.lastStepTick && s.replyTick < tick {
+			surely++
+		}
+	}
+	switch {
+	case st.SelfQueueSize > possible:
+		return fmt.Sprintf("self_queue_size %d: more groups queued under env id %d than this env can have there (%d); the id is another env's",
+			st.SelfQueueSize, c.reg.EnvID, possible)
+	case st.SelfQueueSize < surely:
+		return fmt.Sprintf("self_queue_size %d at step %d: fewer than the %d groups this env sent since that step, which no batch took; the API lost its queue",
+			st.SelfQueueSize, st.CurrentStep, surely)
+	}
+	return ""
+}
+
+// beginPost counts n groups as in flight under registration epoch; odd tells that some
+// are not of the registered size.
+func (c *Client) beginPost(epoch uint64, n int, odd bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.epoch == epoch {
+		c.posting += n
+		c.oddSizes = c.oddSizes || odd
+	}
+}
+
+// endPost counts n groups of epoch as no longer in flight; maybeTaken tells that the
+// post failed in a way that may still have queued them.
+func (c *Client) endPost(epoch uint64, n int, maybeTaken bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.epoch == epoch {
+		c.posting -= n
+		if maybeTaken {
+			c.uncertain += n
+		}
+	}
+}
+
+// checksPerDoubling is how many checks in a row, each older than its limit when it
+// returns, double the limit: a post must go out even when every status round trip
+// takes longer than MaxCheckAge (a loaded API, a slow link), and the best bound there
+// is the round trip itself.
+const checksPerDoubling = 3
+
+// maxCheckAgeDoublings caps the widening at 64 × MaxCheckAge (32 s by default).
+const maxCheckAgeDoublings = 6
+
+// checkAgeLimit is the age the n-th check in a row (from 1) may have: MaxCheckAge for
+// the first checksPerDoubling, then doubling every checksPerDoubling checks.
+func checkAgeLimit(max time.Duration, n int) time.Duration {
+	return max << min((n-1)/checksPerDoubling, maxCheckAgeDoublings)
+}
+
+// freshCheck makes the /status-env check that guards a post under registration reg
+// (epoch), again and again until one is younger than MaxCheckAge when it returns. It
+// returns errStaleRegistration when the reply shows that the API lost the
+// registration.
+func (c *Client) freshCheck(ctx context.Context, envID int, epoch uint64) error {
+	for n := 1; ; n++ {
+		start := c.cfg.Now()
+		var st EnvStatus
+		tick := c.tick()
+		if err := c.api.statusEnv(ctx, envID, &st); err != nil {
+			return err
+		}
+		if !c.observe(epoch, st, tick) {
+			return errStaleRegistration
+		}
+		age, limit := c.cfg.Now().Sub(start), checkAgeLimit(c.cfg.MaxCheckAge, n)
+		if age <= limit {
+			if limit > c.cfg.MaxCheckAge {
+				c.api.logger.Warn("atropos: posting on a status check older than MaxCheckAge: every round trip took longer",
+					"age", age, "max", c.cfg.MaxCheckAge, "checks", n)
+			}
+			return nil
+		}
+		lvl := c.api.logger.Debug
+		if n%checksPerDoubling == 0 {
+			lvl = c.api.logger.Warn
+		}
+		lvl("atropos: the status check is older than its limit; checking again", "age", age, "limit", limit, "checks", n)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}

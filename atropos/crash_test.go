@@ -1,0 +1,267 @@
+package atropos_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+)
+
+var crashKills = flag.Int("crash.kills", 3, "TestEnvAndAPIKilledTogether: how many times the env and the API are killed together")
+
+// helperAPI is the API process of TestEnvAndAPIKilledTogether: the fake on
+// ATROPOS_ADDR, until it is killed or its stdin closes.
+func helperAPI() int {
+	srv, err := atropostest.Start(atropostest.WithAddress(os.Getenv("ATROPOS_ADDR")))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer srv.Close()
+	fmt.Println("listening")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// helperCrashEnv is the env process of TestEnvAndAPIKilledTogether: it registers
+// (which sends what the spool holds), then sends groups ATROPOS_FIRST,
+// ATROPOS_FIRST+1, … as fast as back-pressure allows, ATROPOS_COUNT of them (0: until
+// killed), printing "accepted N" for each Send that returned nil, then "done", and
+// waits for its stdin to close.
+func helperCrashEnv() int {
+	c, err := atropos.NewClient(os.Getenv("ATROPOS_URL"), atropos.ClientConfig{
+		EnvName: "crash", GroupSize: 2, SpoolDir: os.Getenv("ATROPOS_SPOOL"),
+		PollInterval: 5 * time.Millisecond, StatusInterval: 5 * time.Millisecond,
+		Retry: atropos.RetryConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	first, _ := strconv.Atoi(os.Getenv("ATROPOS_FIRST"))
+	count, _ := strconv.Atoi(os.Getenv("ATROPOS_COUNT"))
+	go func() { // the test went away
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	ctx := context.Background()
+	if err := c.Register(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for i := 0; count == 0 || i < count; i++ {
+		if err := c.WaitReady(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := c.Send(ctx, group(float64(first+i), 2)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			continue
+		}
+		fmt.Printf("accepted %d\n", first+i)
+	}
+	fmt.Println("done")
+	// Go on polling, so that what the API served is seen served, until killed.
+	for {
+		_, _ = c.Status(ctx)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// child is a helper process of this test binary.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+}
+
+func startChild(t *testing.T, env ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no orphans if the test dies
+	require.NoError(t, cmd.Start())
+	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 1024)}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(c.kill)
+	return c
+}
+
+// kill sends SIGKILL and reaps the process.
+func (c *child) kill() {
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+}
+
+// slowTrainer pulls one batch every few milliseconds, registering again whenever the
+// API has no trainer. Holding mu pauses it between pulls.
+type slowTrainer struct {
+	tr *atropos.Trainer
+
+	mu     sync.Mutex
+	served map[int]int // group id -> times served
+}
+
+func (p *slowTrainer) run(stop <-chan struct{}) {
+	reg := atropos.TrainerRegistration{WandbGroup: "g", WandbProject: "p", BatchSize: 2, MaxTokenLen: 64, NumSteps: 1 << 20}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		p.mu.Lock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		b, err := p.tr.Batch(ctx)
+		if errors.Is(err, atropos.ErrNotRegistered) {
+			_, _ = p.tr.Register(ctx, reg)
+		}
+		for _, g := range b {
+			p.served[int(g.Scores[0])]++
+		}
+		cancel()
+		p.mu.Unlock()
+	}
+}
+
+// unserved returns the ids of accepted not served so far.
+func (p *slowTrainer) unserved(accepted map[int]bool) []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []int
+	for id := range accepted {
+		if p.served[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// TestEnvAndAPIKilledTogether: an env process and the API process are SIGKILLed at
+// the same moment (a node failure, a whole-job restart), while groups the API accepted
+// wait for a slow trainer, -crash.kills times; each time both are started again. Every
+// group the env saw accepted must reach the trainer: the env keeps accepted groups in
+// its spool until the API is seen to serve them, and the next env process sends them
+// again.
+func TestEnvAndAPIKilledTogether(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	url := "http://" + addr
+	spool := t.TempDir()
+
+	startAPI := func() *child {
+		api := startChild(t, "ATROPOS_TEST_HELPER=api", "ATROPOS_ADDR="+addr)
+		require.Equal(t, "listening", <-api.lines)
+		return api
+	}
+	accepted := map[int]bool{}
+	var accMu sync.Mutex
+	startEnv := func(life, count int) (*child, chan struct{}) {
+		env := startChild(t, "ATROPOS_TEST_HELPER=crash-env", "ATROPOS_URL="+url, "ATROPOS_SPOOL="+spool,
+			"ATROPOS_FIRST="+strconv.Itoa(life*1000), "ATROPOS_COUNT="+strconv.Itoa(count))
+		done := make(chan struct{})
+		go func() {
+			for l := range env.lines {
+				if id, ok := strings.CutPrefix(l, "accepted "); ok {
+					n, _ := strconv.Atoi(id)
+					accMu.Lock()
+					accepted[n] = true
+					accMu.Unlock()
+				}
+				if l == "done" {
+					close(done)
+				}
+			}
+		}()
+		return env, done
+	}
+	acceptedNow := func() map[int]bool {
+		accMu.Lock()
+		defer accMu.Unlock()
+		out := make(map[int]bool, len(accepted))
+		for k := range accepted {
+			out[k] = true
+		}
+		return out
+	}
+
+	p := &slowTrainer{tr: newTrainer(t, url), served: map[int]int{}}
+	stop := make(chan struct{})
+	pulled := make(chan struct{})
+	go func() { defer close(pulled); p.run(stop) }()
+	defer func() { close(stop); <-pulled }()
+
+	api := startAPI()
+	for life := 1; life <= *crashKills; life++ {
+		env, _ := startEnv(life, 0)
+		// Wait until groups the API accepted wait for the trainer, then kill both
+		// processes, with the trainer paused so that no batch is cut short.
+		waiting := func() int {
+			n := 0
+			for _, id := range p.unserved(acceptedNow()) {
+				if id/1000 == life {
+					n++
+				}
+			}
+			return n
+		}
+		require.Eventually(t, func() bool { return waiting() >= 2 }, time.Minute, time.Millisecond)
+		p.mu.Lock()
+		env.kill()
+		api.kill()
+		p.mu.Unlock()
+		t.Logf("kill %d: %d groups this env process saw accepted not yet served", life, waiting())
+		api = startAPI()
+	}
+	env, done := startEnv(*crashKills+1, 3)
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the last env process did not finish")
+	}
+	acc := acceptedNow()
+	var lost []int
+	ok := func() bool { lost = p.unserved(acc); return len(lost) == 0 }
+	deadline := time.Now().Add(time.Minute) // a guard against a hang, not a timing
+	for !ok() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	env.kill()
+	p.mu.Lock()
+	dups := 0
+	for id := range acc {
+		dups += max(p.served[id]-1, 0)
+	}
+	p.mu.Unlock()
+	t.Logf("%d kills: %d groups accepted, %d lost, %d served twice or more", *crashKills, len(acc), len(lost), dups)
+	require.Empty(t, lost, "accepted groups the trainer never got")
+}

@@ -1,0 +1,274 @@
+package nemogym
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
+)
+
+// The answers of /run are written by hand: a rollout's answer is mostly token ids,
+// logprobs and teacher rows, which reflection-based encoding writes several times
+// slower (see BenchmarkServerOverhead).
+
+// MarshalJSON writes the result as one JSON object; see [Result.AppendJSON].
+func (r *Result) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
+
+// AppendJSON appends the result as one JSON object, on one line: the row's keys
+// (sorted, the reserved result keys left out), then responses_create_params,
+// response, reward, reward_components and the failure keys.
+func (r *Result) AppendJSON(b []byte) ([]byte, error) {
+	if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) {
+		return nil, fmt.Errorf("nemogym: reward %v is not finite", r.Reward)
+	}
+	b = append(b, '{')
+	keys := make([]string, 0, len(r.Row))
+	for k := range r.Row {
+		if !slices.Contains(reservedKeys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var err error
+	for _, k := range keys {
+		b = appendString(b, k)
+		b = append(b, ':')
+		if b, err = appendRaw(b, r.Row[k]); err != nil {
+			return nil, fmt.Errorf("nemogym: row key %q: %w", k, err)
+		}
+		b = append(b, ',')
+	}
+	b = append(b, `"responses_create_params":`...)
+	params := r.ResponsesCreateParams
+	if params == nil {
+		params = json.RawMessage("{}")
+	}
+	if b, err = appendRaw(b, params); err != nil {
+		return nil, fmt.Errorf("nemogym: responses_create_params: %w", err)
+	}
+	if r.Response != nil {
+		b = append(b, `,"response":`...)
+		if b, err = r.Response.appendJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `,"reward":`...)
+	b = strconv.AppendFloat(b, r.Reward, 'g', -1, 64)
+	if len(r.RewardComponents) > 0 {
+		b = append(b, `,"reward_components":{`...)
+		names := make([]string, 0, len(r.RewardComponents))
+		for k := range r.RewardComponents {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for i, k := range names {
+			v := r.RewardComponents[k]
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("nemogym: reward component %s is %v", k, v)
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+		b = append(b, '}')
+	}
+	if r.FailureClass != "" {
+		b = append(b, `,"_ng_failure_class":`...)
+		b = appendString(b, r.FailureClass)
+		b = append(b, `,"error":`...)
+		b = appendString(b, r.Error)
+		if r.Terminal {
+			b = append(b, `,"_ng_failure_terminal":true`...)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+func (r *Response) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"id":`...)
+	b = appendString(b, r.ID)
+	b = append(b, `,"created_at":`...)
+	b = strconv.AppendFloat(b, r.CreatedAt, 'f', -1, 64)
+	b = append(b, `,"model":`...)
+	b = appendString(b, r.Model)
+	b = append(b, `,"object":"response","output":[`...)
+	for i := range r.Output {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = r.Output[i].appendJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `],"parallel_tool_calls":`...)
+	b = strconv.AppendBool(b, r.ParallelToolCalls)
+	b = append(b, `,"tool_choice":`...)
+	var err error
+	choice := r.ToolChoice
+	if choice == nil {
+		choice = json.RawMessage(`"auto"`)
+	}
+	if b, err = appendRaw(b, choice); err != nil {
+		return nil, fmt.Errorf("nemogym: tool_choice: %w", err)
+	}
+	b = append(b, `,"tools":[`...)
+	for i, t := range r.Tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b, err = appendRaw(b, t); err != nil {
+			return nil, fmt.Errorf("nemogym: tools: %w", err)
+		}
+	}
+	b = append(b, `],"incomplete_details":`...)
+	if r.IncompleteDetails == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"reason":`...)
+		b = appendString(b, r.IncompleteDetails.Reason)
+		b = append(b, '}')
+	}
+	b = append(b, `,"status":`...)
+	b = appendString(b, r.Status)
+	if r.Usage != nil {
+		u, err := json.Marshal(r.Usage)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"usage":`...)
+		b = append(b, u...)
+	}
+	return append(b, '}'), nil
+}
+
+// MarshalJSON writes the item with only its type's keys; a NaN or infinite logprob
+// is an error.
+func (it Item) MarshalJSON() ([]byte, error) { return it.appendJSON(nil) }
+
+func (it *Item) appendJSON(b []byte) ([]byte, error) {
+	var err error
+	b = append(b, `{"type":`...)
+	b = appendString(b, it.Type)
+	str := func(key, v string) {
+		if v != "" {
+			b = append(b, ',')
+			b = appendString(b, key)
+			b = append(b, ':')
+			b = appendString(b, v)
+		}
+	}
+	str("id", it.ID)
+	str("role", it.Role)
+	str("status", it.Status)
+	if len(it.Content) > 0 {
+		b = append(b, `,"content":[`...)
+		for i, c := range it.Content {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"type":`...)
+			b = appendString(b, c.Type)
+			b = append(b, `,"text":`...)
+			b = appendString(b, c.Text)
+			b = append(b, `,"annotations":[],"logprobs":null}`...)
+		}
+		b = append(b, ']')
+	}
+	if len(it.Summary) > 0 {
+		b = append(b, `,"summary":[`...)
+		for i, s := range it.Summary {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"type":`...)
+			b = appendString(b, s.Type)
+			b = append(b, `,"text":`...)
+			b = appendString(b, s.Text)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	str("call_id", it.CallID)
+	str("name", it.Name)
+	if it.Arguments != nil {
+		b = append(b, `,"arguments":`...)
+		b = appendString(b, *it.Arguments)
+	}
+	if it.Output != nil {
+		b = append(b, `,"output":`...)
+		b = appendString(b, *it.Output)
+	}
+	if t := it.TokenInfo; t != nil {
+		b = append(b, `,"prompt_token_ids":`...)
+		b = jsonscan.AppendInt32s(b, t.PromptTokenIDs)
+		b = append(b, `,"generation_token_ids":`...)
+		b = jsonscan.AppendInt32s(b, t.GenerationTokenIDs)
+		b = append(b, `,"generation_log_probs":`...)
+		if b, err = appendFloats(b, t.GenerationLogProbs); err != nil {
+			return nil, err
+		}
+	}
+	if r := it.TeacherRows; r != nil {
+		b = append(b, `,"teacher_topk_token_ids":[`...)
+		for i, row := range r.TokenIDs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonscan.AppendInt32s(b, row)
+		}
+		b = append(b, `],"teacher_topk_logprobs":[`...)
+		for i, row := range r.Logprobs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendFloats(b, row); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+// errNotFinite is the error for a NaN or infinite logprob: JSON has no such number.
+var errNotFinite = errors.New("nemogym: a logprob is NaN or infinite")
+
+// appendFloats appends float32s, each in the shortest form that reads back as the
+// same float32.
+func appendFloats(b []byte, fs []float32) ([]byte, error) {
+	b = append(b, '[')
+	for i, f := range fs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return nil, errNotFinite
+		}
+		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
+	}
+	return append(b, ']'), nil
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
+}
+
+// appendRaw appends a JSON value from a request, compacted onto one line.
+func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return append(b, buf.Bytes()...), nil
+}

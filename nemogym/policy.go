@@ -1,0 +1,515 @@
+package nemogym
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/vllm"
+)
+
+// Sampling is what the row's responses_create_params say about sampling; NeMo RL
+// stamps its training values into every row and asserts them on every model call.
+type Sampling struct {
+	Temperature     *float64 // nil: the agent's own
+	TopP            *float64 // nil: the agent's own
+	MaxOutputTokens int      // 0: the agent's own bound per call
+}
+
+// Session is one rollout's state on the model-server path: the row's sampling and
+// the token fields of every model call so far, replayed unchanged on later calls. The
+// agent server makes one per POST /run and hands it to the [Runner] in the context;
+// a [Policy] finds it there. It is safe for concurrent use.
+type Session struct {
+	sampling Sampling
+	mu       sync.Mutex
+	calls    []TokenInfo
+	frags    [][]byte // each call's token fields as JSON object members, written once
+	jar      http.CookieJar
+
+	template    bool // SetTemplate was called
+	tools       []chat.Tool
+	templateKws map[string]any
+}
+
+// SetTemplate tells the Policy the tools and chat-template kwargs the agent of this
+// rollout renders with; they are sent with every call instead of PolicyConfig's, so
+// that the model server renders what the agent did. [Runner]s call it
+// (Env.RunOne does).
+func (s *Session) SetTemplate(tools []chat.Tool, kwargs map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.template, s.tools, s.templateKws = true, tools, kwargs
+}
+
+// NewSession returns a Session with the row's sampling.
+func NewSession(s Sampling) *Session { return &Session{sampling: s, jar: newJar()} }
+
+type sessionKey struct{}
+
+// WithSession returns ctx carrying s.
+func WithSession(ctx context.Context, s *Session) context.Context {
+	return context.WithValue(ctx, sessionKey{}, s)
+}
+
+// SessionFrom returns the Session in ctx, or nil.
+func SessionFrom(ctx context.Context) *Session {
+	s, _ := ctx.Value(sessionKey{}).(*Session)
+	return s
+}
+
+// Calls returns copies of the token fields of the calls made so far.
+func (s *Session) Calls() []TokenInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// ErrNoSession is returned by [Policy.Generate] when ctx carries no [Session].
+var ErrNoSession = errors.New("nemogym: no Session in the context (run the rollout through the agent server, or use nemogym.WithSession)")
+
+// ErrNonContiguous is wrapped by [Policy.Generate]'s error when the model server's
+// prompt does not begin with every earlier prompt and generation of the rollout (NeMo
+// RL's "Non-contiguous messages found!"), or does not equal the ids the agent holds.
+// Such a call is never trained on: the rollout fails.
+var ErrNonContiguous = errors.New("nemogym: the model server's prompt does not extend the rollout's tokens")
+
+// ErrContextOverflow is wrapped by [Policy.Generate]'s error when the model server
+// answers an empty completion without token fields and finish_reason "length": NeMo
+// Gym's answer when the engine refused the prompt as longer than its context. The
+// agent bounds each call by the context the tokenizer reports, so it means the
+// trainer's engine has a shorter context than its /tokenize says.
+var ErrContextOverflow = errors.New("nemogym: the model server reports a context overflow (an empty completion without token fields)")
+
+// APIError is a non-2xx answer of the model server.
+type APIError struct {
+	Status int
+	Body   string
+}
+
+// Error says what the model server answered.
+func (e *APIError) Error() string {
+	return fmt.Sprintf("nemogym: model server answered %d: %s", e.Status, strings.TrimSpace(e.Body))
+}
+
+// PolicyConfig configures a [Policy].
+type PolicyConfig struct {
+	// ModelURL is the model server's base URL; chat completions go to
+	// ModelURL + "/v1/chat/completions". Required.
+	ModelURL string
+	// Tokenizer renders chat templates (/tokenize in chat form): the trainer's
+	// server, which serves /tokenize beside its chat endpoint. Required.
+	Tokenizer *vllm.Client
+	// Model is sent as "model"; the model server overwrites it with its own.
+	Model string
+	// Tools are the tool definitions the agent renders into its prompts, for
+	// sessions whose Runner does not say ([Session.SetTemplate]; Env.RunOne does);
+	// the model server renders the same. Nil means those of rollout.DefaultTools()
+	// (the agent's default). Tools that are not the agent's make every call's prompt
+	// differ from the agent's ids, which fails the rollout.
+	Tools []chat.Tool
+	// ChatTemplateKwargs are sent with every call, as Tools.
+	ChatTemplateKwargs map[string]any
+	// HTTPClient sends the model calls; nil means a client of its own without
+	// timeouts (a call lasts as long as generation does; ctx bounds it), keeping up
+	// to 256 idle connections for 4 s.
+	HTTPClient *http.Client
+}
+
+// Policy is a [rollout.Policy] that generates through a NeMo Gym model server (or the
+// trainer's OpenAI-compatible server behind it) with token information on: each call
+// sends the conversation as chat messages, every earlier assistant turn carrying its
+// prompt_token_ids, generation_token_ids and generation_log_probs exactly as the
+// server returned them, so that the trainer's server splices the prompt to extend
+// every earlier prompt and generation. Rendering (the agent's token deltas) goes to
+// the trainer's /tokenize.
+//
+// Every call states every sampling field (the row's temperature and top_p, the
+// agent's others, top_k −1 when off), logprobs true, top_logprobs 0, one choice. The
+// answer must carry all three token fields, as many logprobs as generated ids, no
+// NaN, and a prompt that extends the rollout's earlier calls and equals the ids the
+// agent holds; anything else is an error (wrapping [ErrNonContiguous] for the
+// prompt), counted in [Policy.NonContiguous]. The server's tool-call parser and
+// reasoning parser, when on, are undone: the text the agent parses is the content
+// with the reasoning in <think> tags before it and each tool call as a Hermes
+// <tool_call> block after it.
+//
+// Generate needs the rollout's [Session] in ctx. A Policy is safe for concurrent use.
+type Policy struct {
+	cfg           PolicyConfig
+	nonContiguous atomic.Int64
+}
+
+// NewPolicy returns a Policy. It does no I/O.
+func NewPolicy(cfg PolicyConfig) (*Policy, error) {
+	if cfg.ModelURL == "" {
+		return nil, errors.New("nemogym: NewPolicy: ModelURL is required")
+	}
+	if cfg.Tokenizer == nil {
+		return nil, errors.New("nemogym: NewPolicy: Tokenizer is required (the trainer's server, which serves /tokenize)")
+	}
+	cfg.ModelURL = strings.TrimSuffix(cfg.ModelURL, "/")
+	if cfg.HTTPClient == nil {
+		// Many rollouts call at once; idle connections are dropped before a Python
+		// server's keep-alive (uvicorn: 5 s by default, Gym's servers 30 s) would.
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
+			Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 256, IdleConnTimeout: 4 * time.Second,
+		}}
+	}
+	if cfg.Tools == nil {
+		for _, t := range rollout.DefaultTools() {
+			cfg.Tools = append(cfg.Tools, t.Definition())
+		}
+	}
+	return &Policy{cfg: cfg}, nil
+}
+
+// CloseIdleConnections closes the idle connections of the Policy's HTTP client to
+// the model server, for a clean shutdown.
+func (p *Policy) CloseIdleConnections() {
+	p.cfg.HTTPClient.CloseIdleConnections()
+}
+
+// NonContiguous returns the number of calls whose prompt broke the contiguity rule.
+func (p *Policy) NonContiguous() int64 { return p.nonContiguous.Load() }
+
+// Render implements [rollout.Policy] with the tokenizer's /tokenize.
+func (p *Policy) Render(ctx context.Context, req rollout.RenderRequest) (rollout.Rendered, error) {
+	return p.cfg.Tokenizer.Render(ctx, req)
+}
+
+// chatMessage is a chat message with the optional token fields, as JSON members.
+type chatMessage struct {
+	chat.Message
+	tokens []byte
+}
+
+// appendJSON appends the message object with its token fields merged in.
+func (m chatMessage) appendJSON(b []byte) ([]byte, error) {
+	msg, err := json.Marshal(m.Message)
+	if err != nil {
+		return nil, err
+	}
+	if m.tokens == nil {
+		return append(b, msg...), nil
+	}
+	b = append(b, msg[:len(msg)-1]...)
+	if len(msg) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, m.tokens...)
+	return append(b, '}'), nil
+}
+
+// tokenMembers writes a call's token fields as JSON object members, once per call: a
+// late call replays every earlier one, and the bytes are the same each time.
+func tokenMembers(t TokenInfo) ([]byte, error) {
+	b := make([]byte, 0, 64+7*(len(t.PromptTokenIDs)+len(t.GenerationTokenIDs))+12*len(t.GenerationLogProbs))
+	b = append(b, `"prompt_token_ids":`...)
+	b = jsonscan.AppendInt32s(b, t.PromptTokenIDs)
+	b = append(b, `,"generation_token_ids":`...)
+	b = jsonscan.AppendInt32s(b, t.GenerationTokenIDs)
+	b = append(b, `,"generation_log_probs":`...)
+	return appendFloats(b, t.GenerationLogProbs)
+}
+
+type chatAnswer struct {
+	Choices []struct {
+		FinishReason string `json:"finish_reason"`
+		Message      struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+			ToolCalls        []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+			PromptTokenIDs     *[]int32   `json:"prompt_token_ids"`
+			GenerationTokenIDs *[]int32   `json:"generation_token_ids"`
+			GenerationLogProbs *[]float64 `json:"generation_log_probs"`
+		} `json:"message"`
+	} `json:"choices"`
+}
+
+// Generate implements [rollout.Policy]: one POST /v1/chat/completions.
+func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rollout.Generation, error) {
+	const op = "nemogym: POST /v1/chat/completions"
+	s := SessionFrom(ctx)
+	if s == nil {
+		return rollout.Generation{}, ErrNoSession
+	}
+	if len(req.Messages) == 0 {
+		return rollout.Generation{}, fmt.Errorf("%s: the request carries no messages (GenerateRequest.Messages)", op)
+	}
+	s.mu.Lock()
+	calls, frags := slices.Clone(s.calls), slices.Clone(s.frags)
+	tools, kwargs := p.cfg.Tools, p.cfg.ChatTemplateKwargs
+	if s.template {
+		tools, kwargs = s.tools, s.templateKws
+	}
+	s.mu.Unlock()
+	msgs, err := withTokens(req.Messages, frags)
+	if err != nil {
+		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
+	}
+	body, err := p.body(req, s.sampling, msgs, tools, kwargs)
+	if err != nil {
+		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
+	}
+	raw, err := p.post(ctx, s, body)
+	if err != nil {
+		return rollout.Generation{}, err
+	}
+	var ans chatAnswer
+	if err := json.Unmarshal(raw, &ans); err != nil {
+		return rollout.Generation{}, fmt.Errorf("%s: decoding the answer: %w", op, err)
+	}
+	if len(ans.Choices) != 1 {
+		return rollout.Generation{}, fmt.Errorf("%s: %d choices, want 1", op, len(ans.Choices))
+	}
+	ch := ans.Choices[0]
+	m := ch.Message
+	if m.PromptTokenIDs == nil && m.GenerationTokenIDs == nil && m.GenerationLogProbs == nil &&
+		ch.FinishReason == rollout.FinishLength && (m.Content == nil || *m.Content == "") {
+		return rollout.Generation{}, fmt.Errorf("%s: %w", op, ErrContextOverflow)
+	}
+	if m.PromptTokenIDs == nil || m.GenerationTokenIDs == nil || m.GenerationLogProbs == nil {
+		return rollout.Generation{}, fmt.Errorf("%s: the answer lacks token information (prompt_token_ids, generation_token_ids, generation_log_probs come together or not at all; run the model server with return_token_id_information: true)", op)
+	}
+	info := TokenInfo{PromptTokenIDs: *m.PromptTokenIDs, GenerationTokenIDs: *m.GenerationTokenIDs}
+	if len(*m.GenerationLogProbs) != len(info.GenerationTokenIDs) {
+		return rollout.Generation{}, fmt.Errorf("%s: %d logprobs for %d generated ids", op, len(*m.GenerationLogProbs), len(info.GenerationTokenIDs))
+	}
+	info.GenerationLogProbs = make([]float32, len(info.GenerationTokenIDs))
+	for i, lp := range *m.GenerationLogProbs {
+		if math.IsNaN(lp) {
+			return rollout.Generation{}, fmt.Errorf("%s: generation logprob %d is NaN", op, i)
+		}
+		info.GenerationLogProbs[i] = float32(max(lp, LogprobFloor))
+	}
+	if err := p.contiguous(calls, info.PromptTokenIDs, req.Prompt); err != nil {
+		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
+	}
+	frag, err := tokenMembers(info)
+	if err != nil {
+		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, info)
+	s.frags = append(s.frags, frag)
+	s.mu.Unlock()
+	finish := ch.FinishReason
+	if finish == "tool_calls" {
+		finish = rollout.FinishStop
+	}
+	return rollout.Generation{
+		Tokens:       info.GenerationTokenIDs,
+		Logprobs:     info.GenerationLogProbs,
+		Text:         hermesText(m.Content, firstOf(m.ReasoningContent, m.Reasoning), m.ToolCalls),
+		FinishReason: finish,
+		PromptTokens: info.PromptTokenIDs,
+	}, nil
+}
+
+// contiguous checks the server's prompt against the rollout's earlier calls and the
+// agent's ids.
+func (p *Policy) contiguous(calls []TokenInfo, prompt, sent []int32) error {
+	if n := len(calls); n > 0 {
+		prev := calls[n-1]
+		seen := len(prev.PromptTokenIDs) + len(prev.GenerationTokenIDs)
+		if len(prompt) < seen || !slices.Equal(prompt[:len(prev.PromptTokenIDs)], prev.PromptTokenIDs) ||
+			!slices.Equal(prompt[len(prev.PromptTokenIDs):seen], prev.GenerationTokenIDs) {
+			p.nonContiguous.Add(1)
+			return fmt.Errorf("%w: call %d's %d-token prompt does not begin with the %d tokens of call %d's prompt and generation",
+				ErrNonContiguous, n+1, len(prompt), seen, n)
+		}
+	}
+	if !slices.Equal(prompt, sent) {
+		p.nonContiguous.Add(1)
+		return fmt.Errorf("%w: the server's %d-token prompt differs from the agent's %d tokens at position %d",
+			ErrNonContiguous, len(prompt), len(sent), diffAt(prompt, sent))
+	}
+	return nil
+}
+
+func diffAt(a, b []int32) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// withTokens attaches the calls' token fields (frags, in call order) to the last
+// len(frags) assistant messages, in order.
+func withTokens(msgs []chat.Message, frags [][]byte) ([]chatMessage, error) {
+	out := make([]chatMessage, len(msgs))
+	var assistants []int
+	for i, m := range msgs {
+		out[i].Message = m
+		if m.Role == chat.RoleAssistant {
+			assistants = append(assistants, i)
+		}
+	}
+	if len(assistants) < len(frags) {
+		return nil, fmt.Errorf("the conversation has %d assistant messages for %d earlier calls", len(assistants), len(frags))
+	}
+	for j, i := range assistants[len(assistants)-len(frags):] {
+		out[i].tokens = frags[j]
+	}
+	return out, nil
+}
+
+// firstClass are the sampling fields NeMo Gym's chat parameters declare; the others
+// (top_k, min_p, repetition_penalty) are dropped by its model server unless they come
+// in metadata.extra_body.
+var firstClass = map[string]bool{"temperature": true, "top_p": true, "presence_penalty": true, "frequency_penalty": true}
+
+func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessage, tools []chat.Tool, kwargs map[string]any) ([]byte, error) {
+	sp := req.Sampling.Resolved()
+	if s.Temperature != nil {
+		sp.Temperature = *s.Temperature
+	}
+	if s.TopP != nil {
+		sp.TopP = *s.TopP
+	}
+	maxTokens := req.MaxTokens
+	if s.MaxOutputTokens > 0 {
+		maxTokens = min(maxTokens, s.MaxOutputTokens)
+	}
+	b := map[string]any{
+		"model": p.cfg.Model, "max_tokens": maxTokens,
+		"logprobs": true, "top_logprobs": 0,
+	}
+	// The engine's own fields travel twice: in metadata.extra_body (a JSON string),
+	// which NeMo Gym's model server merges under the request, and at the top level,
+	// which the trainer's server reads when called directly.
+	extra := map[string]any{"skip_special_tokens": false, "include_stop_str_in_output": true}
+	for k, v := range sp.Map() {
+		b[k] = v
+		if !firstClass[k] {
+			extra[k] = v
+		}
+	}
+	b["skip_special_tokens"], b["include_stop_str_in_output"] = false, true
+	meta := map[string]string{}
+	eb, err := json.Marshal(extra)
+	if err != nil {
+		return nil, err
+	}
+	meta["extra_body"] = string(eb)
+	if len(tools) > 0 {
+		b["tools"] = tools
+	}
+	if kwargs != nil {
+		b["chat_template_kwargs"] = kwargs
+		kw, err := json.Marshal(kwargs)
+		if err != nil {
+			return nil, fmt.Errorf("ChatTemplateKwargs: %w", err)
+		}
+		meta["chat_template_kwargs"] = string(kw)
+	}
+	b["metadata"] = meta
+	if req.Seed != nil {
+		b["seed"] = *req.Seed
+	}
+	rest, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	size := len(rest) + 64
+	for _, m := range msgs {
+		size += len(m.Content) + len(m.tokens) + 256
+	}
+	out := append(make([]byte, 0, size), `{"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		if out, err = m.appendJSON(out); err != nil {
+			return nil, err
+		}
+	}
+	out = append(out, "],"...)
+	return append(out, rest[1:]...), nil
+}
+
+func (p *Policy) post(ctx context.Context, s *Session, body []byte) ([]byte, error) {
+	const op = "nemogym: POST /v1/chat/completions"
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.ModelURL+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	for _, c := range s.jar.Cookies(hr.URL) {
+		hr.AddCookie(c)
+	}
+	resp, err := p.cfg.HTTPClient.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	s.jar.SetCookies(hr.URL, resp.Cookies())
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the answer: %w", op, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("%s: %w", op, &APIError{Status: resp.StatusCode, Body: string(raw)})
+	}
+	return raw, nil
+}
+
+func firstOf(a, b *string) string {
+	if a != nil && *a != "" {
+		return *a
+	}
+	if b != nil {
+		return *b
+	}
+	return ""
+}
+
+// hermesText rebuilds the text the agent's parser reads from a parsed answer.
+func hermesText(content *string, reasoning string, calls []struct {
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}) string {
+	var b strings.Builder
+	if reasoning != "" {
+		b.WriteString("<think>" + reasoning + "</think>")
+	}
+	if content != nil {
+		b.WriteString(*content)
+	}
+	for _, c := range calls {
+		args := json.RawMessage(c.Function.Arguments)
+		if !json.Valid(args) {
+			args, _ = json.Marshal(c.Function.Arguments)
+		}
+		call, _ := json.Marshal(struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		}{c.Function.Name, args})
+		b.WriteString("\n<tool_call>\n" + string(call) + "\n</tool_call>")
+	}
+	return b.String()
+}

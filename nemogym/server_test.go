@@ -1,0 +1,169 @@
+package nemogym_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/nemogym"
+	"github.com/agentic-opd/agenticopd/nemogym/nemogymtest"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+// oneTurn is a finished one-turn rollout.
+func oneTurn() nemogym.Outcome {
+	return nemogym.Outcome{
+		Trajectory: &rollout.Trajectory{
+			Tokens: []int32{1, 2, 3, 7, 9}, Logprobs: []float32{0, 0, 0, -0.5, -0.25},
+			Turns:    []rollout.Turn{{Message: 1, Start: 3, End: 5}},
+			Messages: []chat.Message{{Role: chat.RoleUser, Content: "q"}, {Role: chat.RoleAssistant, Content: "a"}},
+		},
+		Reward: 0.85, Components: map[string]float64{"correctness": 0.7, "efficiency": 0.15, "tool_use": 0},
+	}
+}
+
+func serve(t *testing.T, cfg nemogym.Config) string {
+	t.Helper()
+	s, err := nemogym.NewServer(cfg)
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { hs.Close(); s.Wait() })
+	return hs.URL
+}
+
+func do(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader([]byte(body)))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+const goodRow = `{"responses_create_params":{"input":"q","temperature":1.0},"task":{"id":"t","statement":"Say a."},"expected":"a","_ng_task_index":0,"_ng_rollout_index":0}`
+
+func TestServerAnswers(t *testing.T) {
+	var got tasks.Task
+	runner := nemogym.RunnerFunc(func(ctx context.Context, task tasks.Task) (nemogym.Outcome, error) {
+		got = task
+		require.NotNil(t, nemogym.SessionFrom(ctx), "the runner gets the rollout's session")
+		return oneTurn(), nil
+	})
+	url := serve(t, nemogym.Config{Runner: runner})
+
+	status, body := do(t, http.MethodPost, url+"/run", goodRow)
+	require.Equal(t, 200, status, body)
+	require.NoError(t, nemogymtest.CheckResult([]byte(body)))
+	require.Equal(t, "Say a.", got.Statement)
+	var res map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(body), &res))
+	require.JSONEq(t, `"a"`, string(res["expected"]), "task fields are echoed")
+	require.JSONEq(t, `{"input":"q","temperature":1.0}`, string(res["responses_create_params"]))
+	require.NotContains(t, res, "_ng_failure_class")
+
+	for _, tc := range []struct{ method, path, body, want string }{
+		{http.MethodGet, "/", "", `{"status":"ok"}`},
+		{http.MethodPost, "/aggregate_metrics", `{"verify_responses":[]}`, `{}`},
+	} {
+		status, body := do(t, tc.method, url+tc.path, tc.body)
+		require.Equal(t, 200, status)
+		require.JSONEq(t, tc.want, body)
+	}
+	status, _ = do(t, http.MethodPost, url+"/v1/responses", `{}`)
+	require.Equal(t, 404, status)
+}
+
+// Bad rows and failed rollouts under the two reporting modes.
+func TestServerFailures(t *testing.T) {
+	failing := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
+		return nemogym.Outcome{}, errors.New("sandbox: no room")
+	})
+	weighted := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
+		o := oneTurn()
+		o.Components = map[string]float64{"correctness": 1, "efficiency": 1, "tool_use": 1} // unweighted parts
+		return o, nil
+	})
+	for _, tc := range []struct {
+		name     string
+		runner   nemogym.Runner
+		failures nemogym.Failures
+		row      string
+		status   int
+		class    string
+	}{
+		{"extra params key, NeMo RL", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q","seed":1},"task_id":"t"}`, 422, ""},
+		{"extra params key, standalone", nil, nemogym.FailRow, `{"responses_create_params":{"input":"q","seed":1},"task_id":"t"}`, 200, nemogym.ClassBadRow},
+		{"no params", nil, nemogym.FailStatus, `{"task_id":"t"}`, 422, ""},
+		{"no task", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q"}}`, 422, ""},
+		{"unknown task", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q"},"task_id":"nope"}`, 422, ""},
+		{"streaming", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q","stream":true},"task_id":"t"}`, 422, ""},
+		{"not JSON", nil, nemogym.FailStatus, `{`, 422, ""},
+		{"rollout failed, NeMo RL", failing, nemogym.FailStatus, goodRow, 500, ""},
+		{"rollout failed, standalone", failing, nemogym.FailRow, goodRow, 200, nemogym.ClassRolloutFailed},
+		{"reward is not the sum of its parts", weighted, nemogym.FailStatus, goodRow, 500, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runner := tc.runner
+			if runner == nil {
+				runner = nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) { return oneTurn(), nil })
+			}
+			url := serve(t, nemogym.Config{Runner: runner, Failures: tc.failures, Tasks: []tasks.Task{{ID: "t", Statement: "s"}}})
+			status, body := do(t, http.MethodPost, url+"/run", tc.row)
+			require.Equal(t, tc.status, status, body)
+			if tc.class == "" {
+				return
+			}
+			var res map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(body), &res))
+			require.JSONEq(t, `"`+tc.class+`"`, string(res["_ng_failure_class"]))
+			require.JSONEq(t, `0`, string(res["reward"]))
+			require.Contains(t, res, "error")
+			_, terminal := res["_ng_failure_terminal"]
+			require.Equal(t, tc.class == nemogym.ClassBadRow, terminal)
+		})
+	}
+}
+
+// A finished rollout's answer is kept for a duplicate /run within KeepBytes; past it
+// (or for rows without a rollout index) the row runs again.
+func TestServerKeepsAnswersForDuplicates(t *testing.T) {
+	noIndex := `{"responses_create_params":{"input":"q"},"task":{"statement":"s"},"_ng_task_index":0}`
+	for _, tc := range []struct {
+		name  string
+		keep  int64
+		row   string
+		wantN int64
+	}{
+		{"kept", 0, goodRow, 1},
+		{"too large to keep", 10, goodRow, 2},
+		{"keeping off", -1, goodRow, 2},
+		{"no rollout index", 0, noIndex, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int64
+			runner := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
+				n.Add(1)
+				return oneTurn(), nil
+			})
+			url := serve(t, nemogym.Config{Runner: runner, KeepBytes: tc.keep})
+			for range 2 {
+				status, body := do(t, http.MethodPost, url+"/run", tc.row)
+				require.Equal(t, 200, status, body)
+			}
+			require.Equal(t, tc.wantN, n.Load())
+		})
+	}
+}

@@ -1,0 +1,4 @@
+package vllm
+
+// ParseTokenIDString is parseTokenIDString, for the external tests.
+var ParseTokenIDString = parseTokenIDString
