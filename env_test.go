@@ -21,7 +21,6 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/chat"
-	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
@@ -31,15 +30,7 @@ import (
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
-// TestMain checks for leaked goroutines. The registry imagestest.SWERef serves for
-// the whole process, and the idle keep-alive connections of the clients that push to
-// and pull from it, are expected.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(imagestest.IgnoreGoroutines()),
-		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const topK = 8
 

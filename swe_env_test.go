@@ -2,7 +2,6 @@ package agenticopd_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -26,7 +25,7 @@ import (
 var toyImage = func(t *testing.T, cfg *agenticopd.Config) string {
 	t.Helper()
 	ref := imagestest.SWERef(t)
-	cache, err := images.NewCache(images.CacheConfig{Dir: reachableDir(t)})
+	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
 	cfg.Images = cache
 	return ref
@@ -147,14 +146,4 @@ func TestCollectGroupRepositoryTask(t *testing.T) {
 	require.Equal(t, 0.5, m["swe/f2p_rate"])
 	require.Equal(t, 1.0, m["swe/p2p_rate"])
 	require.Equal(t, 0.0, m["swe/test_file_edits"])
-}
-
-// reachableDir is a temporary directory the sandbox's uid can search, as an image
-// cache must be when tests run as root.
-func reachableDir(t *testing.T) string {
-	dir := t.TempDir()
-	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
-		require.NoError(t, os.Chmod(p, 0o755))
-	}
-	return dir
 }

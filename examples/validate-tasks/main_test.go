@@ -17,22 +17,7 @@ import (
 	"github.com/agentic-opd/agenticopd/images/imagestest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(imagestest.IgnoreGoroutines()),
-		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
-}
-
-// reachableDir is a temporary directory the sandbox's uid can search, as an image
-// cache must be when tests run as root.
-func reachableDir(t *testing.T) string {
-	dir := t.TempDir()
-	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
-		require.NoError(t, os.Chmod(p, 0o755))
-	}
-	return dir
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestValidateToyTasks validates the toy tasks and two broken copies of the first:
 // one whose gold patch is a wrong fix, one whose FAIL_TO_PASS test already passes.
@@ -63,7 +48,7 @@ func TestValidateToyTasks(t *testing.T) {
 	out := filepath.Join(dir, "failing.jsonl")
 
 	var stdout bytes.Buffer
-	err = run(context.Background(), []string{"-tasks", file, "-image", imagestest.SWERef(t), "-image-cache", reachableDir(t),
+	err = run(context.Background(), []string{"-tasks", file, "-image", imagestest.SWERef(t), "-image-cache", t.TempDir(),
 		"-concurrency", "2", "-out", out}, &stdout)
 	require.ErrorIs(t, err, ErrInvalidTasks, stdout.String())
 	require.Contains(t, stdout.String(), "5 tasks, 3 valid, 2 failing")
