@@ -318,6 +318,15 @@
 // is bwrap and namespace set-up. The design reference measured about 12 ms for bwrap
 // plus python3 on an idle machine.
 //
+// Image sandboxes: BenchmarkImageRunTrue runs /bin/true in a plain and in an image
+// sandbox alternately, in one run: on 2 shared cores (load average 3 to 9) the image
+// sandbox took 19.7 to 34.7 ms per command against 20.6 to 33.5 ms for the plain one,
+// a ratio of 0.75 to 1.04 over three runs (the extra mounts are made once, at
+// creation). BenchmarkImageWorkspace10k makes image sandboxes whose working
+// directory holds 10,000 files: 10 to 14 ms per sandbox with the overlay (its
+// directory, tmpfs, two overlays, the idmapped mounts and its cgroup), 600 to 680 ms
+// with the copy fallback.
+//
 // Enforcing the limits while a command runs: BenchmarkIdleCommand100k runs "sleep 1"
 // in a workspace of 99,900 entries and reports the CPU of the library's process over
 // the wall time. On 2 shared cores (load average 6 to 9) it measured 0.3 to 0.5% of

@@ -141,9 +141,8 @@ func TestImageSandboxConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ref := tc.spec.Image
 			if tc.user != "" {
-				ref = "img-" + tc.name
+				ref := "img-" + tc.name
 				src.mu.Lock()
 				img := src.images["img"]
 				img.cfg.User = tc.user

@@ -36,14 +36,10 @@ var imageMounts = []string{"workspace", imageRootfs, imageLower, imageRootLower,
 const hostsFile = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
 
 // mountImage makes the image sandbox's file systems in dir: the layers' tmpfs (or
-// directory), the root overlay (with the mount points and files bubblewrap needs
-// written into its upper layer), and the workspace at dir/workspace: an overlay of
-// the image's working directory, idmapped so that its owner is the sandbox uid, or,
-// with copy, or where the idmapped mount is refused, a copy of it owned by the
-// sandbox uid (img.copied says which). It returns whether the workspace is a tmpfs
-// (statfs bounds it).
+// directory), the root overlay (mountImageRoot) and the workspace at dir/workspace
+// (mountImageWorkspace). It returns whether the workspace is a tmpfs (statfs bounds
+// it); img.copied says whether the working directory was copied.
 func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bool, err error) {
-	uid, gid := f.uid(), f.gid()
 	layers := filepath.Join(dir, imageLayers)
 	if err := os.Mkdir(layers, 0o755); err != nil {
 		return false, err
@@ -63,93 +59,108 @@ func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bo
 			return tmpfs, err
 		}
 	}
-	if err := os.Chown(filepath.Join(layers, "ws"), uid, gid); err != nil {
+	if err := os.Chown(filepath.Join(layers, "ws"), f.uid(), f.gid()); err != nil {
 		return tmpfs, err
 	}
-
-	// The root: read-only inside (bubblewrap binds it so), an overlay here so that the
-	// mount points and /etc/hosts can be added without writing in the image.
 	imgRoot, err := os.OpenRoot(img.root.Dir)
 	if err != nil {
 		return tmpfs, fmt.Errorf("the image's root: %w", err)
 	}
 	defer imgRoot.Close()
-	rel := img.workDir[1:]
-	fi, statErr := imgRoot.Stat(rel)
-	hasDir := statErr == nil && fi.IsDir()
+	fi, statErr := imgRoot.Stat(img.workDir[1:])
 	if statErr == nil && !fi.IsDir() {
 		return tmpfs, fmt.Errorf("the working directory %s is not a directory in the image", img.workDir)
 	}
-	// The host process that unpacked the image owns its files (an unpacked root
-	// keeps no owners of the image's own). Where that is not the sandbox uid, an
-	// idmapped mount makes them the sandbox uid's, so that the code, as the image's
-	// user, reads them as in the image (root's 0700 /root, where SWE images keep a
-	// .bashrc or a .venv) and, in the working directory, owns them. Where the host
-	// refuses one, the root is as the host has it and the working directory is
-	// copied.
-	rootLower := img.root.Dir
-	idmapped := true
-	rootFi, err := os.Stat(img.root.Dir)
+	if statErr != nil {
+		fi = nil // the image lacks it: the workspace starts empty
+	}
+	idmapped, err := f.mountImageRoot(dir, imgRoot, img)
 	if err != nil {
 		return tmpfs, err
 	}
+	return tmpfs, f.mountImageWorkspace(dir, imgRoot, img, fi, copyWS || !idmapped)
+}
+
+// mountImageRoot mounts the root overlay at dir/rootfs: read-only inside (bubblewrap
+// binds it so), an overlay so that the mount points and /etc/hosts can be added
+// without writing in the image. The host process that unpacked the image owns its
+// files (an unpacked root keeps no owners of the image's own); where that is not the
+// sandbox uid, the lower layer is an idmapped mount that makes them the sandbox
+// uid's, so that the code, as the image's user, reads them as in the image (root's
+// 0700 /root, where SWE images keep a .bashrc or a .venv). It reports false when
+// the host refused the idmapped mount: the root is then as the host has it.
+func (f *Factory) mountImageRoot(dir string, imgRoot *os.Root, img *imageState) (idmapped bool, err error) {
+	uid, gid := f.uid(), f.gid()
+	layers := filepath.Join(dir, imageLayers)
+	lower := img.root.Dir
+	idmapped = true
+	rootFi, err := os.Stat(img.root.Dir)
+	if err != nil {
+		return false, err
+	}
 	if ru, rg := owner(rootFi); ru != uid || rg != gid {
 		if err := os.Mkdir(filepath.Join(dir, imageRootLower), 0o755); err != nil {
-			return tmpfs, err
+			return false, err
 		}
 		if err := idmappedBind(imgRoot, ".", filepath.Join(dir, imageRootLower), ru, rg, uid, gid); err != nil {
 			idmapped = false
-			if f.idmapWarned.CompareAndSwap(false, true) {
-				f.cfg.Logger.Warn("sandbox: idmapped mounts refused: image working directories are copied into each workspace, and image files are owned as on the host",
-					slog.String("image_root", img.root.Dir), slog.Any("error", err))
-			}
+			f.warnIdmap(img, err)
 		} else {
-			rootLower = filepath.Join(dir, imageRootLower)
-			defer unix.Unmount(rootLower, unix.MNT_DETACH) // the overlay keeps its own reference
+			lower = filepath.Join(dir, imageRootLower)
+			defer unix.Unmount(lower, unix.MNT_DETACH) // the overlay keeps its own reference
 		}
 	}
-	rootfs := filepath.Join(dir, imageRootfs)
-	if err := os.Mkdir(rootfs, 0o755); err != nil {
-		return tmpfs, err
+	if err := os.Mkdir(filepath.Join(dir, imageRootfs), 0o755); err != nil {
+		return false, err
 	}
 	if err := prepareRootfs(filepath.Join(layers, "root"), imgRoot, img); err != nil {
-		return tmpfs, err
+		return false, err
 	}
-	if err := mountOverlay(rootfs, rootLower, filepath.Join(layers, "root"), filepath.Join(layers, "root-work")); err != nil {
-		return tmpfs, err
-	}
+	return idmapped, mountOverlay(filepath.Join(dir, imageRootfs), lower, filepath.Join(layers, "root"), filepath.Join(layers, "root-work"))
+}
 
-	ws := filepath.Join(dir, "workspace")
-	var lower string
-	copyWS = copyWS || !idmapped
-	if hasDir && !copyWS {
-		lower = filepath.Join(dir, imageLower)
-		if err := os.Mkdir(lower, 0o755); err != nil {
-			return tmpfs, err
+// mountImageWorkspace mounts the workspace at dir/workspace: an overlay whose lower
+// layer is the image's working directory (fi; nil when the image lacks it), with its
+// owner's files the sandbox uid's (idmapped where they are not already), so the code
+// owns its workspace. With copy, or where the idmapped mount is refused, the
+// directory's files are copied, owned by the sandbox uid, into the upper layer of an
+// overlay over an empty one: the workspace is still the root of a file system of its
+// own (no host path in mountinfo), on the layers' tmpfs when there is one.
+func (f *Factory) mountImageWorkspace(dir string, imgRoot *os.Root, img *imageState, fi fs.FileInfo, copyWS bool) error {
+	uid, gid := f.uid(), f.gid()
+	layers := filepath.Join(dir, imageLayers)
+	ws, upper, work := filepath.Join(dir, "workspace"), filepath.Join(layers, "ws"), filepath.Join(layers, "ws-work")
+	rel := img.workDir[1:]
+	lower := filepath.Join(layers, "empty")
+	if fi != nil && !copyWS {
+		idl := filepath.Join(dir, imageLower)
+		if err := os.Mkdir(idl, 0o755); err != nil {
+			return err
 		}
-		// Its owner, whoever it is, is the sandbox uid: the code's workspace is its own.
 		wu, wg := owner(fi)
-		if err := idmappedBind(imgRoot, rel, lower, wu, wg, uid, gid); err != nil {
-			return tmpfs, err
+		if err := idmappedBind(imgRoot, rel, idl, wu, wg, uid, gid); err != nil {
+			f.warnIdmap(img, err)
+			copyWS = true
+		} else {
+			lower = idl
+			defer unix.Unmount(idl, unix.MNT_DETACH) // the overlay keeps its own reference
 		}
-		defer unix.Unmount(lower, unix.MNT_DETACH) // the overlay keeps its own reference
 	}
-	img.copied = copyWS && hasDir
-	if lower == "" {
-		// The image's files copied into the upper layer of an overlay over an empty
-		// one: the workspace is still the root of a file system of its own (no host
-		// path in mountinfo), on the layers' tmpfs when there is one.
-		if hasDir {
-			if err := copyTree(imgRoot, rel, filepath.Join(layers, "ws"), uid, gid); err != nil {
-				return tmpfs, fmt.Errorf("copying %s from the image: %w", img.workDir, err)
-			}
+	img.copied = copyWS && fi != nil
+	if img.copied {
+		if err := copyTree(imgRoot, rel, upper, uid, gid); err != nil {
+			return fmt.Errorf("copying %s from the image: %w", img.workDir, err)
 		}
-		return tmpfs, mountOverlay(ws, filepath.Join(layers, "empty"), filepath.Join(layers, "ws"), filepath.Join(layers, "ws-work"))
 	}
-	if err := mountOverlay(ws, lower, filepath.Join(layers, "ws"), filepath.Join(layers, "ws-work")); err != nil {
-		return tmpfs, err
+	return mountOverlay(ws, lower, upper, work)
+}
+
+// warnIdmap says once per factory that the host refused an idmapped mount.
+func (f *Factory) warnIdmap(img *imageState, err error) {
+	if f.idmapWarned.CompareAndSwap(false, true) {
+		f.cfg.Logger.Warn("sandbox: idmapped mounts refused: image working directories are copied into each workspace, and image files are owned as on the host",
+			slog.String("image_root", img.root.Dir), slog.Any("error", err))
 	}
-	return tmpfs, nil
 }
 
 // prepareRootfs writes into the root overlay's upper layer, before the overlay is
