@@ -14,8 +14,8 @@ import (
 // Errors of the trainer's post-processing checks; [CheckResult] and [CheckGroups]
 // wrap them (joined with errors.Join when several fail).
 var (
-	ErrNotObject     = errors.New("C2: the result is not a JSON object")
-	ErrMissingKey    = errors.New("C3: a required key is missing")
+	ErrNotObject  = errors.New("C2: the result is not a JSON object")
+	ErrMissingKey = errors.New("C3: a required key is missing")
 	//lint:ignore ST1005 the text after the check's number is NeMo RL's assertion message
 	ErrNonContiguous = errors.New("C4: Non-contiguous messages found!")
 	ErrNoTrainable   = errors.New("C5: no item with generation_token_ids")
