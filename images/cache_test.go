@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
@@ -240,4 +241,41 @@ func TestWhiteouts(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("root (-want +got):\n%s", d)
 	}
+}
+
+// TestConcurrentRoots: rollouts of one process ask for a new image at once; it is
+// unpacked once, every one of them gets it, and it stays until the last release.
+func TestConcurrentRoots(t *testing.T) {
+	ref := layoutRef(t, bigImage(t, 500, 1000, "cc"))
+	c := newCache(t, images.CacheConfig{MaxBytes: 1}) // anything not in use is evicted
+	const n = 8
+	roots := make([]sandbox.ImageRoot, n)
+	var g errgroup.Group
+	for i := range roots {
+		g.Go(func() error {
+			r, err := c.Root(context.Background(), ref)
+			roots[i] = r
+			return err
+		})
+	}
+	require.ErrorIs(t, g.Wait(), images.ErrTooLarge, "MaxBytes 1 refuses the image")
+
+	c = newCache(t, images.CacheConfig{MaxBytes: 64 << 20})
+	g = errgroup.Group{}
+	for i := range roots {
+		g.Go(func() error {
+			r, err := c.Root(context.Background(), ref)
+			roots[i] = r
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	require.Equal(t, images.Stats{Unpacks: 1, Hits: n - 1}, c.Stats())
+	for _, r := range roots[1:] {
+		require.Equal(t, roots[0].Dir, r.Dir)
+	}
+	for _, r := range roots {
+		r.Release()
+	}
+	require.DirExists(t, roots[0].Dir, "within the bound, a released image stays")
 }
