@@ -191,6 +191,9 @@ func TestRefForms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Root(context.Background(), tc.ref)
 			require.ErrorContains(t, err, tc.want)
+			if tc.name == "garbage" || strings.Contains(tc.name, "digest") {
+				require.ErrorIs(t, err, images.ErrBadRef)
+			}
 		})
 	}
 }

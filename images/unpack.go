@@ -48,9 +48,6 @@ type unpacker struct {
 	ancestors map[string]bool
 }
 
-// errTooLarge is wrapped by unpack when an image's files pass the cache's bound.
-var errTooLarge = errors.New("images: image larger than the cache's MaxBytes")
-
 func newUnpacker(root *os.Root, chown bool, uid, gid int, limit int64) *unpacker {
 	return &unpacker{root: root, chown: chown, uid: uid, gid: gid, limit: limit,
 		dirTimes: map[string]time.Time{}, dirs: map[string]bool{}, roots: map[string]*os.Root{},
@@ -327,7 +324,7 @@ func (u *unpacker) replace(p string) error {
 // file writes a regular file's content.
 func (u *unpacker) file(p string, hdr *tar.Header, r io.Reader) error {
 	if u.limit > 0 && u.written+hdr.Size > u.limit {
-		return fmt.Errorf("%w (%d bytes)", errTooLarge, u.limit)
+		return fmt.Errorf("%w (%d bytes)", ErrTooLarge, u.limit)
 	}
 	d, base, err := u.at(p)
 	if err != nil {
