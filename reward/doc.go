@@ -208,6 +208,47 @@
 // identity (f(xs) is xs) fails, and objects of the tests' own classes cannot be
 // passed at all.
 //
+// # Repository tasks
+//
+// A repository task ([tasks.Task.Repo]) is graded by [VerifyRepo] instead, by its
+// hidden tests as SWE-bench grades (its v5 rules, which are stricter than v4.1's):
+//
+//	every FAIL_TO_PASS and PASS_TO_PASS test passed ([RuleResolved])           1.0
+//	the tests ran, the task is not resolved ([RuleUnresolved])                0.2
+//	the diff cannot be taken or applied ([RulePatchFailed]), the tests
+//	  timed out or their log names no test ([RuleTestsNotRun])                0.1
+//	the image, the grading sandbox or the task's test patch failed (an error) 0.0
+//
+// The agent's change is a git diff of its sandbox's work tree against the image's
+// commit (not the dataset's base commit: SWE-bench images hold one more commit; an
+// agent that commits moves HEAD but not that commit). Before it is applied in a fresh
+// sandbox of the image, the diff loses every file the grading owns or no fix needs:
+// the files the test patch touches and the task's hidden files, any file a test runner
+// would load as a test (conftest.py anywhere, files under tests/, test/ or testing/,
+// test_*.py, *_test.py) whether added or edited, paths in .git or outside the tree,
+// and build output ([RepoResult.Discarded]; test files counted in
+// [RepoResult.TestFileEdits]). git runs with hooks, fsmonitor, external diff drivers
+// and text conversion off and the default a/ b/ prefixes, whatever the repository's
+// config says. The test files are then restored from the image's commit (those it
+// does not hold are removed) and the test patch applied, so an agent that writes the
+// hidden test file itself gains nothing even if the filter missed it. The test
+// command's output goes to a log in the grading sandbox; its exit status comes from
+// the sandbox, not from the log. A test the log names twice keeps its worst status,
+// so a planted "PASSED id" line does not cover pytest's own "FAILED id"; a failed
+// test command whose log shows no failure is void (nothing passed); a FAIL_TO_PASS
+// test that is skipped or missing has not passed (a skipped PASS_TO_PASS test is no
+// regression); an id the dataset stored cut inside its parameter matches the one
+// test it begins.
+//
+// What grading cannot exclude: the fix's code runs inside the test process (it is
+// the code under test), so a fix written to fool the runner from there (printing
+// pytest's lines, then ending the process with status 0 before pytest reports) is
+// not caught by any log-based grader; the rules above close the cheap forms. SWE-smith
+// tasks hide their failing tests by deleting them in a commit before the agent starts;
+// the image's history still holds them (git show HEAD~1:…), as in SWE-smith itself.
+// [VerifyPatch] grades a given patch (the gold patch, the empty one) the same way;
+// examples/validate-tasks uses it to check datasets.
+//
 // # The reward
 //
 // A [Reward] then combines the verification with the trajectory. [Default] is the

@@ -23,8 +23,11 @@ const (
 	DefaultMaxDiff = 8 << 20
 	// gitTimeout bounds each git step of grading.
 	gitTimeout = 2 * time.Minute
-	// maxLog is how much of the test log is read.
-	maxLog = 32 << 20
+	// maxLog is how much of the test log is read (its end).
+	maxLog = 8 << 20
+	// logChunk is how much of it one command reads: under the sandbox's default
+	// output cap (rollout/sandbox.DefaultOutputLimit).
+	logChunk = 48 << 10
 )
 
 // Repository-task rules, the rows of the correctness table for [tasks.Repo] tasks.
@@ -125,8 +128,8 @@ func PrepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) error {
 // fresh makes a fresh sandbox of the task's image (with its network setting); it is
 // called once, and that sandbox is closed before VerifyRepo returns.
 //
-// In order: the grading sandbox is prepared ([PrepareRepo]) and its HEAD read, the
-// start commit; in sb, the agent's change is taken with git as a binary diff of the
+// In order: the grading sandbox is checked to hold the task's BaseCommit (when set),
+// prepared ([PrepareRepo]) and its HEAD read, the start commit; in sb, the agent's change is taken with git as a binary diff of the
 // whole work tree (untracked files included) against that commit; the diff's files that
 // the grading owns or that no fix needs are discarded (see [RepoResult.Discarded]);
 // the rest is applied in the grading sandbox (git apply, then git apply --3way, then
@@ -195,6 +198,12 @@ func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFa
 	imageHead, err := runOut(ctx, gs, git+"rev-parse --verify HEAD")
 	if err != nil {
 		return v, fmt.Errorf("grading sandbox: the image's repository: %w", err)
+	}
+	if r.BaseCommit != "" {
+		if _, err := runOut(ctx, gs, git+"cat-file -e "+quote(r.BaseCommit+"^{commit}")); err != nil {
+			return v, fmt.Errorf("the image's repository does not hold the task's base commit %s (is %s the task's image?): %w",
+				r.BaseCommit, r.Image, err)
+		}
 	}
 	if err := PrepareRepo(ctx, gs, r); err != nil {
 		return v, err
@@ -450,20 +459,25 @@ func applyTests(ctx context.Context, gs rollout.Sandbox, r *tasks.Repo, imageHea
 	return nil
 }
 
-// readLog reads the test log from gs ("" when there is none).
+// readLog reads the last maxLog bytes of the test log from gs ("" when there is
+// none), in chunks through commands in the sandbox: the host never opens a file the
+// tests' code could have replaced (by a FIFO, say), and each read has a timeout.
 func readLog(ctx context.Context, gs rollout.Sandbox, name string) string {
-	res, err := gs.Run(ctx, rollout.Command{Shell: "tail -c " + strconv.Itoa(maxLog) + " " + name, Timeout: gitTimeout})
-	if err == nil && res.ExitCode == 0 && !res.OutputTruncated {
-		return string(res.Stdout)
-	}
-	data, err := gs.ReadFile(name)
-	if err != nil {
+	size, err := runOut(ctx, gs, "wc -c <"+name)
+	n, perr := strconv.ParseInt(size, 10, 64)
+	if err != nil || perr != nil || n <= 0 {
 		return ""
 	}
-	if len(data) > maxLog {
-		data = data[len(data)-maxLog:]
+	var b strings.Builder
+	for off := max(0, n-maxLog); off < n; {
+		res, err := gs.Run(ctx, rollout.Command{Shell: fmt.Sprintf("tail -c +%d %s | head -c %d", off+1, name, logChunk), Timeout: gitTimeout})
+		if err != nil || res.ExitCode != 0 || len(res.Stdout) == 0 {
+			break
+		}
+		b.Write(res.Stdout)
+		off += int64(len(res.Stdout))
 	}
-	return string(data)
+	return b.String()
 }
 
 // quote quotes s for a POSIX shell.

@@ -175,3 +175,34 @@ func TestFilterDiff(t *testing.T) {
 		})
 	}
 }
+
+func FuzzParseTestLog(f *testing.F) {
+	for _, s := range []string{"PASSED a::b\nFAILED a::c - x\n", "t (m.C) ... ok\nFAIL: t (m.C)\n", "test_x ok\n___ a.py:test_y ___\n",
+		"--- PASS: TestA (0.00s)\n", "test m::a ... ok\n", "a::b \x1b[32mPASSED\x1b[0m [ 50%]\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, log string) {
+		for _, p := range []string{tasks.ParserPytest, tasks.ParserDjango, tasks.ParserSympy, tasks.ParserGoTest, tasks.ParserCargo} {
+			m, err := reward.ParseTestLog(p, log)
+			require.NoError(t, err)
+			for id, s := range m {
+				require.NotEmpty(t, id)
+				require.Contains(t, []reward.TestStatus{pass, fail, errd, skip, xf}, s)
+			}
+		}
+	})
+}
+
+func FuzzFilterDiff(f *testing.F) {
+	f.Add("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n" +
+		"diff --git a/tests/t.py b/tests/t.py\n")
+	f.Fuzz(func(t *testing.T, diff string) {
+		kept, discarded, edits := reward.FilterDiff(diff, []string{"tests/t.py"})
+		require.LessOrEqual(t, len(kept), len(diff))
+		require.LessOrEqual(t, edits, len(discarded))
+		for _, p := range tasks.PatchFiles(kept) {
+			require.NotEqual(t, "tests/t.py", p, "a test file's section was kept")
+			require.NotEqual(t, "conftest.py", p)
+		}
+	})
+}

@@ -9,7 +9,9 @@
 //     implementation against the contract. [Starter] is the optional streaming start
 //     ([Process]: stdin and stdout pipes) that the verifier of package reward needs;
 //     [Restorer] the optional repair of a workspace the agent locked, which the
-//     verifier calls first.
+//     verifier calls first; [SpecFactory] the optional sandbox for a [SandboxSpec]
+//     (a task's container image, its working directory, the network), which
+//     repository tasks need.
 //   - [Trajectory]: the token-exact record: ordered segments, sampled logprobs, the span
 //     of every assistant turn, and the OpenAI-format messages.
 //   - [Agent]: the multi-turn tool loop that produces a Trajectory.

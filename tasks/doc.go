@@ -70,6 +70,38 @@
 // source in which some tasks have tests loads; the others are counted in
 // [LoadReport.NoTests].
 //
+// # Repository tasks
+//
+// A task with [Task.Repo] set is a repository task: a repository inside a container
+// image, an issue to resolve (Task.Statement), and hidden tests (a test patch and the
+// FAIL_TO_PASS and PASS_TO_PASS lists) that decide; the reward package grades it
+// (reward.VerifyRepo). [LoadSWE] reads SWE-bench-style JSONL and Parquet files,
+// [LoadSWEHub] a Hub split, [LoadHarbor] a Harbor task directory; [SWERow] is one row,
+// and its Task method the rules:
+//   - FAIL_TO_PASS and PASS_TO_PASS are JSON arrays or strings holding one
+//     ([TestList]); an empty FAIL_TO_PASS is refused (no test would decide).
+//   - The image is the row's "image" (SWE-bench v5), "image_name" (SWE-smith,
+//     SWE-rebench V2) or "docker_image", else SWE-bench's convention
+//     (sweb.eval.x86_64.<id with __ as _1776_>); a name without a registry or
+//     namespace gets [SWEConfig.ImagePrefix] ([DefaultImagePrefix]).
+//   - The test command and log parser are the row's ("test_cmd", "log_parser", or
+//     SWE-rebench's "install_config"), else the repository's entry in the
+//     specification table ([RepoSpecs], or [SWEConfig.Specs]), with the test
+//     patch's test files appended as SWE-bench does. A repository in neither is
+//     refused with an error wrapping [ErrUnknownRepo] that says what to provide.
+//   - A SWE-smith row (an "image_name", a "patch" and no "test_patch") becomes a task
+//     whose bug patch is applied, and whose FAIL_TO_PASS test files are removed, in
+//     one commit before the agent starts ([Repo.Setup], [Repo.HiddenFiles]); its gold
+//     fix is the bug patch reversed.
+//   - Harbor directories must name a prebuilt image: building Dockerfiles is out of
+//     scope. Their grading is this library's, so they must carry SWE-style data in
+//     tests/config.json; a verifier that only writes a reward file is refused
+//     ([ErrHarborUnsupported]).
+//
+// The prompt of a repository task ([RepoUserPrompt]) is the issue with the
+// repository's name and directory; the test patch, the lists and the gold patch are
+// never shown.
+//
 // # Prompts
 //
 // [Prompt] builds the initial messages: a system prompt ([DefaultSystemPrompt]) and a

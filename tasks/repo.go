@@ -146,7 +146,7 @@ func PatchFiles(patch string) []string {
 func splitGitHeader(s string) (a, b string, ok bool) {
 	if n := len(s); n%2 == 1 {
 		half := (n - 1) / 2
-		if s[half] == ' ' && len(s) > 2 && s[2:half] == s[half+3:] {
+		if half >= 2 && s[half] == ' ' && s[2:half] == s[half+3:] {
 			return s[:half], s[half+1:], true
 		}
 	}

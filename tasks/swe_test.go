@@ -314,3 +314,20 @@ func TestRepoPromptShowsTheIssueNotTheTests(t *testing.T) {
 		require.NotContains(t, user, secret)
 	}
 }
+
+func FuzzReadSWEJSONL(f *testing.F) {
+	f.Add(`{"instance_id":"a","repo":"psf/requests","problem_statement":"p","test_patch":"diff --git a/t.py b/t.py\n","FAIL_TO_PASS":"[\"t.py::x\"]"}`)
+	f.Add(`{"instance_id":"a","repo":"x/y","image_name":"i","patch":"p","problem_statement":"p","FAIL_TO_PASS":["t.py::x"],"install_config":"{\"test_cmd\":[\"a\"],\"log_parser\":\"pytest\"}"}`)
+	f.Fuzz(func(t *testing.T, data string) {
+		ts, err := tasks.ReadSWEJSONL(strings.NewReader(data), "f.jsonl", tasks.SWEConfig{})
+		if err != nil {
+			return
+		}
+		for _, task := range ts {
+			require.NotNil(t, task.Repo)
+			require.NotEmpty(t, task.Repo.FailToPass)
+			require.NotEmpty(t, task.Repo.TestCommand)
+			require.NotEmpty(t, task.Repo.Image)
+		}
+	})
+}

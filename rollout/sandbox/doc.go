@@ -127,6 +127,87 @@
 // namespace); it is set only where no cgroup holds Limits.Processes. Workspaces,
 // and every file the host-side file methods write, are owned by that uid.
 //
+// # Image sandboxes
+//
+// [Factory.NewSandboxFor] implements [rollout.SpecFactory]: for a
+// [rollout.SandboxSpec] naming an image it asks Config.Images (a [RootSource], such
+// as package images' Cache) for the image's unpacked root and runs every command of
+// the sandbox over it, with the same bubblewrap flags, cgroup, rlimits, timeouts,
+// output caps and kills as above. It needs the library to run as root and
+// bubblewrap ([ErrImageUnsupported] otherwise; [ErrNoImages] without
+// Config.Images). What changes:
+//
+//   - the root is the image's, read-only: an overlay the library mounts in the
+//     sandbox's directory, the image's root below (never written), a small upper
+//     layer above that holds what bubblewrap and the code need and the image may
+//     lack (the /proc, /dev, /tmp and working-directory mount points, an
+//     /etc/hosts with localhost, /etc/hostname, and with spec.Network the host's
+//     /etc/resolv.conf); bubblewrap binds it read-only at /, then /proc, /dev, the
+//     size-capped /tmp and /dev/shm as before (the image's /var/tmp stays as the
+//     image has it, read-only); no host directory is bound at all;
+//   - the workspace is the working directory (spec.WorkDir, else the image's
+//     WorkingDir, else [WorkspaceDir]; /, /proc, /dev, /sys, /tmp and /etc are
+//     refused): an overlay whose lower layer is the image's directory there and
+//     whose upper layer takes every change, so a sandbox starts from the image's
+//     files in about the time of a few mounts whatever their number; commands
+//     start there, the file tools' paths are relative to it, and [Sandbox.Dir]
+//     names it. A working directory the image lacks starts empty;
+//   - ownership: the code runs as the image's User inside ("" and "root" are uid 0,
+//     as docker; a name is looked up in the image's /etc/passwd and /etc/group), on
+//     the host always as Config.UID. An unpacked root keeps no owners of the image's
+//     own: its files belong to the host uid that unpacked them (package images'
+//     Cache gives them to the sandbox uid). Where that is another uid (root, say),
+//     both lower layers are idmapped mounts that make its files the sandbox uid's:
+//     the code reads the root as the image's user would (root's 0700 /root, where
+//     SWE images keep a .bashrc or a .venv; still read-only) and owns its
+//     workspace. Files of other owners show as the overflow id, with their modes;
+//   - the upper layers (the root's and the workspace's) live on one tmpfs of
+//     Config.DiskQuota bytes, so the storage bound is the kernel's as for a tmpfs
+//     workspace (with Config.DisableWorkspaceMount they are on the disk of
+//     Config.BaseDir and the workspace is walked, the image's own files counting
+//     towards the quota);
+//   - the environment is the image's Env (a later duplicate wins), then what docker
+//     exec adds where the image has none: PATH, HOME (the user's passwd entry, else
+//     /root for root, else /), HOSTNAME=sandbox, and one thread for BLAS and OpenMP.
+//     An image with a conda installation (an etc/profile.d/conda.sh under /opt,
+//     /root or /usr/local) gets the environment its login shell activates, as
+//     "docker exec bash -lc" would (SWE-bench's images activate their testbed
+//     environment in /root/.bashrc): `bash -lc 'env -0'` runs once per image root,
+//     user and environment in the first sandbox, its output (less PWD, OLDPWD, SHLVL
+//     and _) is cached in the Factory and becomes every command's environment,
+//     shell or not, at no cost per command. A profile that does more than set
+//     variables is not replayed; such commands can still run under bash -lc;
+//   - the rlimits are set by the host's prlimit on bubblewrap, which the command
+//     inherits, since an image need not have prlimit;
+//   - spec.Network keeps the host's network namespace (--share-net); without it the
+//     sandbox has only its own loopback, as every other sandbox.
+//
+// Copy fallback: where the host refuses idmapped mounts (an image cache on a file
+// system without them, overlayfs among them; [New] cannot know, the first image
+// sandbox finds out and says so once at warn level), or with
+// Config.CopyImageWorkspace, the image's working directory is copied into the
+// workspace's upper layer (over an empty lower layer), owned by the sandbox uid, and
+// the root is the image's with its files owned as on the host (a 0700 directory of
+// root's is then closed to the code). BenchmarkImageWorkspace10k measures both.
+//
+// Nothing is left behind: Close unmounts the overlays and the tmpfs, removes the
+// sandbox's directory and cgroups, and calls the root's Release once; a removal
+// never descends into a directory that is still a mount point (the image's files
+// could be below). After a SIGKILL of the library process the sandbox's commands die
+// with it as above, and the next [New] on the same base directory unmounts and
+// removes what the dead process left, image sandboxes included.
+//
+// A later backend that runs the same images elsewhere implements the same
+// [rollout.SpecFactory]: a Kubernetes backend's NewSandboxFor would create a pod
+// from spec.Image (image pull secrets in place of the keychain, the image's own Env,
+// WorkingDir and User honoured by the runtime), spec.WorkDir as the container's
+// working directory on its writable layer, spec.Network as a NetworkPolicy that
+// denies egress unless set, Limits as the pod's resource limits and
+// ephemeral-storage bound, and its Sandbox's Run as an exec with a timeout and
+// output caps; ReadFile, WriteFile and FS would go through the same exec (tar
+// streams) bounded like the file tools here, and Close would delete the pod. Callers
+// see no difference: rollout and grading only use the interfaces.
+//
 // # Process control
 //
 // bwrap runs in its own process group with Pdeathsig SIGKILL. On timeout, on the
@@ -236,6 +317,15 @@
 // stream, waiting for the pid namespace, quota check) adds about 1.5 ms; the rest
 // is bwrap and namespace set-up. The design reference measured about 12 ms for bwrap
 // plus python3 on an idle machine.
+//
+// Image sandboxes: BenchmarkImageRunTrue runs /bin/true in a plain and in an image
+// sandbox alternately, in one run: on 2 shared cores (load average 3 to 9) the image
+// sandbox took 19.7 to 34.7 ms per command against 20.6 to 33.5 ms for the plain one,
+// a ratio of 0.75 to 1.04 over three runs (the extra mounts are made once, at
+// creation). BenchmarkImageWorkspace10k makes image sandboxes whose working
+// directory holds 10,000 files: 10 to 14 ms per sandbox with the overlay (its
+// directory, tmpfs, two overlays, the idmapped mounts and its cgroup), 600 to 680 ms
+// with the copy fallback.
 //
 // Enforcing the limits while a command runs: BenchmarkIdleCommand100k runs "sleep 1"
 // in a workspace of 99,900 entries and reports the CPU of the library's process over

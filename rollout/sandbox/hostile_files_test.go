@@ -132,7 +132,7 @@ sys.stdout.write("\n".join(out))
 	// user namespace sees it), which the package documentation says.
 	hidden := append([]string{sb.HostDir(), sbDir, filepath.Base(sbDir)}, f.Enforcement().CgroupDirs...)
 	if f.imageDir != "" {
-		hidden = append(hidden, f.imageDir, filepath.Base(f.imageDir))
+		hidden = append(hidden, f.imageDir, filepath.Dir(f.imageDir))
 	}
 	for _, host := range hidden {
 		for _, line := range strings.Split(out, "\n") {

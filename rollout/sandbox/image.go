@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,7 +122,7 @@ func (f *Factory) newImageSandbox(ctx context.Context, spec rollout.SandboxSpec,
 	if fi, err := os.Stat(img.root.Dir); err != nil || !fi.IsDir() || !filepath.IsAbs(img.root.Dir) {
 		return nil, fmt.Errorf("sandbox: image %s: its root %q is not a directory", spec.Image, img.root.Dir)
 	}
-	wd := cmpOr(spec.WorkDir, img.root.WorkingDir, WorkspaceDir)
+	wd := cmp.Or(spec.WorkDir, img.root.WorkingDir, WorkspaceDir)
 	if err := checkWorkDir(wd); err != nil {
 		return nil, err
 	}
@@ -139,16 +140,6 @@ func (f *Factory) newImageSandbox(ctx context.Context, spec rollout.SandboxSpec,
 		return nil, fmt.Errorf("sandbox: image %s: %w", spec.Image, err)
 	}
 	return sb, nil
-}
-
-// cmpOr is the first of vs that is not "".
-func cmpOr(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // checkWorkDir refuses a working directory that is not absolute or that would hide

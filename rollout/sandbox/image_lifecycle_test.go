@@ -33,14 +33,15 @@ func mountsUnder(t testing.TB, dir string) []string {
 // image sandbox is left, in either workspace mode, and its root is released once.
 func TestImageSandboxLeavesNothing(t *testing.T) {
 	src := &imageSource{}
-	src.add(t, "repo", under("testbed", repoFiles), sandbox.ImageRoot{WorkingDir: "/testbed"})
+	src.add(t, "repo:1", under("testbed", repoFiles), sandbox.ImageRoot{WorkingDir: "/testbed"})
+	src.addOverlay(t, "repo:overlayfs", under("testbed", repoFiles), sandbox.ImageRoot{WorkingDir: "/testbed"})
 	for _, mode := range imageModes {
 		t.Run(mode.name, func(t *testing.T) {
 			base := reachableTempDir(t)
 			cfg := mode.cfg
 			cfg.Images, cfg.BaseDir = src, base
 			f := newFactory(t, cfg)
-			sb, err := f.NewSandboxFor(t.Context(), rollout.SandboxSpec{Image: "repo"})
+			sb, err := f.NewSandboxFor(t.Context(), rollout.SandboxSpec{Image: mode.ref})
 			require.NoError(t, err)
 			res := run(t, sb, "echo x > new && sleep 0.1 & echo y > /tmp/y; wait", 20*time.Second)
 			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)

@@ -1,10 +1,13 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,13 +34,18 @@ func newImageSandbox(t testing.TB, f *sandbox.Factory, spec rollout.SandboxSpec)
 }
 
 // imageModes are the two ways a workspace holds the image's working directory.
+// The image of ref "repo:overlayfs" has its root on a file system that refuses
+// idmapped mounts: its working directory is copied whatever the factory says.
 var imageModes = []struct {
-	name string
-	cfg  sandbox.Config
+	name   string
+	cfg    sandbox.Config
+	ref    string
+	copied bool
 }{
-	{"overlay", sandbox.Config{}},
-	{"copy", sandbox.Config{CopyImageWorkspace: true}},
-	{"overlay-on-disk", sandbox.Config{DisableWorkspaceMount: true}},
+	{"overlay", sandbox.Config{}, "repo:1", false},
+	{"copy", sandbox.Config{CopyImageWorkspace: true}, "repo:1", true},
+	{"overlay-on-disk", sandbox.Config{DisableWorkspaceMount: true}, "repo:1", false},
+	{"idmap-refused", sandbox.Config{}, "repo:overlayfs", true},
 }
 
 // TestImageSandbox runs a repository's tests in an image sandbox as docker exec would
@@ -46,16 +54,21 @@ var imageModes = []struct {
 // another sandbox of the same image, the read-only root.
 func TestImageSandbox(t *testing.T) {
 	src := &imageSource{}
-	imgDir := src.add(t, "repo:1", under("testbed", gitRepo(t, repoFiles)), sandbox.ImageRoot{
-		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "FOO=from-image"}, WorkingDir: "/testbed",
-	})
+	repo := under("testbed", gitRepo(t, repoFiles))
+	imgCfg := sandbox.ImageRoot{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "FOO=from-image"}, WorkingDir: "/testbed"}
+	imgDirs := map[string]string{
+		"repo:1":         src.add(t, "repo:1", repo, imgCfg),
+		"repo:overlayfs": src.addOverlay(t, "repo:overlayfs", repo, imgCfg),
+	}
 	for _, mode := range imageModes {
 		t.Run(mode.name, func(t *testing.T) {
 			cfg := mode.cfg
 			cfg.Images = src
 			f := newFactory(t, cfg)
-			sb := newImageSandbox(t, f, rollout.SandboxSpec{Image: "repo:1"})
+			sb := newImageSandbox(t, f, rollout.SandboxSpec{Image: mode.ref})
 			require.Equal(t, "/testbed", sb.Dir())
+			require.Equal(t, mode.copied, sandbox.ImageCopied(sb), "the workspace is a copy")
+			imgDir := imgDirs[mode.ref]
 
 			res := run(t, sb, `echo "$(id -u):$(id -g) $(pwd) $HOME $HOSTNAME $(hostname) $FOO"; stat -c %u .`, 20*time.Second)
 			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
@@ -84,7 +97,7 @@ func TestImageSandbox(t *testing.T) {
 			require.Equal(t, repoFiles["calc.py"], string(orig))
 
 			// A second sandbox of the same image starts from the image.
-			other := newImageSandbox(t, f, rollout.SandboxSpec{Image: "repo:1"})
+			other := newImageSandbox(t, f, rollout.SandboxSpec{Image: mode.ref})
 			res = run(t, other, "cat calc.py; ls new.txt 2>&1 || true", 20*time.Second)
 			require.Equal(t, repoFiles["calc.py"]+"ls: cannot access 'new.txt': No such file or directory\n", string(res.Stdout))
 		})
@@ -128,9 +141,8 @@ func TestImageSandboxConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ref := tc.spec.Image
 			if tc.user != "" {
-				ref = "img-" + tc.name
+				ref := "img-" + tc.name
 				src.mu.Lock()
 				img := src.images["img"]
 				img.cfg.User = tc.user
@@ -198,6 +210,7 @@ func TestNewSandboxForRefuses(t *testing.T) {
 	src.add(t, "bad-user", map[string]string{}, sandbox.ImageRoot{User: "nobody-here"})
 	withImages := newFactory(t, sandbox.Config{Images: src})
 	without := newFactory(t, sandbox.Config{})
+	unconfined := newFactory(t, sandbox.Config{Images: src, Unconfined: true, UID: unconfinedUID, GID: unconfinedUID})
 	cases := []struct {
 		name string
 		f    *sandbox.Factory
@@ -205,6 +218,7 @@ func TestNewSandboxForRefuses(t *testing.T) {
 		want string
 		is   error
 	}{
+		{"unconfined", unconfined, rollout.SandboxSpec{Image: "bad-user"}, "need bubblewrap", sandbox.ErrImageUnsupported},
 		{"no image source", without, rollout.SandboxSpec{Image: "x"}, "Config.Images is nil", sandbox.ErrNoImages},
 		{"unknown image", withImages, rollout.SandboxSpec{Image: "nope"}, `no image "nope"`, nil},
 		{"workdir is a file", withImages, rollout.SandboxSpec{Image: "file-workdir"}, "not a directory", nil},
@@ -225,4 +239,79 @@ func TestNewSandboxForRefuses(t *testing.T) {
 		})
 	}
 	require.Equal(t, src.roots.Load(), src.released.Load(), "every root handed out is released")
+}
+
+// TestSandboxSpecNetwork: spec.Network keeps the host's network (a server on the
+// host's loopback is reached); without it the sandbox has only a loopback of its own,
+// for plain and image sandboxes alike.
+func TestSandboxSpecNetwork(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("hello from the host\n"))
+			c.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	src := &imageSource{}
+	src.add(t, "net", map[string]string{"testbed/": ""}, sandbox.ImageRoot{WorkingDir: "/testbed"})
+	f := newFactory(t, sandbox.Config{Images: src})
+	script := fmt.Sprintf(`python3 -c "
+import socket
+try:
+    print(socket.create_connection(('127.0.0.1', %d), timeout=5).recv(100).decode().strip())
+except OSError as e:
+    print(type(e).__name__)
+"`, port)
+	for _, tc := range []struct {
+		name string
+		spec rollout.SandboxSpec
+		want string
+	}{
+		{"plain", rollout.SandboxSpec{}, "ConnectionRefusedError\n"},
+		{"plain with network", rollout.SandboxSpec{Network: true}, "hello from the host\n"},
+		{"image", rollout.SandboxSpec{Image: "net"}, "ConnectionRefusedError\n"},
+		{"image with network", rollout.SandboxSpec{Image: "net", Network: true}, "hello from the host\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := newImageSandbox(t, f, tc.spec)
+			res := run(t, sb, script, 20*time.Second)
+			require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
+			require.Equal(t, tc.want, string(res.Stdout))
+		})
+	}
+}
+
+// TestImageWorkspaceSpecialFiles: the image's working directory holds symlinks that
+// point out of it (to a host-looking path, up the tree) and a FIFO. Either way the
+// workspace is made, the symlinks stay symlinks (the copy never follows them on the
+// host), and the FIFO blocks nothing.
+func TestImageWorkspaceSpecialFiles(t *testing.T) {
+	src := &imageSource{}
+	dir := src.add(t, "special", map[string]string{"testbed/a.py": "A = 1\n"}, sandbox.ImageRoot{WorkingDir: "/testbed"})
+	require.NoError(t, os.Symlink("/etc/shadow", filepath.Join(dir, "testbed/abs")))
+	require.NoError(t, os.Symlink("../../../../etc", filepath.Join(dir, "testbed/up")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "testbed/fifo"), 0o644))
+	for _, mode := range imageModes[:2] {
+		t.Run(mode.name, func(t *testing.T) {
+			cfg := mode.cfg
+			cfg.Images = src
+			sb := newImageSandbox(t, newFactory(t, cfg), rollout.SandboxSpec{Image: "special"})
+			require.Equal(t, mode.copied, sandbox.ImageCopied(sb))
+			res := run(t, sb, "readlink abs up; cat a.py; test -p fifo && echo fifo; true", 20*time.Second)
+			want := "/etc/shadow\n../../../../etc\nA = 1\n"
+			if !mode.copied {
+				want += "fifo\n" // the overlay shows the image's FIFO; the copy skips it
+			}
+			require.Equal(t, want, string(res.Stdout), "stderr %s", res.Stderr)
+			_, err := sb.ReadFile("abs")
+			require.Error(t, err, "the file tools do not follow a symlink out of the workspace")
+		})
+	}
 }

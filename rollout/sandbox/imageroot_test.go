@@ -49,38 +49,69 @@ func (s *imageSource) Root(ctx context.Context, ref string) (sandbox.ImageRoot, 
 }
 
 // add registers ref as the test image with files (path → content; a path ending in
-// "/" is a directory) over the Debian root, and the config cfg.
+// "/" is a directory) over the Debian root, and the config cfg. The image's root is
+// a directory on the disk, as an image cache unpacks it: the Debian root's files
+// hard-linked (the sandbox never writes in an image), the test's own written anew.
 func (s *imageSource) add(t testing.TB, ref string, files map[string]string, cfg sandbox.ImageRoot) string {
 	t.Helper()
+	dir := filepath.Join(reachableDir(t), "root")
+	out, err := exec.Command("cp", "-al", testimage.Root(t), dir).CombinedOutput()
+	require.NoError(t, err, "hard-linking the test image's root (the test's temporary directory must be on the file system of %s): %s", testimage.CacheBase(), out)
+	writeLayer(t, dir, files)
+	s.register(ref, dir, cfg)
+	return dir
+}
+
+// addOverlay is add with the image's root an overlay (the test's files over the
+// Debian root), a file system that refuses idmapped mounts.
+func (s *imageSource) addOverlay(t testing.TB, ref string, files map[string]string, cfg sandbox.ImageRoot) string {
+	t.Helper()
 	layer := t.TempDir()
+	writeLayer(t, layer, files)
+	dir := mountImageRoot(t, layer)
+	s.register(ref, dir, cfg)
+	return dir
+}
+
+// writeLayer writes files under dir, replacing (never writing through) what is there.
+func writeLayer(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
 	for name, content := range files {
-		p := filepath.Join(layer, name)
+		p := filepath.Join(dir, name)
 		if name[len(name)-1] == '/' {
 			require.NoError(t, os.MkdirAll(p, 0o755))
 			continue
 		}
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.RemoveAll(p)) // a hard link to the shared Debian root
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 	}
-	dir := mountImageRoot(t, layer)
+}
+
+// reachableDir is a temporary directory the sandbox uid can traverse.
+func reachableDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		require.NoError(t, os.Chmod(p, 0o755))
+	}
+	return dir
+}
+
+func (s *imageSource) register(ref, dir string, cfg sandbox.ImageRoot) {
 	s.mu.Lock()
 	if s.images == nil {
 		s.images = map[string]testImage{}
 	}
 	s.images[ref] = testImage{dir: dir, cfg: cfg}
 	s.mu.Unlock()
-	return dir
 }
 
 // mountImageRoot mounts layer over the Debian test root, read-only, and returns where.
 func mountImageRoot(t testing.TB, layer string) string {
 	t.Helper()
 	base := testimage.Root(t)
-	dir := t.TempDir()
-	require.NoError(t, os.Chmod(dir, 0o755))
-	for p := filepath.Dir(dir); p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
-		require.NoError(t, os.Chmod(p, 0o755))
-	}
+	dir := reachableDir(t)
 	require.NoError(t, unix.Mount("overlay", dir, "overlay", unix.MS_RDONLY, "lowerdir="+layer+":"+base))
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	return dir
