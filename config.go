@@ -65,8 +65,9 @@ type Config struct {
 	// Images gives the root file systems of repository tasks' images ([tasks.Repo];
 	// package images' Cache is one) to the default sandbox factory. A repository task
 	// needs a SandboxFactory that implements [rollout.SpecFactory] with an image
-	// source: the default one with Images set, or one of the caller's. Nil: the
-	// rollouts of repository tasks fail with an error that says so.
+	// source: the default one with Images set, or one of the caller's (then Images
+	// must be nil: NewEnv refuses both). Nil with the default factory: the rollouts
+	// of repository tasks fail with an error that says so.
 	Images sandbox.RootSource
 	// Reward scores a verified rollout. Nil means [reward.Default] with Weights.
 	Reward reward.Reward
@@ -248,6 +249,10 @@ func (c Config) validate() error {
 		if f.v < 0 || math.IsNaN(f.v) {
 			return fmt.Errorf("%w: %s is %v; zero means the default", ErrInvalidConfig, f.name, f.v)
 		}
+	}
+	if c.Images != nil && c.SandboxFactory != nil {
+		return fmt.Errorf("%w: Images configures the default sandbox factory and would be ignored beside a SandboxFactory; "+
+			"give the image source to your factory (sandbox.Config.Images) and leave Images nil", ErrInvalidConfig)
 	}
 	if c.EvalSplitRatio >= 1 {
 		return fmt.Errorf("%w: EvalSplitRatio is %v; want [0, 1)", ErrInvalidConfig, c.EvalSplitRatio)

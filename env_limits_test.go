@@ -19,6 +19,7 @@ import (
 // TestMaxTeacherRequests collects groups at once and checks that no more teacher
 // requests than MaxTeacherRequests are in flight at any time.
 func TestMaxTeacherRequests(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	for _, tc := range []struct {
 		name  string
 		limit int

@@ -66,6 +66,7 @@ func faultGroups() int {
 // once the groups were collected and starts the env's next client on the same spool,
 // which sends what the stop cut short.
 func TestFaultInjection(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	const batch = 8
 	groups := faultGroups()
 	api := atropostest.NewServer(t)
@@ -246,6 +247,7 @@ func receivedKeys(api *atropostest.Server) map[string][]*atropos.ScoredDataGroup
 // while the API refuses them, and is killed with SIGKILL mid-run. A new process on the
 // same spool delivers every group the first one collected.
 func TestFaultCrash(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	api := atropostest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -290,6 +292,7 @@ func TestFaultCrash(t *testing.T) {
 // pulls while the three are connected holds each of them, and the weight-2 env has the
 // largest share.
 func TestFaultSeveralEnvProcesses(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	const batch, steps = 8, 10
 	api := atropostest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

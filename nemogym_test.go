@@ -105,6 +105,7 @@ func (d decoded) plan() string {
 // tokens and teacher rows equal those of the same scripted rollout on the Atropos
 // path (CollectGroup on a policy talking to vLLM directly).
 func TestNemoGymEndToEnd(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	rig := newNemoGymRig(t, nil, nil)
 	ts := tasks.Builtin()[:2]
 	ctx := context.Background()

@@ -141,7 +141,9 @@ func promKnownReasons() []string {
 		"env/dropped_groups/prompt_too_long",
 		"opd/unparsable_votes/" + judge.UnparsedNoDecision, "opd/unparsable_votes/" + judge.UnparsedBadDecision,
 		"opd/unparsable_votes/" + judge.UnparsedRequestFailed, "opd/unparsable_votes/" + judge.UnparsedMissingChoice,
-		"opd/unparsable_votes/" + judge.UnparsedEmptyContent,
+		"opd/unparsable_votes/" + judge.UnparsedEmptyContent, "opd/unparsable_votes/" + judge.UnparsedTruncated,
+		"opd/unparsable_votes/" + judge.UnparsedUnfinished, "opd/unparsable_votes/" + judge.UnparsedOnlyThinking,
+		"opd/unparsable_votes/" + judge.UnparsedConflictingDecisions,
 	}
 }
 
@@ -164,15 +166,17 @@ func promHelps() map[string]string {
 		"env/groups": "Groups collected (kept or dropped).",
 		"env/sandbox_failures": "Rollouts that failed because a sandbox could not be made or the verification could not run; " +
 			"check the host (bubblewrap, disk, cgroups) when it grows.",
-		"env/policy_failures":        "Rollouts that failed because the policy server failed; check the vLLM server's health and logs.",
-		"env/failed_groups":          "Groups that failed to collect and were skipped (the log says why).",
-		"env/dropped_groups":         "Groups dropped before OPD, by reason: scores_equal (every rollout scored the same: tasks too easy or too hard, or without tests), too_long (a sequence reached the trainer's max token length), prompt_too_long (the prompt leaves no room for a turn).",
-		"env/groups_sent":            "Groups handed to the trajectory API (sent, or in the spool until the API takes them).",
-		"env/send_failures":          "Sends that gave up or were refused; the group stays in the spool (or the dead-letter file for a 4xx). Check the trajectory API.",
-		"env/cancelled_groups":       "Groups cut short by shutdown; not failures.",
-		"env/api_resets":             "Times the trajectory API lost this env's registration (restart or /reset_data) and the env registered again.",
-		"env/groups_resent_on_reset": "Groups the lost API had accepted but not served, sent again after a reset (the trainer may see them twice).",
-		"judge/empty_content":        "Judge answers with empty content (a thinking judge that spent its tokens behind a reasoning parser); raise the judge's max tokens or turn thinking off.",
+		"env/policy_failures":         "Rollouts that failed because the policy server failed; check the vLLM server's health and logs.",
+		"env/failed_groups":           "Groups that failed to collect and were skipped (the log says why).",
+		"env/dropped_groups":          "Groups dropped before OPD, by reason: scores_equal (every rollout scored the same: tasks too easy or too hard, or without tests), too_long (a sequence reached the trainer's max token length), prompt_too_long (the prompt leaves no room for a turn).",
+		"env/groups_sent":             "Groups handed to the trajectory API (sent, or in the spool until the API takes them).",
+		"env/send_failures":           "Sends that gave up or were refused; the group stays in the spool (or the dead-letter file for a 4xx). Check the trajectory API.",
+		"env/cancelled_groups":        "Groups cut short by shutdown; not failures.",
+		"env/api_resets":              "Times the trajectory API lost this env's registration (restart or /reset_data) and the env registered again.",
+		"env/groups_resent_on_reset":  "Groups the lost API had accepted but not served, sent again after a reset (the trainer may see them twice).",
+		"judge/truncated_votes":       "Judge answers cut at the judge's max tokens (finish_reason length), never read as votes; raise Config.JudgeMaxTokens or turn the judge's thinking off.",
+		"env/solution_sandbox_faults": "Rollouts whose solution broke its own sandbox (filled its memory or workspace, locked it), scored as the solution's fault (correctness 0.1) with the group kept; a steady rate is a policy learning to break its sandbox.",
+		"judge/empty_content":         "Judge answers with empty content (a thinking judge that spent its tokens behind a reasoning parser); raise the judge's max tokens or turn thinking off.",
 
 		"opd/turn_pairs":            "Turn pairs (an assistant turn and what followed it) found in kept groups.",
 		"opd/no_span_pairs":         "Turn pairs without a generated span to score; not judged.",
@@ -232,7 +236,7 @@ func newRewardHistograms() *rewardHistograms {
 	h := func(name, help string) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: promNamespace, Subsystem: "train", Name: name, Help: help,
-			Buckets: prometheus.LinearBuckets(0.1, 0.1, 10),
+			Buckets: []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, // tenths, written out: LinearBuckets adds float noise to the labels
 		})
 	}
 	return &rewardHistograms{

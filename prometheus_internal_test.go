@@ -20,7 +20,7 @@ import (
 func TestCollectorExportsCountsItHasNeverSeen(t *testing.T) {
 	e := &Env{metrics: newAccumulator(), counts: &requestCounts{}}
 	for name, v := range map[string]float64{
-		"judge/truncated_votes":              2,
+		"judge/a_new_count":                  2,
 		"env/dropped_groups/prompt_too_long": 1,
 		"env/dropped_groups/a_new_reason":    4,
 		"verify/faults/oom":                  3,
@@ -41,8 +41,8 @@ func TestCollectorExportsCountsItHasNeverSeen(t *testing.T) {
 	assert.Empty(t, problems)
 
 	for _, want := range []string{
-		"# HELP agenticopd_judge_truncated_votes_total Count of judge/truncated_votes (see the agenticopd package doc for what it counts).",
-		"agenticopd_judge_truncated_votes_total 2",
+		"# HELP agenticopd_judge_a_new_count_total Count of judge/a_new_count (see the agenticopd package doc for what it counts).",
+		"agenticopd_judge_a_new_count_total 2",
 		`agenticopd_env_dropped_groups_total{reason="a_new_reason"} 4`,
 		`agenticopd_env_dropped_groups_total{reason="prompt_too_long"} 1`,
 		`agenticopd_verify_faults_total{reason="oom"} 3`,
@@ -55,10 +55,10 @@ func TestCollectorExportsCountsItHasNeverSeen(t *testing.T) {
 
 func TestPromName(t *testing.T) {
 	for name, want := range map[string]string{
-		"env/dropped_groups":    "agenticopd_env_dropped_groups_total",
-		"judge/truncated_votes": "agenticopd_judge_truncated_votes_total",
-		"requests/judge_chat":   "agenticopd_requests_judge_chat_total",
-		"odd-name.x":            "agenticopd_odd_name_x_total",
+		"env/dropped_groups":  "agenticopd_env_dropped_groups_total",
+		"judge/a_new_count":   "agenticopd_judge_a_new_count_total",
+		"requests/judge_chat": "agenticopd_requests_judge_chat_total",
+		"odd-name.x":          "agenticopd_odd_name_x_total",
 	} {
 		assert.Equal(t, want, promName(name), name)
 	}

@@ -172,6 +172,7 @@ func disconnected(t *testing.T, api *atropostest.Server) []int {
 // TestServeSurvivesRestarts reproduces the three ways an API restart went wrong: groups
 // in flight, another env taking this env's id, and a trainer that comes back late.
 func TestServeSurvivesRestarts(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	const batch, steps = 4, 30
 	tests := []struct {
 		name string

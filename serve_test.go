@@ -133,6 +133,7 @@ func serveWhilePulling(ctx context.Context, t *testing.T, s *serving, trainer *a
 }
 
 func TestServeDeliversEveryGroupOnceUnderBackPressure(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	const queueLimit = offPolicy*batchSize/groupSize + maxGroups
 	s := newServing(t, atropos.RetryConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -178,6 +179,7 @@ func TestServeDeliversEveryGroupOnceUnderBackPressure(t *testing.T) {
 }
 
 func TestServeFlushesTheSpoolWhenSendsGiveUp(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	// Two attempts per Send: the first two posts fail, so the first group's Send gives
 	// up and leaves it in the spool; Serve must deliver it without a restart.
 	// One group at a time: two Sends running at once could each take one of the
@@ -305,6 +307,7 @@ func TestServeStopsWhenTheTeacherRefusesTopK(t *testing.T) {
 }
 
 func TestServeCallsOnGroupOneAtATime(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	var inside, overlaps, calls atomic.Int64
 	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) {
 		c.OnGroup = func(*agenticopd.Group) {
@@ -329,6 +332,7 @@ func TestServeCallsOnGroupOneAtATime(t *testing.T) {
 // registered; with an API that answers but has no trainer, it waits however long the
 // trainer takes; a cancelled ctx is a clean stop that returns context.Canceled.
 func TestServeBeforeTheFirstRegistration(t *testing.T) {
+	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	deadURL := func(t *testing.T) string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)

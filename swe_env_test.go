@@ -15,6 +15,7 @@ import (
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -146,4 +147,50 @@ func TestCollectGroupRepositoryTask(t *testing.T) {
 	require.Equal(t, 0.5, m["swe/f2p_rate"])
 	require.Equal(t, 1.0, m["swe/p2p_rate"])
 	require.Equal(t, 0.0, m["swe/test_file_edits"])
+}
+
+// TestRepositoryRolloutCannotVetoItsGroup: an agent that destroys its repository
+// (rm -rf .git, so no change can be taken) is scored as the solution's fault; the
+// group is returned.
+func TestRepositoryRolloutCannotVetoItsGroup(t *testing.T) {
+	var n atomic.Int64
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(func(in vllmtest.ScriptInput) (string, bool) {
+		if in.Turn > 1 {
+			return "Done.", true
+		}
+		if n.Add(1)%2 == 1 {
+			return toolCall("terminal", map[string]any{"command": "rm -rf .git && echo gone"}), true
+		}
+		return toolCall("patch", map[string]any{"path": "toycalc/arith.py",
+			"old_string": "\"\"\"Return the sum of a and b.\"\"\"\n    return a - b", "new_string": "\"\"\"Return the sum of a and b.\"\"\"\n    return a + b"}), true
+	}), vllmtest.WithChatScript(judgeScript))
+	cfg := agenticopd.Config{Policy: sim.Client(), GroupSize: 2, DistillTopK: topK, MaxRollouts: 2, DisableOPD: true}
+	ref := toyImage(t, &cfg)
+	ts, err := tasks.LoadSWE(filepath.Join("testdata", "swe", "tasks.jsonl"), tasks.SWEConfig{})
+	require.NoError(t, err)
+	task := ts[0]
+	task.Repo.Image = ref
+	env, err := agenticopd.NewEnv(cfg)
+	require.NoError(t, err)
+
+	g, err := env.CollectGroup(context.Background(), task)
+	require.NoError(t, err)
+	rules := map[reward.Rule]int{}
+	for _, r := range g.Rollouts {
+		rules[r.Verification.Rule]++
+		if r.Verification.Rule == reward.RulePatchFailed {
+			require.True(t, r.Verification.SandboxFault, r.Verification.Reason)
+			require.Equal(t, 0.1, r.Verification.Correctness)
+		}
+	}
+	require.Equal(t, map[reward.Rule]int{reward.RuleResolved: 1, reward.RulePatchFailed: 1}, rules)
+	require.Equal(t, 1.0, env.Metrics()["env/solution_sandbox_faults"])
+}
+
+func TestNewEnvRefusesImagesBesideAFactory(t *testing.T) {
+	sim := vllmtest.NewServer(t)
+	f := rollout.SandboxFactoryFunc(func(context.Context) (rollout.Sandbox, error) { return nil, nil })
+	_, err := agenticopd.NewEnv(agenticopd.Config{Policy: sim.Client(), SandboxFactory: f, Images: &images.Cache{}})
+	require.ErrorIs(t, err, agenticopd.ErrInvalidConfig)
+	require.ErrorContains(t, err, "give the image source to your factory")
 }

@@ -225,7 +225,9 @@
 // sandbox of the image, the diff loses every file the grading owns or no fix needs:
 // the files the test patch touches and the task's hidden files, any file a test runner
 // would load as a test (conftest.py anywhere, files under tests/, test/ or testing/,
-// test_*.py, *_test.py) whether added or edited, paths in .git or outside the tree,
+// test_*.py, *_test.py) whether added or edited, the test runner's configuration
+// (pytest.ini, .pytest.ini, tox.ini: addopts = -p plugin) and Python's start-up
+// modules (sitecustomize.py, usercustomize.py), paths in .git or outside the tree,
 // and build output ([RepoResult.Discarded]; test files counted in
 // [RepoResult.TestFileEdits]). git runs with hooks, fsmonitor, external diff drivers
 // and text conversion off and the default a/ b/ prefixes, whatever the repository's
@@ -241,9 +243,11 @@
 // test it begins.
 //
 // What grading cannot exclude: the fix's code runs inside the test process (it is
-// the code under test), so a fix written to fool the runner from there (printing
-// pytest's lines, then ending the process with status 0 before pytest reports) is
-// not caught by any log-based grader; the rules above close the cheap forms. SWE-smith
+// the code under test), so a fix written to fool the runner from there (patching
+// pytest's reports on import, or printing pytest's lines and ending the process with
+// status 0 before pytest reports) is not caught by any log-based grader; nor is a
+// pytest option added to setup.cfg or pyproject.toml, which fixes may legitimately
+// change and are kept. The rules above close the cheap forms. SWE-smith
 // tasks hide their failing tests by deleting them in a commit before the agent starts;
 // the image's history still holds them (git show HEAD~1:…), as in SWE-smith itself.
 // [VerifyPatch] grades a given patch (the gold patch, the empty one) the same way;

@@ -69,8 +69,10 @@ type RepoResult struct {
 	// Discarded are the files whose changes were left out of the agent's diff: the
 	// test files of the task, and any file a test runner would load as a test
 	// (conftest.py anywhere, files under tests/, test/ or testing/, test_*.py,
-	// *_test.py), whether the agent added or edited it; files outside the repository
-	// or in .git; build artefacts (__pycache__, *.pyc, *.egg-info, .pytest_cache).
+	// *_test.py) or that configures the run (pytest.ini, .pytest.ini, tox.ini,
+	// sitecustomize.py, usercustomize.py), whether the agent added or edited it;
+	// files outside the repository or in .git; build artefacts (__pycache__, *.pyc,
+	// *.egg-info, .pytest_cache).
 	Discarded []string
 	// TestFileEdits counts the files of Discarded that are test files (those the test
 	// patch touches, hidden files, and test files the agent added).
@@ -95,15 +97,14 @@ const repoIdent = "GIT_AUTHOR_NAME=agenticopd GIT_AUTHOR_EMAIL=agenticopd@localh
 const git = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.directory='*' -c core.fileMode=false "
 
 // PrepareRepo gets a fresh sandbox of a repository task's image ready: the task's
-// Setup patch is applied and its HiddenFiles removed, in one commit with a fixed
-// identity and date (so its hash is the same in every sandbox). Nothing is done for a
-// task with neither. The agent's sandbox gets it before the agent starts, and
-// [VerifyRepo] does it in its grading sandbox. A failure is an error: no agent action
-// can cause it.
+// Setup patch is applied and its HiddenFiles removed, and whatever the work tree then
+// holds beyond its HEAD (the setup, and files the image left untracked) is committed
+// with a fixed identity and date, so that the commit's hash is the same in every
+// sandbox of the image and the agent's change is taken against exactly the state it
+// started from. A clean work tree without setup gets no commit. The agent's sandbox
+// gets it before the agent starts, and [VerifyRepo] does it in its grading sandbox.
+// A failure is an error: no agent action can cause it.
 func PrepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) error {
-	if r.Setup == "" && len(r.HiddenFiles) == 0 {
-		return nil
-	}
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	if r.Setup != "" {
@@ -113,7 +114,7 @@ func PrepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) error {
 		fmt.Fprintf(&script, "rm -f -- %s\n", quote(f))
 	}
 	script.WriteString(repoIdent + git + "add -A\n")
-	script.WriteString(repoIdent + git + "commit -q --allow-empty --no-verify -m 'task setup'\n")
+	script.WriteString(git + "diff --cached --quiet || " + repoIdent + git + "commit -q --no-verify -m 'task start'\n")
 	res, err := sb.Run(ctx, rollout.Command{Argv: []string{"/bin/sh", "-c", script.String()}, Stdin: []byte(r.Setup), Timeout: gitTimeout})
 	if err != nil {
 		return fmt.Errorf("reward: prepare repository: %w", err)
@@ -535,12 +536,20 @@ func splitDiff(diff string) []diffSection {
 	return out
 }
 
-// isTestPath reports a path pytest or unittest would collect or load as a test: in a
-// test directory, named test_*.py or *_test.py, or conftest.py anywhere.
+// isTestPath reports a path pytest or unittest would collect or load as a test (in a
+// test directory, named test_*.py or *_test.py, or conftest.py anywhere), or one that
+// configures the test run (pytest.ini, .pytest.ini, tox.ini) or Python's start-up
+// (sitecustomize.py, usercustomize.py).
 func isTestPath(p string) bool {
 	base := path.Base(p)
 	if base == "conftest.py" || strings.HasPrefix(base, "test_") && strings.HasSuffix(base, ".py") ||
 		strings.HasSuffix(base, "_test.py") {
+		return true
+	}
+	switch base {
+	case "pytest.ini", ".pytest.ini", "tox.ini", "sitecustomize.py", "usercustomize.py":
+		// The test runner's own configuration (addopts = -p plugin), and modules
+		// Python runs at start-up: no fix needs them.
 		return true
 	}
 	for _, dir := range strings.Split(path.Dir(p), "/") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
+	"github.com/agentic-opd/agenticopd/internal/testimage"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox"
@@ -100,6 +102,9 @@ func TestVerifyRepoToyTasks(t *testing.T) {
 	// The fix, and a package that makes pytest skip every test module importing it.
 	skipAll := toyPatch(t, "add.gold.patch") + "diff --git a/toycalc/text.py b/toycalc/text.py\n--- a/toycalc/text.py\n+++ b/toycalc/text.py\n" +
 		"@@ -1,3 +1,5 @@\n \"\"\"Text helpers.\"\"\"\n+import pytest\n+pytest.skip(\"skipped by the package\", allow_module_level=True)\n \n \n"
+	// A pytest plugin of the package that reports every test as passed, loaded by a
+	// pytest.ini the agent adds (addopts = -p toycalc.passall).
+	plugin := newFile("pytest.ini", "[pytest]\naddopts = -p toycalc.passall\n") + newFile("toycalc/passall.py", fakeConftest)
 	// The clamp fix with an edit of the test the test patch replaces.
 	clampTestEdit := "diff --git a/tests/test_clamp.py b/tests/test_clamp.py\n--- a/tests/test_clamp.py\n+++ b/tests/test_clamp.py\n" +
 		"@@ -7,3 +7,7 @@ def test_clamp_inside():\n \n def test_clamp_low():\n     assert clamp(-3, 0, 10) == 0\n+\n+\n+def test_clamp_high():\n+    assert True\n"
@@ -118,6 +123,8 @@ func TestVerifyRepoToyTasks(t *testing.T) {
 		{name: "plain fix: wrong fix", task: 0, patch: toyPatch(t, "add.wrong.patch"), rule: reward.RuleUnresolved, c: 0.2},
 		{name: "plain fix: a planted conftest.py passing every test", task: 0, patch: newFile("conftest.py", fakeConftest),
 			rule: reward.RuleUnresolved, c: 0.2, testEdits: 1, discarded: []string{"conftest.py"}},
+		{name: "plain fix: a plugin loaded by a planted pytest.ini", task: 0, patch: plugin,
+			rule: reward.RuleUnresolved, c: 0.2, testEdits: 1, discarded: []string{"pytest.ini"}},
 		{name: "plain fix: fake PASSED lines printed by the package", task: 0, patch: fakeLines, rule: reward.RuleUnresolved, c: 0.2},
 		{name: "plain fix: gold, with a log longer than the sandbox's output cap", task: 0, patch: noisy, rule: reward.RuleResolved, c: 1, f2p: 1},
 		{name: "plain fix: the package skips the tests", task: 0, patch: skipAll, rule: reward.RuleTestsNotRun, c: 0.1},
@@ -224,6 +231,7 @@ func TestVerifyRepoSWESmithRow(t *testing.T) {
 		"instance_id": "agentic-opd__swe-toy.1e9c6927.func_pm_op_change__mul", "repo": "agentic-opd/swe-toy",
 		"image_name": ref, "patch": toyPatch(t, "mul.bug.patch"), "problem_statement": "mul(3, 4) returns 7.",
 		"FAIL_TO_PASS": []string{"tests/test_arith.py::test_mul"}, "PASS_TO_PASS": []string{"tests/test_arith.py::test_sub"},
+		"test_cmd": "python3 -m pytest --no-header -rA --tb=no -p no:cacheprovider tests/test_arith.py", "log_parser": "pytest",
 	})
 	require.NoError(t, err)
 	ts, err := tasks.ReadSWEJSONL(strings.NewReader(string(row)), "smith.jsonl", tasks.SWEConfig{})
@@ -256,6 +264,47 @@ func TestVerifyRepoSWESmithRow(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.rule, v.Rule, "%s\n%s", v.Reason, v.Output)
 			require.Equal(t, 1.0, v.Repo.P2PRate, v.Output)
+		})
+	}
+}
+
+// TestVerifyRepoImageWithUntrackedFiles: an image whose work tree holds files git
+// does not track (build output a Dockerfile left, notes) grades as one without: the
+// agent's change is taken against the state it started from, not against HEAD.
+func TestVerifyRepoImageWithUntrackedFiles(t *testing.T) {
+	layer := t.TempDir()
+	out, err := exec.Command(filepath.Join("..", "testdata", "swe", "make-testbed.sh"), layer).CombinedOutput()
+	require.NoError(t, err, string(out))
+	extra := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(extra, "testbed", "build"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(extra, "testbed", "build", "generated.py"), []byte("X = 1\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(extra, "testbed", "NOTES"), []byte("untracked\n"), 0o644))
+	reg := imagestest.NewRegistry(t)
+	ref := imagestest.Push(t, reg, "swe/untracked", imagestest.SWEConfig(), testimage.Root(t), layer, extra)
+	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	f, err := sandbox.New(context.Background(), sandbox.Config{Images: cache})
+	require.NoError(t, err)
+	fresh := rollout.SandboxFactoryFunc(func(ctx context.Context) (rollout.Sandbox, error) {
+		return f.NewSandboxFor(ctx, rollout.SandboxSpec{Image: ref, WorkDir: tasks.DefaultWorkDir})
+	})
+	task := toyTask(t, 0)
+	repo := *task.Repo
+	repo.Image = ref
+	task.Repo = &repo
+	for _, tc := range []struct {
+		name  string
+		patch string
+		rule  reward.Rule
+	}{
+		{name: "gold", patch: reward.PatchGold, rule: reward.RuleResolved},
+		{name: "empty", patch: reward.PatchEmpty, rule: reward.RuleUnresolved},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := reward.VerifyPatch(context.Background(), fresh, task, tc.patch, reward.RepoOptions{})
+			require.NoError(t, err)
+			require.Equal(t, tc.rule, v.Rule, "%s\n%s", v.Reason, v.Output)
+			require.NotContains(t, v.Repo.Diff, "NOTES")
 		})
 	}
 }

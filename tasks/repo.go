@@ -231,10 +231,6 @@ func RepoSpecs() map[string]RepoSpec {
 		"pydantic/pydantic"} {
 		m[r] = pytest
 	}
-	// The toy repository of this module's tests (testdata/swe), in a Debian image
-	// whose pytest is the python3 module.
-	m["agentic-opd/swe-toy"] = RepoSpec{TestCommand: "python3 -m pytest --no-header -rA --tb=no -p no:cacheprovider",
-		LogParser: ParserPytest, AppendTestFiles: true}
 	return m
 }
 

@@ -32,14 +32,14 @@ func TestLoadSWEToyTasks(t *testing.T) {
 		{ // FAIL_TO_PASS as SWE-bench's JSON string
 			Image: "docker.io/swebench/sweb.eval.x86_64.agentic-opd_1776_swe-toy-1:latest", Name: "agentic-opd/swe-toy",
 			Version: "0.1", BaseCommit: toyBase, TestPatch: readPatch(t, "add.test.patch"), GoldPatch: readPatch(t, "add.gold.patch"),
-			TestCommand: pytest + "tests/test_arith.py", LogParser: tasks.ParserPytest,
+			TestCommand: pytest + "tests/test_arith.py", LogParser: "parse_log_pytest",
 			FailToPass: []string{"tests/test_arith.py::test_add"},
 			PassToPass: []string{"tests/test_arith.py::test_mul", "tests/test_arith.py::test_sub"},
 		},
 		{ // as a JSON array
 			Image: "docker.io/swebench/sweb.eval.x86_64.agentic-opd_1776_swe-toy-2:latest", Name: "agentic-opd/swe-toy",
 			Version: "0.1", BaseCommit: toyBase, TestPatch: readPatch(t, "word_count.test.patch"),
-			GoldPatch: readPatch(t, "word_count.gold.patch"), TestCommand: pytest + "tests/test_text.py", LogParser: tasks.ParserPytest,
+			GoldPatch: readPatch(t, "word_count.gold.patch"), TestCommand: pytest + "tests/test_text.py", LogParser: "parse_log_pytest",
 			FailToPass: []string{"tests/test_text.py::test_word_count_spaces"},
 			PassToPass: []string{"tests/test_text.py::test_word_count_simple"},
 		},
@@ -259,7 +259,7 @@ func writeHarbor(t *testing.T, toml string, config any) string {
 }
 
 func TestLoadHarbor(t *testing.T) {
-	config := map[string]any{"repo": "agentic-opd/swe-toy", "base_commit": toyBase, "test_patch": readPatch(t, "add.test.patch"),
+	config := map[string]any{"repo": "pallets/flask", "base_commit": toyBase, "test_patch": readPatch(t, "add.test.patch"),
 		"patch": readPatch(t, "add.gold.patch"), "FAIL_TO_PASS": `["tests/test_arith.py::test_add"]`}
 	prebuilt := "version = \"1.0\"\n[verifier]\ntimeout_sec = 120.0\n[environment]\ndocker_image = \"ghcr.io/acme/toy:1\" # prebuilt\nallow_internet = false\n"
 	t.Run("prebuilt image and SWE-style data", func(t *testing.T) {

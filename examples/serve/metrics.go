@@ -78,4 +78,3 @@ func (s *sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 	s.hist.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	return resp, err
 }
-
