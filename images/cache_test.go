@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +15,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/require"
@@ -281,4 +285,51 @@ func TestConcurrentRoots(t *testing.T) {
 		r.Release()
 	}
 	require.DirExists(t, roots[0].Dir, "within the bound, a released image stays")
+}
+
+// TestPlatformFromIndex: a multi-platform index, in a registry or a layout, gives
+// the image of the cache's platform (this machine's by default); an index without
+// it is refused, naming the platform.
+func TestPlatformFromIndex(t *testing.T) {
+	amd := imageOf(t, v1.Config{WorkingDir: "/amd64"}, tarLayer(t, ent{name: "amd64/f", body: "a"}))
+	arm := imageOf(t, v1.Config{WorkingDir: "/arm64"}, tarLayer(t, ent{name: "arm64/f", body: "b"}))
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: amd, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},
+		mutate.IndexAddendum{Add: arm, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}},
+	)
+	reg := imagestest.NewRegistry(t)
+	tag, err := name.NewTag(reg.Host() + "/multi/img:1")
+	require.NoError(t, err)
+	require.NoError(t, remote.WriteIndex(tag, idx))
+	dir := t.TempDir()
+	p, err := layout.Write(dir, empty.Index)
+	require.NoError(t, err)
+	require.NoError(t, p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": "multi"})))
+	lref := images.OCILayoutPrefix + dir + ":multi"
+
+	for _, tc := range []struct {
+		name     string
+		platform *v1.Platform
+		want     string
+	}{
+		{"this machine", nil, "/" + runtime.GOARCH},
+		{"amd64", &v1.Platform{OS: "linux", Architecture: "amd64"}, "/amd64"},
+		{"arm64", &v1.Platform{OS: "linux", Architecture: "arm64"}, "/arm64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(t, images.CacheConfig{Platform: tc.platform})
+			for _, ref := range []string{tag.String(), lref} {
+				r, err := c.Root(context.Background(), ref)
+				require.NoError(t, err, ref)
+				require.Equal(t, tc.want, r.WorkingDir, ref)
+				r.Release()
+			}
+		})
+	}
+	c := newCache(t, images.CacheConfig{Platform: &v1.Platform{OS: "linux", Architecture: "s390x"}})
+	_, err = c.Root(context.Background(), lref)
+	require.ErrorContains(t, err, "no image for platform linux/s390x")
+	_, err = c.Root(context.Background(), tag.String())
+	require.ErrorContains(t, err, "s390x")
 }
