@@ -365,10 +365,16 @@ func (u *unpacker) write(f *os.File, hdr *tar.Header, r io.Reader) error {
 	return unix.Futimes(int(f.Fd()), []unix.Timeval{tv, tv})
 }
 
-// fileMode keeps an entry's permission bits and sticky bit, drops setuid and setgid,
-// and makes the file readable by its owner (the sandbox's uid).
+// shared are the group and other write bits: dropped from every entry, so that
+// no host user but the tree's owner can change a root that every sandbox of the
+// image, graders included, reads (inside a sandbox the root is read-only anyway,
+// and /tmp a tmpfs of its own).
+const shared = 0o022
+
+// fileMode keeps an entry's permission bits but group and other write, drops
+// setuid and setgid, and makes the file readable by its owner (the sandbox's uid).
 func fileMode(hdr *tar.Header) fs.FileMode {
-	m := fs.FileMode(hdr.Mode) & 0o777
+	m := fs.FileMode(hdr.Mode) & 0o777 &^ shared
 	return m | 0o400
 }
 
@@ -378,7 +384,7 @@ func (u *unpacker) dirMode(p string, hdr *tar.Header) error {
 	if err := u.own(p); err != nil {
 		return err
 	}
-	m := fs.FileMode(hdr.Mode)&0o777 | 0o700
+	m := fs.FileMode(hdr.Mode)&0o777&^shared | 0o700
 	if hdr.Mode&0o1000 != 0 {
 		m |= fs.ModeSticky
 	}
