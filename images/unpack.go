@@ -292,6 +292,8 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 			return err
 		}
 		return u.root.Link(tp, p)
+	case tar.TypeXGlobalHeader:
+		return nil // PAX defaults for the entries after it, which the reader applies
 	default:
 		// Character and block devices, FIFOs, sockets: the sandbox brings its own
 		// minimal /dev, and a device node of an image is never made on the host.
