@@ -62,7 +62,7 @@ type CacheConfig struct {
 }
 
 // ErrTooLarge is wrapped by Root when an image unpacks to more than CacheConfig.MaxBytes.
-var ErrTooLarge = errTooLarge
+var ErrTooLarge = errors.New("images: image larger than the cache's MaxBytes")
 
 // Stats counts what a [Cache] has done since it was made.
 type Stats struct {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,9 +15,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
@@ -190,6 +195,9 @@ func TestRefForms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Root(context.Background(), tc.ref)
 			require.ErrorContains(t, err, tc.want)
+			if tc.name == "garbage" || strings.Contains(tc.name, "digest") {
+				require.ErrorIs(t, err, images.ErrBadRef)
+			}
 		})
 	}
 }
@@ -240,4 +248,88 @@ func TestWhiteouts(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("root (-want +got):\n%s", d)
 	}
+}
+
+// TestConcurrentRoots: rollouts of one process ask for a new image at once; it is
+// unpacked once, every one of them gets it, and it stays until the last release.
+func TestConcurrentRoots(t *testing.T) {
+	ref := layoutRef(t, bigImage(t, 500, 1000, "cc"))
+	c := newCache(t, images.CacheConfig{MaxBytes: 1}) // anything not in use is evicted
+	const n = 8
+	roots := make([]sandbox.ImageRoot, n)
+	var g errgroup.Group
+	for i := range roots {
+		g.Go(func() error {
+			r, err := c.Root(context.Background(), ref)
+			roots[i] = r
+			return err
+		})
+	}
+	require.ErrorIs(t, g.Wait(), images.ErrTooLarge, "MaxBytes 1 refuses the image")
+
+	c = newCache(t, images.CacheConfig{MaxBytes: 64 << 20})
+	g = errgroup.Group{}
+	for i := range roots {
+		g.Go(func() error {
+			r, err := c.Root(context.Background(), ref)
+			roots[i] = r
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	require.Equal(t, images.Stats{Unpacks: 1, Hits: n - 1}, c.Stats())
+	for _, r := range roots[1:] {
+		require.Equal(t, roots[0].Dir, r.Dir)
+	}
+	for _, r := range roots {
+		r.Release()
+	}
+	require.DirExists(t, roots[0].Dir, "within the bound, a released image stays")
+}
+
+// TestPlatformFromIndex: a multi-platform index, in a registry or a layout, gives
+// the image of the cache's platform (this machine's by default); an index without
+// it is refused, naming the platform.
+func TestPlatformFromIndex(t *testing.T) {
+	amd := imageOf(t, v1.Config{WorkingDir: "/amd64"}, tarLayer(t, ent{name: "amd64/f", body: "a"}))
+	arm := imageOf(t, v1.Config{WorkingDir: "/arm64"}, tarLayer(t, ent{name: "arm64/f", body: "b"}))
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: amd, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},
+		mutate.IndexAddendum{Add: arm, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}},
+	)
+	reg := imagestest.NewRegistry(t)
+	tag, err := name.NewTag(reg.Host() + "/multi/img:1")
+	require.NoError(t, err)
+	require.NoError(t, remote.WriteIndex(tag, idx))
+	dir := t.TempDir()
+	p, err := layout.Write(dir, empty.Index)
+	require.NoError(t, err)
+	require.NoError(t, p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": "multi"})))
+	lref := images.OCILayoutPrefix + dir + ":multi"
+
+	for _, tc := range []struct {
+		name     string
+		platform *v1.Platform
+		want     string
+	}{
+		{"this machine", nil, "/" + runtime.GOARCH},
+		{"amd64", &v1.Platform{OS: "linux", Architecture: "amd64"}, "/amd64"},
+		{"arm64", &v1.Platform{OS: "linux", Architecture: "arm64"}, "/arm64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(t, images.CacheConfig{Platform: tc.platform})
+			for _, ref := range []string{tag.String(), lref} {
+				r, err := c.Root(context.Background(), ref)
+				require.NoError(t, err, ref)
+				require.Equal(t, tc.want, r.WorkingDir, ref)
+				r.Release()
+			}
+		})
+	}
+	c := newCache(t, images.CacheConfig{Platform: &v1.Platform{OS: "linux", Architecture: "s390x"}})
+	_, err = c.Root(context.Background(), lref)
+	require.ErrorContains(t, err, "no image for platform linux/s390x")
+	_, err = c.Root(context.Background(), tag.String())
+	require.ErrorContains(t, err, "s390x")
 }

@@ -91,7 +91,10 @@
 //
 // Character and block devices, FIFOs and sockets are not made (the sandbox mounts a
 // minimal /dev of its own); the number skipped is logged. Setuid and setgid bits are
-// dropped; the sticky bit of directories stays. Extended attributes are ignored.
+// dropped, and so are group and other write bits, so that no host user but the
+// tree's owner can change a root every sandbox of the image reads, graders
+// included (inside a sandbox the root is read-only and /tmp a tmpfs of its own);
+// the sticky bit of directories stays. Extended attributes are ignored.
 //
 // Ownership: when the process runs as root, the whole tree belongs to
 // CacheConfig.UID:GID, the sandbox's uid (65534, nobody, by default, as

@@ -204,14 +204,16 @@ func parents(dir string) []string {
 }
 
 // TestSetuidBitsDropped: no file of an image keeps setuid or setgid (were the root
-// mounted without nosuid, such a file would run with its owner's ids); a
-// directory's sticky bit stays (/tmp's).
+// mounted without nosuid, such a file would run with its owner's ids), nor group
+// or other write (any host user could change the root every sandbox of the image
+// reads); a directory's sticky bit stays (/tmp's).
 func TestSetuidBitsDropped(t *testing.T) {
 	l := tarLayer(t,
 		ent{name: "suid", body: "x", mode: 0o4755},
 		ent{name: "sgid", body: "x", mode: 0o2755},
 		ent{name: "tmp/", typ: tar.TypeDir, mode: 0o1777},
 		ent{name: "sgiddir/", typ: tar.TypeDir, mode: 0o2775},
+		ent{name: "shared", body: "x", mode: 0o666},
 		ent{name: "writeonly", body: "x", mode: 0o200},
 	)
 	c := newCache(t, images.CacheConfig{})
@@ -219,8 +221,9 @@ func TestSetuidBitsDropped(t *testing.T) {
 	want := map[string]os.FileMode{
 		"suid":      0o755,
 		"sgid":      0o755,
-		"tmp":       os.ModeDir | os.ModeSticky | 0o777,
-		"sgiddir":   os.ModeDir | 0o775,
+		"tmp":       os.ModeDir | os.ModeSticky | 0o755,
+		"sgiddir":   os.ModeDir | 0o755,
+		"shared":    0o644,
 		"writeonly": 0o600,
 	}
 	got := map[string]os.FileMode{}

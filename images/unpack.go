@@ -48,9 +48,6 @@ type unpacker struct {
 	ancestors map[string]bool
 }
 
-// errTooLarge is wrapped by unpack when an image's files pass the cache's bound.
-var errTooLarge = errors.New("images: image larger than the cache's MaxBytes")
-
 func newUnpacker(root *os.Root, chown bool, uid, gid int, limit int64) *unpacker {
 	return &unpacker{root: root, chown: chown, uid: uid, gid: gid, limit: limit,
 		dirTimes: map[string]time.Time{}, dirs: map[string]bool{}, roots: map[string]*os.Root{},
@@ -295,6 +292,8 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 			return err
 		}
 		return u.root.Link(tp, p)
+	case tar.TypeXGlobalHeader:
+		return nil // PAX defaults for the entries after it, which the reader applies
 	default:
 		// Character and block devices, FIFOs, sockets: the sandbox brings its own
 		// minimal /dev, and a device node of an image is never made on the host.
@@ -327,7 +326,7 @@ func (u *unpacker) replace(p string) error {
 // file writes a regular file's content.
 func (u *unpacker) file(p string, hdr *tar.Header, r io.Reader) error {
 	if u.limit > 0 && u.written+hdr.Size > u.limit {
-		return fmt.Errorf("%w (%d bytes)", errTooLarge, u.limit)
+		return fmt.Errorf("%w (%d bytes)", ErrTooLarge, u.limit)
 	}
 	d, base, err := u.at(p)
 	if err != nil {
@@ -368,10 +367,16 @@ func (u *unpacker) write(f *os.File, hdr *tar.Header, r io.Reader) error {
 	return unix.Futimes(int(f.Fd()), []unix.Timeval{tv, tv})
 }
 
-// fileMode keeps an entry's permission bits and sticky bit, drops setuid and setgid,
-// and makes the file readable by its owner (the sandbox's uid).
+// shared are the group and other write bits: dropped from every entry, so that
+// no host user but the tree's owner can change a root that every sandbox of the
+// image, graders included, reads (inside a sandbox the root is read-only anyway,
+// and /tmp a tmpfs of its own).
+const shared = 0o022
+
+// fileMode keeps an entry's permission bits but group and other write, drops
+// setuid and setgid, and makes the file readable by its owner (the sandbox's uid).
 func fileMode(hdr *tar.Header) fs.FileMode {
-	m := fs.FileMode(hdr.Mode) & 0o777
+	m := fs.FileMode(hdr.Mode) & 0o777 &^ shared
 	return m | 0o400
 }
 
@@ -381,7 +386,7 @@ func (u *unpacker) dirMode(p string, hdr *tar.Header) error {
 	if err := u.own(p); err != nil {
 		return err
 	}
-	m := fs.FileMode(hdr.Mode)&0o777 | 0o700
+	m := fs.FileMode(hdr.Mode)&0o777&^shared | 0o700
 	if hdr.Mode&0o1000 != 0 {
 		m |= fs.ModeSticky
 	}
