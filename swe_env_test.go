@@ -194,3 +194,18 @@ func TestNewEnvRefusesImagesBesideAFactory(t *testing.T) {
 	require.ErrorIs(t, err, agenticopd.ErrInvalidConfig)
 	require.ErrorContains(t, err, "give the image source to your factory")
 }
+
+func TestRepositoryTaskNeedsASpecFactory(t *testing.T) {
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&sweCoder{}).turn))
+	plain := rollout.SandboxFactoryFunc(func(context.Context) (rollout.Sandbox, error) {
+		t.Error("a repository task's rollout asked a plain factory for a sandbox")
+		return nil, context.Canceled
+	})
+	env, err := agenticopd.NewEnv(agenticopd.Config{Policy: sim.Client(), GroupSize: 2, SandboxFactory: plain, DisableOPD: true})
+	require.NoError(t, err)
+	ts, err := tasks.LoadSWE(filepath.Join("testdata", "swe", "tasks.jsonl"), tasks.SWEConfig{})
+	require.NoError(t, err)
+	_, err = env.CollectGroup(context.Background(), ts[0])
+	require.ErrorIs(t, err, agenticopd.ErrNoSpecFactory)
+	require.ErrorContains(t, err, "set Config.Images")
+}
