@@ -285,33 +285,38 @@ func (c *Cache) acquire(ctx context.Context, key, ref string, img v1.Image) (*en
 	return e, nil
 }
 
-// lockRoot takes a shared lock on key's lock file with the root on disk, unpacking
-// it under an exclusive lock if it is missing.
+// lockRoot takes a shared lock on key's use lock with the root on disk, unpacking
+// it first if it is missing. No lock is ever converted: the shared use lock is held
+// from the start (so no evictor removes the root once it is there), and an unpack
+// is serialized by a second, exclusive lock of its own. Waiting to convert a shared
+// lock into an exclusive one would wait forever for the holders of the other
+// shared locks, which keep them while they use the image.
 func (c *Cache) lockRoot(ctx context.Context, lock *os.File, key, ref string, img v1.Image) (meta, bool, error) {
-	unpacked := false
-	for {
-		if err := flock(ctx, lock, lockShared); err != nil {
-			return meta{}, false, err
-		}
-		if m, err := c.readMeta(key); err == nil {
-			return m, unpacked, nil
-		}
-		if img == nil {
-			return meta{}, false, errNotOnDisk
-		}
-		if err := flock(ctx, lock, lockExclusive); err != nil {
-			return meta{}, false, err
-		}
-		if _, err := c.readMeta(key); err != nil {
-			if err := c.unpack(ctx, key, ref, img); err != nil {
-				unlock(lock)
-				return meta{}, false, err
-			}
-			unpacked = true
-		}
-		// Converting the lock is not atomic: an evictor may take it in between, so
-		// the loop checks again that the root is there.
+	if err := flock(ctx, lock, lockShared); err != nil {
+		return meta{}, false, err
 	}
+	if m, err := c.readMeta(key); err == nil {
+		return m, false, nil
+	}
+	if img == nil {
+		return meta{}, false, errNotOnDisk
+	}
+	ul, err := os.OpenFile(c.path("locks", key+".unpack"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return meta{}, false, fmt.Errorf("images: lock: %w", err)
+	}
+	defer ul.Close() // releases the unpack lock
+	if err := flock(ctx, ul, lockExclusive); err != nil {
+		return meta{}, false, err
+	}
+	if m, err := c.readMeta(key); err == nil {
+		return m, false, nil // another unpacked it while this one waited
+	}
+	if err := c.unpack(ctx, key, ref, img); err != nil {
+		return meta{}, false, err
+	}
+	m, err := c.readMeta(key)
+	return m, true, err
 }
 
 func (c *Cache) readMeta(key string) (meta, error) {
@@ -360,7 +365,7 @@ func (c *Cache) release(key string) {
 }
 
 // unpack writes image key's root into a temporary directory and renames it into
-// place. The caller holds key's exclusive lock.
+// place. The caller holds key's unpack lock, and its use lock shared.
 func (c *Cache) unpack(ctx context.Context, key, ref string, img v1.Image) error {
 	c.sweepTmp(key)
 	start := time.Now()

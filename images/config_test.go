@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -39,7 +38,7 @@ func TestNewCacheConfig(t *testing.T) {
 func TestRootCanceled(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	host := stallingRegistry(t, release)
+	host, stalled := stallingRegistry(t, release)
 	reg := host + "/stall/img:1"
 	pushTo(t, reg, bigImage(t, 100, 4000, "s"))
 	c := newCache(t, images.CacheConfig{})
@@ -47,13 +46,10 @@ func TestRootCanceled(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// cancel once the unpack has begun
-		for ctx.Err() == nil {
-			m, _ := filepath.Glob(filepath.Join(c.Dir(), "tmp", "*", "rootfs", "d*"))
-			if len(m) > 0 {
-				cancel()
-			}
-			time.Sleep(5 * time.Millisecond)
+		select { // cancel once the layer's download has stopped halfway
+		case <-stalled:
+			cancel()
+		case <-ctx.Done():
 		}
 	}()
 	_, err := c.Root(ctx, reg)

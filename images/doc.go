@@ -36,7 +36,8 @@
 //	Dir/roots/<id>/rootfs      the root filesystem
 //	Dir/roots/<id>/meta.json   the config's Env, WorkingDir, User; the size; the reference
 //	Dir/roots/<id>/used        its mtime: the last Root of the image, by any process
-//	Dir/locks/<id>.lock        the image's lock (flock)
+//	Dir/locks/<id>.lock        the image's use lock (flock: shared while in use)
+//	Dir/locks/<id>.unpack      its unpack lock (flock: exclusive while unpacking)
 //	Dir/tmp/                   unpacks in progress, evictions being removed
 //
 // Per image rather than per layer: a sandbox binds one directory as its root, and a
@@ -45,12 +46,15 @@
 // kept: an evicted image is downloaded again when it comes back.
 //
 // An image is unpacked into Dir/tmp and renamed into Dir/roots when complete, so a
-// root in Dir/roots is always whole. The image's lock is held exclusively while it
-// is unpacked and shared while any Root of it is in use in a process; flock locks
-// go with the process that held them, so a process that dies (SIGKILL included)
-// leaves no image locked, and what its unpack left in Dir/tmp is removed by the next
-// unpack of that image or the next eviction. Processes sharing a Dir unpack each
-// image once between them.
+// root in Dir/roots is always whole. A process takes the image's use lock shared
+// before it looks for the root and keeps it while any Root of the image is in use
+// (an evictor needs it exclusive, and only tries); to unpack, it takes the unpack
+// lock exclusive as well, so processes sharing a Dir unpack each image once between
+// them. No lock is ever converted from shared to exclusive (two waiting holders
+// would wait for each other forever). flock locks go with the process that held
+// them, so a process that dies (SIGKILL included) leaves no image locked, and what
+// its unpack left in Dir/tmp is removed by the next unpack of that image or the next
+// eviction.
 //
 // # Size bound and eviction
 //

@@ -96,8 +96,8 @@ func (c *Cache) remove(key string) bool {
 }
 
 // sweepTmp removes what unpacks and evictions that died left in tmp: the entries of
-// images whose lock no one holds (only = "": every image; else that image only, whose
-// exclusive lock the caller holds).
+// images whose use lock no one holds (only = "": every image; else that image only,
+// whose unpack lock the caller holds: no other unpack of it runs).
 func (c *Cache) sweepTmp(only string) {
 	ents, err := os.ReadDir(c.path("tmp"))
 	if err != nil {

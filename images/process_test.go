@@ -193,9 +193,12 @@ func TestEvictionSparesRootsInUse(t *testing.T) {
 }
 
 // stallingRegistry is a registry whose layer downloads (gzip blobs) stop halfway
-// until release is closed or the request ends.
-func stallingRegistry(t *testing.T, release <-chan struct{}) string {
+// until release is closed or the request ends. The channel it returns is closed
+// when a download first stops.
+func stallingRegistry(t *testing.T, release <-chan struct{}) (string, <-chan struct{}) {
 	t.Helper()
+	stalled := make(chan struct{})
+	var once sync.Once
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/blobs/") {
@@ -216,6 +219,7 @@ func stallingRegistry(t *testing.T, release <-chan struct{}) string {
 		half := len(body) / 2
 		w.Write(body[:half])
 		w.(http.Flusher).Flush()
+		once.Do(func() { close(stalled) })
 		select {
 		case <-release:
 			w.Write(body[half:])
@@ -224,7 +228,7 @@ func stallingRegistry(t *testing.T, release <-chan struct{}) string {
 	}))
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
-	return u.Host
+	return u.Host, stalled
 }
 
 // TestUnpackerKilled kills (SIGKILL) a process in the middle of an unpack: the next
@@ -234,22 +238,17 @@ func TestUnpackerKilled(t *testing.T) {
 	var once sync.Once
 	open := func() { once.Do(func() { close(release) }) }
 	defer open()
-	host := stallingRegistry(t, release)
+	host, stalled := stallingRegistry(t, release)
 	tag := pushTo(t, host+"/big/img:1", bigImage(t, 2000, 4000, "k"))
 
 	dir := reachableDir(t)
 	p := startChild(t, dir, tag.String())
 	_, err := io.WriteString(p.stdin, "go\n")
 	require.NoError(t, err)
-	// Wait until the child is unpacking: its temporary root holds a file.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		m, _ := filepath.Glob(filepath.Join(dir, "tmp", "*", "rootfs", "d*"))
-		if len(m) > 0 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the child never started unpacking")
-		time.Sleep(10 * time.Millisecond)
+	select { // the child is unpacking: it has its temporary root, and waits for the layer's rest
+	case <-stalled:
+	case <-time.After(time.Minute): // a failure guard, not a measure
+		t.Fatal("the child never started unpacking")
 	}
 	require.NoError(t, p.cmd.Process.Kill())
 	_ = p.cmd.Wait()
