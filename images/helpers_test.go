@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -167,13 +166,4 @@ func nothingLeft(t testing.TB, c *images.Cache) {
 		names = append(names, e.Name())
 	}
 	require.Empty(t, names, "left in %s/tmp", c.Dir())
-}
-
-func hasPrefixAny(s string, ps ...string) bool {
-	for _, p := range ps {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }

@@ -241,7 +241,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 			return err
 		}
 		return u.dirMode(p, hdr)
-	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA appears in old layers
+	case tar.TypeReg: // archive/tar reads the old TypeRegA as TypeReg (or TypeDir)
 		if err := u.replace(p); err != nil {
 			return err
 		}
