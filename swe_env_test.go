@@ -2,8 +2,10 @@ package agenticopd_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -20,16 +22,35 @@ import (
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
+// toyCache is the image cache of the whole test process, so that the toy image is
+// unpacked once; TestMain removes it.
+var toyCache struct {
+	once  sync.Once
+	dir   string
+	cache *images.Cache
+	err   error
+}
+
 // toyImage sets cfg up for the toy repository's image: the default sandbox factory
-// with an image cache over imagestest's registry, served over loopback. It returns
-// the image reference the toy tasks must name.
+// with the process's image cache over imagestest's registry, served over loopback. It
+// returns the image reference the toy tasks must name.
 var toyImage = func(t *testing.T, cfg *agenticopd.Config) string {
 	t.Helper()
 	ref := imagestest.SWERef(t)
-	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
-	require.NoError(t, err)
-	cfg.Images = cache
+	toyCache.once.Do(func() {
+		if toyCache.dir, toyCache.err = os.MkdirTemp("", "agenticopd-test-images-"); toyCache.err == nil {
+			toyCache.cache, toyCache.err = images.NewCache(images.CacheConfig{Dir: toyCache.dir})
+		}
+	})
+	require.NoError(t, toyCache.err)
+	cfg.Images = toyCache.cache
 	return ref
+}
+
+func removeToyCache() {
+	if toyCache.dir != "" {
+		_ = os.RemoveAll(toyCache.dir)
+	}
 }
 
 // sweCoder is a scripted student for the toy task "add": odd rollouts read the code,
@@ -101,6 +122,7 @@ func (c *sweCoder) turn(in vllmtest.ScriptInput) (string, bool) {
 // sandbox of the image. The fixing rollout is resolved, the wrong fix is not, and the
 // group carries teacher rows.
 func TestCollectGroupRepositoryTask(t *testing.T) {
+	t.Parallel() // long: it overlaps the other long tests
 	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&sweCoder{}).turn), vllmtest.WithChatScript(judgeScript))
 	cfg := agenticopd.Config{Policy: sim.Client(), GroupSize: 2, DistillTopK: topK, MaxRollouts: 2}
 	ref := toyImage(t, &cfg)
@@ -153,6 +175,7 @@ func TestCollectGroupRepositoryTask(t *testing.T) {
 // (rm -rf .git, so no change can be taken) is scored as the solution's fault; the
 // group is returned.
 func TestRepositoryRolloutCannotVetoItsGroup(t *testing.T) {
+	t.Parallel() // long: it overlaps the other long tests
 	var n atomic.Int64
 	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(func(in vllmtest.ScriptInput) (string, bool) {
 		if in.Turn > 1 {
