@@ -148,8 +148,9 @@ func TestHostile(t *testing.T) {
 	targets := []string{secret, "/etc/passwd", "/etc/hosts"}
 	before := takeHostState(t, targets)
 
+	base := reachableTempDir(t) // the suite's own, so that what it leaves is its own
 	cfg := sandbox.Config{
-		UID: uid, GID: uid, DiskQuota: hostileQuota, Timeout: 20 * time.Second,
+		UID: uid, GID: uid, DiskQuota: hostileQuota, Timeout: 20 * time.Second, BaseDir: base,
 		Limits: sandbox.Limits{Memory: hostileMemory, Processes: hostilePids, AddressSpace: -1},
 	}
 	f := hostileFactory(t, cfg)
@@ -196,16 +197,12 @@ func TestHostile(t *testing.T) {
 	after := takeHostState(t, targets)
 	require.Equal(t, before.sums, after.sums, "host files the suite aimed at")
 	require.GreaterOrEqual(t, float64(after.freeDisk), 0.95*float64(before.freeDisk), "host free disk")
-	var mem uint64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		// Freed memory (tmpfs, page cache of deleted files) comes back asynchronously.
-		if mem = memAvailable(t); float64(mem) >= 0.95*float64(before.freeMemory) || time.Now().After(deadline) {
-			break
-		}
-	}
-	require.GreaterOrEqual(t, float64(mem), 0.95*float64(before.freeMemory), "host available memory")
-	t.Logf("host: free disk %d → %d MiB, available memory %d → %d MiB",
-		before.freeDisk>>20, after.freeDisk>>20, before.freeMemory>>20, mem>>20)
+	// What the suite could hold of the host's memory after it: a workspace tmpfs or an
+	// overlay still mounted (its processes are checked above). The host's available
+	// memory is only logged: other work on the machine (other test packages) moves it.
+	require.Empty(t, mountsUnder(t, base), "mounts of the suite's sandboxes left")
+	t.Logf("host: free disk %d → %d MiB, available memory %d → %d MiB (other work included)",
+		before.freeDisk>>20, after.freeDisk>>20, before.freeMemory>>20, memAvailable(t)>>20)
 }
 
 func hostileForkBomb(t *testing.T, f hostileTarget) {
