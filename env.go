@@ -387,7 +387,22 @@ func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.T
 		return Rollout{}, fmt.Errorf("%w: sandbox: %w", ErrRolloutFailed, err)
 	}
 	defer sb.Close()
+	if !task.HasTests() {
+		return e.runAndScore(ctx, agent, task, sb, nil)
+	}
+	return e.runAndScore(ctx, agent, task, sb, func(ctx context.Context) (reward.Verification, error) {
+		// The tests run in a fresh sandbox of the same factory, apart from the solution.
+		return reward.Verify(ctx, sb, factory, task, reward.VerifyOptions{Timeout: e.cfg.VerifyTimeout})
+	})
+}
 
+// runAndScore runs agent on task in sb, then, when the agent took a turn and verify is
+// not nil, verifies the rollout with verify, and scores it: the one path of every
+// rollout, function-level or repository task. A verification error fails the
+// rollout ([ErrRolloutFailed]); a verification that blames the solution's own
+// sandbox ([reward.Verification.SandboxFault]) is counted and scored.
+func (e *Env) runAndScore(ctx context.Context, agent *rollout.Agent, task tasks.Task, sb rollout.Sandbox,
+	verify func(context.Context) (reward.Verification, error)) (Rollout, error) {
 	traj, stats, err := agent.RunStats(ctx, e.cfg.Prompt.Messages(task), sb)
 	if err != nil {
 		return Rollout{}, err
@@ -398,9 +413,8 @@ func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.T
 		return Rollout{}, fmt.Errorf("%w: policy: %s", ErrRolloutFailed, traj.Err)
 	}
 	r := Rollout{Trajectory: traj, Stats: stats}
-	if traj.TurnsUsed > 0 && task.HasTests() {
-		// The tests run in a fresh sandbox of the same factory, apart from the solution.
-		r.Verification, err = reward.Verify(ctx, sb, factory, task, reward.VerifyOptions{Timeout: e.cfg.VerifyTimeout})
+	if traj.TurnsUsed > 0 && verify != nil {
+		r.Verification, err = verify(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return Rollout{}, ctx.Err()
@@ -412,7 +426,7 @@ func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.T
 			// The agent broke its own sandbox: scored as the solution's fault, the
 			// group kept.
 			e.metrics.count("env/solution_sandbox_faults", 1)
-			e.cfg.Logger.Info("rollout scored as the solution's fault: its sandbox could not run the solution",
+			e.cfg.Logger.Info("rollout scored as the solution's fault: its own sandbox failed",
 				"task", task.ID, "metric", "env/solution_sandbox_faults", "reason", r.Verification.Reason)
 		}
 	}

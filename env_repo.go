@@ -43,42 +43,10 @@ func (e *Env) runRepoRollout(ctx context.Context, agent *rollout.Agent, task tas
 		return Rollout{}, fmt.Errorf("%w: %w", ErrRolloutFailed, err)
 	}
 
-	traj, stats, err := agent.RunStats(ctx, e.cfg.Prompt.Messages(task), sb)
-	if err != nil {
-		return Rollout{}, err
-	}
-	e.metrics.addStats(stats)
-	if traj.Stop == rollout.StopPolicyError {
-		e.metrics.count("env/policy_failures", 1)
-		return Rollout{}, fmt.Errorf("%w: policy: %s", ErrRolloutFailed, traj.Err)
-	}
-	r := Rollout{Trajectory: traj, Stats: stats}
-	if traj.TurnsUsed > 0 {
-		fresh := rollout.SandboxFactoryFunc(func(ctx context.Context) (rollout.Sandbox, error) {
-			return sf.NewSandboxFor(ctx, spec)
-		})
-		r.Verification, err = reward.VerifyRepo(ctx, sb, fresh, task, reward.RepoOptions{TestTimeout: e.cfg.RepoTestTimeout})
-		if err != nil {
-			if ctx.Err() != nil {
-				return Rollout{}, ctx.Err()
-			}
-			e.metrics.count("env/sandbox_failures", 1)
-			return Rollout{}, fmt.Errorf("%w: verification: %w", ErrRolloutFailed, err)
-		}
-		if r.Verification.SandboxFault {
-			e.metrics.count("env/solution_sandbox_faults", 1)
-			e.cfg.Logger.Info("rollout scored as the solution's fault: its change could not be taken from its sandbox",
-				"task", task.ID, "metric", "env/solution_sandbox_faults", "reason", r.Verification.Reason)
-		}
-	}
-	r.Reward, err = e.reward.Score(ctx, reward.Input{
-		Messages:     traj.Messages,
-		TurnsUsed:    traj.TurnsUsed,
-		MaxTurns:     e.cfg.MaxTurns,
-		Verification: r.Verification,
+	fresh := rollout.SandboxFactoryFunc(func(ctx context.Context) (rollout.Sandbox, error) {
+		return sf.NewSandboxFor(ctx, spec)
 	})
-	if err != nil {
-		return Rollout{}, fmt.Errorf("reward: %w", err)
-	}
-	return r, nil
+	return e.runAndScore(ctx, agent, task, sb, func(ctx context.Context) (reward.Verification, error) {
+		return reward.VerifyRepo(ctx, sb, fresh, task, reward.RepoOptions{TestTimeout: e.cfg.RepoTestTimeout})
+	})
 }
