@@ -208,22 +208,12 @@ func datasetRows(ts []tasks.Task) []map[string]any {
 }
 
 func writeRows(path string, ts []tasks.Task, stdout io.Writer) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	rows := datasetRows(ts)
+	values := make([]any, len(rows))
+	for i, r := range rows {
+		values[i] = r
 	}
-	w := nemogym.NewWriter(f)
-	for _, row := range datasetRows(ts) {
-		b, err := json.Marshal(row)
-		if err == nil {
-			err = w.WriteLine(b)
-		}
-		if err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
+	if err := writeLines(path, values); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %d rows to %s\n", len(ts), path)
@@ -236,26 +226,35 @@ func write(dir string, runs, failed []nemogymtest.Run) error {
 		return err
 	}
 	for name, rs := range map[string][]nemogymtest.Run{"rollouts.jsonl": runs, "rollouts_failures.jsonl": failed} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
+		values := make([]any, len(rs))
+		for i, r := range rs {
+			values[i] = r.Result
 		}
-		w := nemogym.NewWriter(f)
-		for _, r := range rs {
-			b, err := json.Marshal(r.Result)
-			if err == nil {
-				err = w.WriteLine(b)
-			}
-			if err != nil {
-				f.Close()
-				return err
-			}
-		}
-		if err := f.Close(); err != nil {
+		if err := writeLines(filepath.Join(dir, name), values); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeLines writes values to path as JSON Lines through nemogym's writer.
+func writeLines(path string, values []any) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := nemogym.NewWriter(f)
+	for _, v := range values {
+		b, err := json.Marshal(v)
+		if err == nil {
+			err = w.WriteLine(b)
+		}
+		if err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 // summarize prints one line per rollout: its indices, reward and parts, model calls
