@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,11 +20,6 @@ const (
 	DefaultMaxDiff = 8 << 20
 	// gitTimeout bounds each git step of grading.
 	gitTimeout = 2 * time.Minute
-	// maxLog is how much of the test log is read (its end).
-	maxLog = 8 << 20
-	// logChunk is how much of it one command reads: under the sandbox's default
-	// output cap (rollout/sandbox.DefaultOutputLimit).
-	logChunk = 48 << 10
 )
 
 // Repository-task rules, the rows of the correctness table for [tasks.Repo] tasks.
@@ -267,100 +259,6 @@ func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFa
 	return v, nil
 }
 
-// GradeRepo fills v's correctness, rule, reason and [RepoResult] rates from the parsed
-// statuses of a test run that exited with exitCode (the rules of [VerifyRepo]). v.Repo
-// is allocated when nil.
-func GradeRepo(v *Verification, r *tasks.Repo, statuses map[string]TestStatus, exitCode int) {
-	if v.Repo == nil {
-		v.Repo = &RepoResult{}
-	}
-	res := v.Repo
-	if len(statuses) == 0 {
-		v.Correctness, v.Rule = 0.1, RuleTestsNotRun
-		v.Reason = fmt.Sprintf("the test log names no test (exit status %d)", exitCode)
-		res.F2PFailing, res.P2PFailing = slices.Clone(r.FailToPass), slices.Clone(r.PassToPass)
-		res.P2PRate = rate(len(r.PassToPass), len(res.P2PFailing))
-		return
-	}
-	if exitCode != 0 && !slices.ContainsFunc(mapValues(statuses), TestStatus.failed) {
-		res.LogVoid = true
-		statuses = nil
-	}
-	pass := func(id string, f2p bool) bool {
-		s, ok := lookupStatus(statuses, id)
-		switch {
-		case !ok:
-			return false
-		case s == StatusPassed || s == StatusXFail:
-			return true
-		case s == StatusSkipped:
-			return !f2p
-		}
-		return false
-	}
-	res.F2PFailing, res.P2PFailing = nil, nil
-	for _, id := range r.FailToPass {
-		if !pass(id, true) {
-			res.F2PFailing = append(res.F2PFailing, id)
-		}
-	}
-	for _, id := range r.PassToPass {
-		if !pass(id, false) {
-			res.P2PFailing = append(res.P2PFailing, id)
-		}
-	}
-	res.F2PRate = rate(len(r.FailToPass), len(res.F2PFailing))
-	res.P2PRate = rate(len(r.PassToPass), len(res.P2PFailing))
-	res.Resolved = !res.LogVoid && len(res.F2PFailing) == 0 && len(res.P2PFailing) == 0
-	switch {
-	case res.Resolved:
-		v.Correctness, v.Rule, v.Reason = 1.0, RuleResolved, "every FAIL_TO_PASS and PASS_TO_PASS test passed"
-	case res.LogVoid:
-		v.Correctness, v.Rule = 0.2, RuleUnresolved
-		v.Reason = fmt.Sprintf("log void: the test command exited with %d but the log shows no failed test", exitCode)
-	default:
-		v.Correctness, v.Rule = 0.2, RuleUnresolved
-		v.Reason = fmt.Sprintf("%d of %d FAIL_TO_PASS and %d of %d PASS_TO_PASS tests did not pass",
-			len(res.F2PFailing), len(r.FailToPass), len(res.P2PFailing), len(r.PassToPass))
-	}
-}
-
-func mapValues(m map[string]TestStatus) []TestStatus {
-	out := make([]TestStatus, 0, len(m))
-	for _, s := range m {
-		out = append(out, s)
-	}
-	return out
-}
-
-// lookupStatus finds id in the map; an id the dataset stored cut inside a parameter
-// ("test_x[a") matches the one test it is a prefix of, when only one is.
-func lookupStatus(m map[string]TestStatus, id string) (TestStatus, bool) {
-	if s, ok := m[id]; ok {
-		return s, true
-	}
-	if !strings.Contains(id, "[") || strings.HasSuffix(id, "]") {
-		return "", false
-	}
-	var found []TestStatus
-	for k, s := range m {
-		if strings.HasPrefix(k, id) {
-			found = append(found, s)
-		}
-	}
-	if len(found) != 1 {
-		return "", false
-	}
-	return found[0], true
-}
-
-func rate(total, failing int) float64 {
-	if total == 0 {
-		return 1
-	}
-	return float64(total-failing) / float64(total)
-}
-
 // runOut runs a shell command in sb and returns its trimmed standard output; a
 // non-zero exit is an error.
 func runOut(ctx context.Context, sb rollout.Sandbox, cmd string) (string, error) {
@@ -372,42 +270,6 @@ func runOut(ctx context.Context, sb rollout.Sandbox, cmd string) (string, error)
 		return "", fmt.Errorf("%s: exit %d: %s", cmd, res.ExitCode, tail(res.Stderr))
 	}
 	return strings.TrimSpace(string(res.Stdout)), nil
-}
-
-// agentDiff takes the agent's change in sb as a binary diff against startCommit.
-// Failures of sb (the command could not run, git failed, the diff is too large) are
-// errSolution: the agent can cause each.
-func agentDiff(ctx context.Context, sb rollout.Sandbox, startCommit string, maxDiff int) (string, error) {
-	if r, ok := sb.(rollout.Restorer); ok {
-		if err := r.Restore(ctx); err != nil {
-			return "", fmt.Errorf("restore the agent's sandbox: %w", err)
-		}
-	}
-	const out = ".git/agenticopd-agent.diff"
-	cmd := git + "add -A && " + git + "diff --cached --binary --no-color --no-ext-diff --no-textconv --full-index --no-renames --src-prefix=a/ --dst-prefix=b/ " +
-		quote(startCommit) + " --output=" + out + " && wc -c <" + out
-	res, err := sb.Run(ctx, rollout.Command{Shell: cmd, Timeout: gitTimeout})
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", err
-		}
-		return "", errSolution{err}
-	}
-	if res.ExitCode != 0 {
-		return "", errSolution{fmt.Errorf("git diff: exit %d: %s", res.ExitCode, tail(res.Stderr))}
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
-	if err != nil {
-		return "", errSolution{fmt.Errorf("git diff: size %q", res.Stdout)}
-	}
-	if n > maxDiff {
-		return "", errSolution{fmt.Errorf("the diff has %d bytes, more than %d", n, maxDiff)}
-	}
-	data, err := sb.ReadFile(out)
-	if err != nil {
-		return "", errSolution{err}
-	}
-	return string(data), nil
 }
 
 // applyDiff applies diff in gs by the methods in turn, resetting the tree between
@@ -460,114 +322,5 @@ func applyTests(ctx context.Context, gs rollout.Sandbox, r *tasks.Repo, imageHea
 	return nil
 }
 
-// readLog reads the last maxLog bytes of the test log from gs ("" when there is
-// none), in chunks through commands in the sandbox: the host never opens a file the
-// tests' code could have replaced (by a FIFO, say), and each read has a timeout.
-func readLog(ctx context.Context, gs rollout.Sandbox, name string) string {
-	size, err := runOut(ctx, gs, "wc -c <"+name)
-	n, perr := strconv.ParseInt(size, 10, 64)
-	if err != nil || perr != nil || n <= 0 {
-		return ""
-	}
-	var b strings.Builder
-	for off := max(0, n-maxLog); off < n; {
-		res, err := gs.Run(ctx, rollout.Command{Shell: fmt.Sprintf("tail -c +%d %s | head -c %d", off+1, name, logChunk), Timeout: gitTimeout})
-		if err != nil || res.ExitCode != 0 || len(res.Stdout) == 0 {
-			break
-		}
-		b.Write(res.Stdout)
-		off += int64(len(res.Stdout))
-	}
-	return b.String()
-}
-
 // quote quotes s for a POSIX shell.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// diffSection is one file's part of a git diff.
-type diffSection struct {
-	paths []string
-	text  string
-}
-
-// filterDiff drops the sections of diff that grading owns or that no fix needs, and
-// returns the rest, the discarded paths and how many of them are test files.
-func filterDiff(diff string, testFiles []string) (kept string, discarded []string, testEdits int) {
-	var b strings.Builder
-	for _, s := range splitDiff(diff) {
-		test, drop := false, false
-		for _, p := range s.paths {
-			switch {
-			case slices.Contains(testFiles, p), isTestPath(p):
-				test, drop = true, true
-			case !pathInside(p), isArtefact(p):
-				drop = true
-			}
-		}
-		if !drop {
-			b.WriteString(s.text)
-			continue
-		}
-		if len(s.paths) > 0 {
-			discarded = append(discarded, s.paths[len(s.paths)-1])
-		}
-		if test {
-			testEdits++
-		}
-	}
-	return b.String(), discarded, testEdits
-}
-
-// splitDiff cuts a git diff at its "diff --git" headers.
-func splitDiff(diff string) []diffSection {
-	var out []diffSection
-	for i, part := range strings.SplitAfter(diff, "\n") {
-		if strings.HasPrefix(part, "diff --git ") || (i == 0 && len(out) == 0) {
-			out = append(out, diffSection{})
-		}
-		out[len(out)-1].text += part
-	}
-	for i := range out {
-		out[i].paths = tasks.PatchFiles(out[i].text)
-		if len(out[i].paths) == 0 && strings.TrimSpace(out[i].text) != "" {
-			out[i].paths = []string{"?"} // text without a file header cannot be placed
-		}
-	}
-	return out
-}
-
-// isTestPath reports a path pytest or unittest would collect or load as a test (in a
-// test directory, named test_*.py or *_test.py, or conftest.py anywhere), or one that
-// configures the test run (pytest.ini, .pytest.ini, tox.ini) or Python's start-up
-// (sitecustomize.py, usercustomize.py).
-func isTestPath(p string) bool {
-	base := path.Base(p)
-	if base == "conftest.py" || strings.HasPrefix(base, "test_") && strings.HasSuffix(base, ".py") ||
-		strings.HasSuffix(base, "_test.py") {
-		return true
-	}
-	switch base {
-	case "pytest.ini", ".pytest.ini", "tox.ini", "sitecustomize.py", "usercustomize.py":
-		// The test runner's own configuration (addopts = -p plugin), and modules
-		// Python runs at start-up: no fix needs them.
-		return true
-	}
-	for _, dir := range strings.Split(path.Dir(p), "/") {
-		if dir == "tests" || dir == "test" || dir == "testing" {
-			return true
-		}
-	}
-	return false
-}
-
-// pathInside reports a relative path inside the repository and outside .git.
-func pathInside(p string) bool {
-	return p != "?" && !path.IsAbs(p) && p != ".." && !strings.HasPrefix(p, "../") && p != ".git" &&
-		!strings.HasPrefix(p, ".git/")
-}
-
-// isArtefact reports build output a fix does not need.
-func isArtefact(p string) bool {
-	return strings.Contains("/"+p, "/__pycache__/") || strings.HasSuffix(p, ".pyc") ||
-		strings.Contains(p, ".egg-info/") || strings.Contains("/"+p, "/.pytest_cache/")
-}

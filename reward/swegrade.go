@@ -1,0 +1,135 @@
+package reward
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+const (
+	// maxLog is how much of the test log is read (its end).
+	maxLog = 8 << 20
+	// logChunk is how much of it one command reads: under the sandbox's default
+	// output cap (rollout/sandbox.DefaultOutputLimit).
+	logChunk = 48 << 10
+)
+
+// GradeRepo fills v's correctness, rule, reason and [RepoResult] rates from the parsed
+// statuses of a test run that exited with exitCode (the rules of [VerifyRepo]). v.Repo
+// is allocated when nil.
+func GradeRepo(v *Verification, r *tasks.Repo, statuses map[string]TestStatus, exitCode int) {
+	if v.Repo == nil {
+		v.Repo = &RepoResult{}
+	}
+	res := v.Repo
+	if len(statuses) == 0 {
+		v.Correctness, v.Rule = 0.1, RuleTestsNotRun
+		v.Reason = fmt.Sprintf("the test log names no test (exit status %d)", exitCode)
+		res.F2PFailing, res.P2PFailing = slices.Clone(r.FailToPass), slices.Clone(r.PassToPass)
+		res.P2PRate = rate(len(r.PassToPass), len(res.P2PFailing))
+		return
+	}
+	if exitCode != 0 && !slices.ContainsFunc(mapValues(statuses), TestStatus.failed) {
+		res.LogVoid = true
+		statuses = nil
+	}
+	pass := func(id string, f2p bool) bool {
+		s, ok := lookupStatus(statuses, id)
+		switch {
+		case !ok:
+			return false
+		case s == StatusPassed || s == StatusXFail:
+			return true
+		case s == StatusSkipped:
+			return !f2p
+		}
+		return false
+	}
+	res.F2PFailing, res.P2PFailing = nil, nil
+	for _, id := range r.FailToPass {
+		if !pass(id, true) {
+			res.F2PFailing = append(res.F2PFailing, id)
+		}
+	}
+	for _, id := range r.PassToPass {
+		if !pass(id, false) {
+			res.P2PFailing = append(res.P2PFailing, id)
+		}
+	}
+	res.F2PRate = rate(len(r.FailToPass), len(res.F2PFailing))
+	res.P2PRate = rate(len(r.PassToPass), len(res.P2PFailing))
+	res.Resolved = !res.LogVoid && len(res.F2PFailing) == 0 && len(res.P2PFailing) == 0
+	switch {
+	case res.Resolved:
+		v.Correctness, v.Rule, v.Reason = 1.0, RuleResolved, "every FAIL_TO_PASS and PASS_TO_PASS test passed"
+	case res.LogVoid:
+		v.Correctness, v.Rule = 0.2, RuleUnresolved
+		v.Reason = fmt.Sprintf("log void: the test command exited with %d but the log shows no failed test", exitCode)
+	default:
+		v.Correctness, v.Rule = 0.2, RuleUnresolved
+		v.Reason = fmt.Sprintf("%d of %d FAIL_TO_PASS and %d of %d PASS_TO_PASS tests did not pass",
+			len(res.F2PFailing), len(r.FailToPass), len(res.P2PFailing), len(r.PassToPass))
+	}
+}
+
+func mapValues(m map[string]TestStatus) []TestStatus {
+	out := make([]TestStatus, 0, len(m))
+	for _, s := range m {
+		out = append(out, s)
+	}
+	return out
+}
+
+// lookupStatus finds id in the map; an id the dataset stored cut inside a parameter
+// ("test_x[a") matches the one test it is a prefix of, when only one is.
+func lookupStatus(m map[string]TestStatus, id string) (TestStatus, bool) {
+	if s, ok := m[id]; ok {
+		return s, true
+	}
+	if !strings.Contains(id, "[") || strings.HasSuffix(id, "]") {
+		return "", false
+	}
+	var found []TestStatus
+	for k, s := range m {
+		if strings.HasPrefix(k, id) {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		return "", false
+	}
+	return found[0], true
+}
+
+func rate(total, failing int) float64 {
+	if total == 0 {
+		return 1
+	}
+	return float64(total-failing) / float64(total)
+}
+
+// readLog reads the last maxLog bytes of the test log from gs ("" when there is
+// none), in chunks through commands in the sandbox: the host never opens a file the
+// tests' code could have replaced (by a FIFO, say), and each read has a timeout.
+func readLog(ctx context.Context, gs rollout.Sandbox, name string) string {
+	size, err := runOut(ctx, gs, "wc -c <"+name)
+	n, perr := strconv.ParseInt(size, 10, 64)
+	if err != nil || perr != nil || n <= 0 {
+		return ""
+	}
+	var b strings.Builder
+	for off := max(0, n-maxLog); off < n; {
+		res, err := gs.Run(ctx, rollout.Command{Shell: fmt.Sprintf("tail -c +%d %s | head -c %d", off+1, name, logChunk), Timeout: gitTimeout})
+		if err != nil || res.ExitCode != 0 || len(res.Stdout) == 0 {
+			break
+		}
+		b.Write(res.Stdout)
+		off += int64(len(res.Stdout))
+	}
+	return b.String()
+}
