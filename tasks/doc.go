@@ -83,7 +83,9 @@
 //   - The image is the row's "image" (SWE-bench v5), "image_name" (SWE-smith,
 //     SWE-rebench V2) or "docker_image", else SWE-bench's convention
 //     (sweb.eval.x86_64.<id with __ as _1776_>); a name without a registry or
-//     namespace gets [SWEConfig.ImagePrefix] ([DefaultImagePrefix]).
+//     namespace gets [SWEConfig.ImagePrefix] ([DefaultImagePrefix]). A reference to
+//     an image on the local disk ("oci-layout:DIR[:tag]", "docker-archive:FILE") is
+//     kept as written, whatever its path looks like.
 //   - The test command and log parser are the row's ("test_cmd", "log_parser", or
 //     SWE-rebench's "install_config"), else the repository's entry in the
 //     specification table ([RepoSpecs], or [SWEConfig.Specs]), with the test

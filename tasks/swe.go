@@ -19,7 +19,8 @@ import (
 )
 
 // DefaultImagePrefix is put before an image name that has no registry or namespace,
-// and before the names SWE-bench's convention builds for rows without an image.
+// and before the names SWE-bench's convention builds for rows without an image; never
+// before a reference to an image on the local disk ("oci-layout:…", "docker-archive:…").
 const DefaultImagePrefix = "docker.io/swebench/"
 
 // SWEConfig configures the repository-task loaders ([LoadSWE], [ReadSWEJSONL],
@@ -31,7 +32,8 @@ type SWEConfig struct {
 	// log_parser with a test_cmd) needs no entry.
 	Specs map[string]RepoSpec
 	// ImagePrefix is put before image names without a registry or namespace; ""
-	// means [DefaultImagePrefix].
+	// means [DefaultImagePrefix]. It is never put before a reference to an image on
+	// the local disk ("oci-layout:…", "docker-archive:…").
 	ImagePrefix string
 	// WorkDir overrides the repository directory of every task; "" keeps the row's
 	// ("/<repo name>" for SWE-rebench V2 rows with an install_config, else
@@ -249,7 +251,18 @@ func canonicalParser(name string) string {
 	return n
 }
 
-// image is the row's image reference: its own, else SWE-bench's convention.
+// isLocalImage reports a reference to an image on the local disk, as package images
+// reads them ("oci-layout:DIR[:tag|@digest]", "docker-archive:FILE[:repo:tag]"). Such
+// a reference names a path, not a repository: it is never prefixed or rewritten.
+func isLocalImage(ref string) bool {
+	return strings.HasPrefix(ref, "oci-layout:") || strings.HasPrefix(ref, "docker-archive:")
+}
+
+// image is the row's image reference: its own, else SWE-bench's convention. A
+// reference to an image on the local disk is kept as written (a relative path is
+// relative to the working directory of the process that opens the image); a
+// registry reference with a registry or a namespace (any "/") too; a bare name gets
+// the prefix, after SWE-smith's "__" became "_1776_" as on Docker Hub.
 func (c SWEConfig) image(r SWERow, smith bool) string {
 	prefix := cmp(c.ImagePrefix, DefaultImagePrefix)
 	name := cmp(cmp(r.Image, r.ImageName), r.DockerImage)
@@ -260,10 +273,13 @@ func (c SWEConfig) image(r SWERow, smith bool) string {
 		id := strings.ReplaceAll(strings.ToLower(r.InstanceID), "__", "_1776_")
 		return prefix + "sweb.eval.x86_64." + id + ":latest"
 	}
+	if isLocalImage(name) {
+		return name
+	}
 	if smith {
 		name = strings.ReplaceAll(name, "__", "_1776_")
 	}
-	if strings.Contains(name, "/") || strings.Contains(name, ":/") {
+	if strings.Contains(name, "/") {
 		return name
 	}
 	return prefix + name
