@@ -116,7 +116,7 @@ func TestEnsureAfterBuilderKilled(t *testing.T) {
 
 func TestBuildWithoutMmdebstrapNamesTheInstallCommand(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	err := build(context.Background(), t.TempDir())
+	err := build(context.Background(), t.TempDir(), Bookworm)
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), InstallHint), err.Error())
 }

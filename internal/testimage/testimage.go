@@ -1,16 +1,26 @@
-// Package testimage gives tests a real root file system to run repository tasks in: a
-// minimal Debian bookworm (python3, pytest, git, patch, bash, coreutils,
-// ca-certificates) that build-root.sh builds with mmdebstrap from Debian's own mirror.
+// Package testimage gives tests a real root file system to run repository tasks in, a
+// minimal Debian that build-root.sh builds with mmdebstrap from the Debian mirror this
+// machine's apt uses (the URIs of /etc/apt/sources.list.d/*.sources, or a deb line of
+// /etc/apt/sources.list; $AGENTICOPD_DEBIAN_MIRROR overrides them). Three [Variant]s:
 //
-// [Root] builds it once per version of the script and caches it on disk, under
-// [CacheBase] in a directory named by the script's SHA-256, so every test process of
-// every package shares one build and a changed script builds anew. Concurrent
-// processes take a file lock (flock) next to the cache entry: one builds, the others
-// wait for it and use its result. A build goes into a temporary directory that is
-// renamed into place only when it is complete, so a build killed half-way (SIGKILL
-// included) leaves nothing that looks finished; the kernel drops the lock with the
-// process, and the next build removes the half-made directory. A missing mmdebstrap
-// fails the test with the command that installs it: never a skip.
+//   - [Bookworm], the default ([Root]): Debian 12 with python3 (3.11), pytest, git,
+//     patch, bash, coreutils and ca-certificates;
+//   - [OldPython]: the same packages from Debian 11 (bullseye), Python 3.9 and pytest
+//     6.0, the kind of Python most SWE-bench images run (3.6 to 3.9);
+//   - [Golang]: Debian 12 with golang-go (Go 1.19), gcc and libc6-dev (so cgo and
+//     -race work, as in the official Go images), git, patch, bash, coreutils and
+//     ca-certificates, for a Go repository whose tests run with go test.
+//
+// [RootFor] builds a variant once per version of the script and caches it on disk,
+// under [CacheBase] in a directory named by the variant and the script's SHA-256
+// ([Key]), so every test process of every package shares one build and a changed
+// script builds anew. Concurrent processes take a file lock (flock) next to the cache
+// entry: one builds, the others wait for it and use its result. A build goes into a
+// temporary directory that is renamed into place only when it is complete, so a build
+// killed half-way (SIGKILL included) leaves nothing that looks finished; the kernel
+// drops the lock with the process, and the next build removes the half-made directory.
+// A missing mmdebstrap, or no Debian mirror in apt's sources, fails the test with what
+// to do: never a skip.
 package testimage
 
 import (
@@ -34,7 +44,39 @@ import (
 //go:embed build-root.sh
 var script []byte
 
-// InstallHint is the command that installs what [Root] needs.
+// Variant is one of the test roots; its zero value is [Bookworm].
+type Variant int
+
+// The test roots build-root.sh builds.
+const (
+	// Bookworm is Debian 12 with python3 (3.11), pytest, git, patch, bash, coreutils
+	// and ca-certificates: the root [Root] returns.
+	Bookworm Variant = iota
+	// OldPython is Debian 11 (bullseye) with the packages of [Bookworm]: Python 3.9,
+	// pytest 6.0.
+	OldPython
+	// Golang is Debian 12 with golang-go (Go 1.19), gcc, libc6-dev, git, patch, bash,
+	// coreutils and ca-certificates.
+	Golang
+)
+
+// String returns the variant's name as build-root.sh takes it: "bookworm",
+// "oldpython" or "golang".
+func (v Variant) String() string {
+	switch v {
+	case Bookworm:
+		return "bookworm"
+	case OldPython:
+		return "oldpython"
+	case Golang:
+		return "golang"
+	}
+	return fmt.Sprintf("Variant(%d)", int(v))
+}
+
+func (v Variant) valid() bool { return v >= Bookworm && v <= Golang }
+
+// InstallHint is the command that installs what [RootFor] needs.
 const InstallHint = "apt-get install -y --no-install-recommends mmdebstrap"
 
 // CacheEnv names the environment variable that overrides [CacheBase].
@@ -53,31 +95,41 @@ func CacheBase() string {
 	return "/var/tmp/agenticopd-testimage"
 }
 
-// Key returns the cache key of the current build script: the first 16 hex digits of
-// its SHA-256.
-func Key() string {
+// Key returns the cache key of variant v built by the current script: the variant's
+// name, a dash and the first 16 hex digits of the script's SHA-256.
+func Key(v Variant) string {
 	sum := sha256.Sum256(script)
-	return hex.EncodeToString(sum[:])[:16]
+	return v.String() + "-" + hex.EncodeToString(sum[:])[:16]
 }
 
-// Root returns the path of the test image's root file system, building it first when
-// no finished build of the current script is cached. It fails tb (never skips) when
-// the root cannot be built, with mmdebstrap's install command when that is missing.
-// The returned directory is shared: callers must not write in it.
+// Root returns the path of the test image's root file system, [Bookworm]'s:
+// RootFor(tb, Bookworm).
 func Root(tb testing.TB) string {
 	tb.Helper()
-	dir, err := Ensure(context.Background(), CacheBase())
+	return RootFor(tb, Bookworm)
+}
+
+// RootFor returns the path of variant v's root file system, building it first when
+// no finished build of it by the current script is cached. It fails tb (never skips)
+// when the root cannot be built, with mmdebstrap's install command when that is
+// missing. The returned directory is shared: callers must not write in it.
+func RootFor(tb testing.TB, v Variant) string {
+	tb.Helper()
+	dir, err := Ensure(context.Background(), CacheBase(), v)
 	if err != nil {
 		tb.Fatalf("testimage: %v", err)
 	}
 	return dir
 }
 
-// Ensure returns the root file system built by the current script under base
-// (base/KEY/root), building it when it is not there yet. It is what [Root] calls; tests
-// of the cache call it directly.
-func Ensure(ctx context.Context, base string) (string, error) {
-	return ensure(ctx, base, Key(), build)
+// Ensure returns the root file system of variant v built by the current script under
+// base (base/KEY/root, KEY as [Key] says), building it when it is not there yet. It is
+// what [RootFor] calls.
+func Ensure(ctx context.Context, base string, v Variant) (string, error) {
+	if !v.valid() {
+		return "", fmt.Errorf("unknown variant %v: Bookworm, OldPython or Golang", v)
+	}
+	return ensure(ctx, base, Key(v), func(ctx context.Context, dir string) error { return build(ctx, dir, v) })
 }
 
 // ensure is Ensure with the key and the builder (which fills dir/root) given.
@@ -130,8 +182,8 @@ func complete(dir string) bool {
 	return err == nil
 }
 
-// build runs the script into tmp/root.
-func build(ctx context.Context, tmp string) error {
+// build runs the script for variant v into tmp/root.
+func build(ctx context.Context, tmp string, v Variant) error {
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		return fmt.Errorf("mmdebstrap not found, needed to build the test image's root: %s", InstallHint)
 	}
@@ -142,12 +194,12 @@ func build(ctx context.Context, tmp string) error {
 		return err
 	}
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", sh, filepath.Join(tmp, "root"))
+	cmd := exec.CommandContext(ctx, "bash", sh, filepath.Join(tmp, "root"), v.String())
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build-root.sh failed (%w):\n%s", err, tail(out.String(), 4000))
+		return fmt.Errorf("build-root.sh %s failed (%w):\n%s", v, err, tail(out.String(), 4000))
 	}
 	return os.Remove(sh)
 }
