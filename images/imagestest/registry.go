@@ -2,7 +2,8 @@
 // an in-process registry (go-containerregistry's pkg/registry behind an
 // httptest.Server), images packed from directories, and [SWERef], the repository
 // test image (a Debian root with python3, pytest and git, and the toy repository at
-// /testbed), so that the pull path tested is the one a real registry exercises.
+// /testbed), and [SWEOldPythonRef], the same image on Python 3.9, so that the pull path
+// tested is the one a real registry exercises.
 //
 // The registry speaks the OCI distribution API as pkg/registry implements it: blobs
 // and manifests by digest and tag, chunked and monolithic uploads, no auth. It keeps

@@ -1,6 +1,7 @@
 package imagestest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,11 +30,7 @@ func SWEConfig() v1.Config {
 }
 
 // swe is the image SWERef packs, once per process.
-var swe struct {
-	once sync.Once
-	img  v1.Image
-	err  error
-}
+var swe packed
 
 // SWERef returns the reference of the repository test image in a registry of its
 // own that tb's cleanup closes: the test root of internal/testimage (Debian with
@@ -46,26 +43,45 @@ var swe struct {
 // is valid until tb ends.
 func SWERef(tb testing.TB) string {
 	tb.Helper()
-	swe.once.Do(func() {
-		base := testimage.Root(tb)
+	return sweRef(tb, "SWERef", &swe, testimage.Bookworm, "swe/toy:latest")
+}
+
+// sweRef is SWERef on the root of variant v, packed into p and pushed as name.
+func sweRef(tb testing.TB, fn string, p *packed, v testimage.Variant, name string) string {
+	tb.Helper()
+	base := testimage.RootFor(tb, v)
+	img, err := p.get(func() (v1.Image, error) {
 		repo, err := sweRepoLayer()
 		if err != nil {
-			swe.err = err
-			return
+			return nil, err
 		}
 		defer os.RemoveAll(repo)
-		swe.img, swe.err = image(SWEConfig(), base, repo)
-		if swe.err != nil {
-			swe.err = fmt.Errorf("packing the SWE image: %w", swe.err)
+		img, err := image(SWEConfig(), base, repo)
+		if err != nil {
+			return nil, fmt.Errorf("packing the SWE image: %w", err)
 		}
+		return img, nil
 	})
-	if swe.err != nil {
-		tb.Fatalf("imagestest: SWERef: %v", swe.err)
+	if err != nil {
+		tb.Fatalf("imagestest: %s: %v", fn, err)
 	}
-	if swe.img == nil {
-		tb.Fatalf("imagestest: SWERef: an earlier call failed")
+	return PushImage(tb, NewRegistry(tb), name, img)
+}
+
+// packed is an image packed once per process.
+type packed struct {
+	once sync.Once
+	img  v1.Image
+	err  error
+}
+
+// get returns the image pack makes, calling pack on the first call only.
+func (p *packed) get(pack func() (v1.Image, error)) (v1.Image, error) {
+	p.once.Do(func() { p.img, p.err = pack() })
+	if p.err == nil && p.img == nil {
+		return nil, errors.New("an earlier call failed")
 	}
-	return PushImage(tb, NewRegistry(tb), "swe/toy:latest", swe.img)
+	return p.img, p.err
 }
 
 // moduleRoot is the repository's root directory, found from this file's path.
