@@ -222,6 +222,7 @@ func (c *Cache) rootOf(e *entry, key string) sandbox.ImageRoot {
 		Env:        append([]string(nil), e.meta.Env...),
 		WorkingDir: e.meta.WorkingDir,
 		User:       e.meta.User,
+		CacheDir:   filepath.Join(e.dir, "derived"),
 		Release:    func() { once.Do(func() { c.release(key) }) },
 	}
 }

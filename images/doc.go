@@ -36,6 +36,8 @@
 //	Dir/roots/<id>/rootfs      the root filesystem
 //	Dir/roots/<id>/meta.json   the config's Env, WorkingDir, User; the size; the reference
 //	Dir/roots/<id>/used        its mtime: the last Root of the image, by any process
+//	Dir/roots/<id>/derived/    what sandboxes derive from the pristine image and share
+//	                           (ImageRoot.CacheDir: package sandbox's warm Go build cache)
 //	Dir/locks/<id>.lock        the image's use lock (flock: shared while in use)
 //	Dir/locks/<id>.unpack      its unpack lock (flock: exclusive while unpacking)
 //	Dir/tmp/                   unpacks in progress, evictions being removed
@@ -62,7 +64,8 @@
 // each unpack, and when a root is released while the cache is over the bound, the
 // least recently used roots that no process holds (their lock is free) are removed
 // until the cache fits: renamed out of Dir/roots first, so no Root ever sees half a
-// tree. A root in use is never removed, by this process or another; the cache stays
+// tree; its derived directory goes with it (it is not counted in MaxBytes). A root in
+// use is never removed, by this process or another; the cache stays
 // over the bound while they are, and says so at warn level. An image that alone
 // passes MaxBytes is refused while it unpacks ([ErrTooLarge]). Lock files stay (a
 // few bytes per image ever seen): removing a lock file another process may be

@@ -134,6 +134,10 @@ type Config struct {
 	// Image sandboxes). [New] chooses the copy by itself where the host refuses the
 	// idmapped mount the overlay needs.
 	CopyImageWorkspace bool
+	// DisableGoBuildCache keeps image sandboxes of Go repositories as the image
+	// has them: no GOCACHE of the library's, no warm cache shared between the
+	// sandboxes of an image (see the package documentation, Go repositories).
+	DisableGoBuildCache bool
 
 	// Logger receives the probe outcome and kills at Debug/Info level. Nil means no
 	// logging.

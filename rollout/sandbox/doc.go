@@ -208,6 +208,56 @@
 // streams) bounded like the file tools here, and Close would delete the pod. Callers
 // see no difference: rollout and grading only use the interfaces.
 //
+// # Go repositories
+//
+// A Go repository's tests compile before they run, and the go command keeps what
+// it compiled in its build cache (GOCACHE). Over a read-only root a sandbox would
+// have none (or an empty one each time), and every grading would compile the
+// packages of the standard library the tests need again, minutes under load. An
+// image sandbox whose image is a Go repository's (a go command in a directory of the
+// image's PATH, and a go.mod in the working directory) gets a cache, unless
+// Config.DisableGoBuildCache is set:
+//
+//   - GOCACHE is the image's own when its Env sets one that can be mounted (an
+//     absolute path outside the working directory, not under /proc, /dev, /sys,
+//     /tmp or /etc), else [GoCacheDir]; either way outside the working tree, so
+//     the cache is never in the agent's diff;
+//   - the cache is warmed once per image and working directory, by the library,
+//     before any sandbox of the image is handed out: in a sandbox of the pristine
+//     image, without the network, `go build ./...` and `go test -count=1 -run '^$'
+//     -exec /bin/true ./...` compile what the repository's tests need (its packages,
+//     their dependencies, the test binaries, vet's inputs) and run none of it, so no
+//     test result is cached. The directory it wrote is then sealed (root's,
+//     directories 0755, files 0444 with a modification time far ahead, so that the go
+//     command never trims or touches an entry; anything but files and directories
+//     removed) and renamed into place, in the root's [ImageRoot.CacheDir] (package
+//     images' Cache keeps it beside the unpacked root and removes it with the root),
+//     under an exclusive flock there, so processes sharing an image cache warm each
+//     image once between them. A warm-up that fails or times out (Config.MaxTimeout)
+//     keeps what it compiled (the go command writes an entry's index after its
+//     output, and checks the output's size when it reads it); one that cannot run at
+//     all is logged at warn level and not tried again by the factory;
+//   - every sandbox of the image gets the warm cache read-only, as the lower layer of
+//     an overlay mounted at GOCACHE whose upper layer is its own (on the layers'
+//     tmpfs, within its storage bound; with Config.DisableWorkspaceMount on a tmpfs
+//     of its own of Config.DiskQuota bytes). The go command adds entries there; the
+//     warm files it cannot change in place (they are root's and read-only, and the
+//     code has no capability), and whatever the code replaces or adds dies with the
+//     sandbox. So nothing an agent writes into its cache (a forged test result, a
+//     forged compile output under an action id grading will look up) reaches another
+//     sandbox, its own grading included: a grading sees the warm cache and its own
+//     work only. A root without a CacheDir gives each sandbox an empty cache of its
+//     own;
+//   - the module cache, GOPATH, GOFLAGS, GOPROXY and GOTOOLCHAIN stay as the image
+//     has them. A SWE-style Go image holds its dependencies (a vendor directory, or
+//     a module cache that go mod download filled when the image was built, under
+//     the read-only root), which the go command reads without writing; without the
+//     network a module the image lacks cannot be fetched, as under docker run
+//     --network none. GOFLAGS=-mod=mod is not set: it would let the go command
+//     rewrite go.mod and go.sum and reach for the network;
+//   - a test command with build flags of its own (-race, -tags, -gcflags) compiles
+//     what those flags change anew in each sandbox.
+//
 // # Process control
 //
 // bwrap runs in its own process group with Pdeathsig SIGKILL. On timeout, on the

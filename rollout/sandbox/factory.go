@@ -45,6 +45,9 @@ type Factory struct {
 	// mounts refused on this host).
 	copyImageWorkspaces bool
 	idmapWarned         *atomic.Bool
+	// goWarmErrs holds, by warm cache directory, why a Go build cache could not be
+	// warmed (imagegocache.go), so that it is tried once per factory.
+	goWarmErrs *sync.Map
 }
 
 var _ rollout.SandboxFactory = (*Factory)(nil)
@@ -64,7 +67,7 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &Factory{cfg: cfg, asRoot: os.Geteuid() == 0, rootLinks: hostRootEntries(), loginEnvs: &sync.Map{}, idmapWarned: &atomic.Bool{},
+	f := &Factory{cfg: cfg, asRoot: os.Geteuid() == 0, rootLinks: hostRootEntries(), loginEnvs: &sync.Map{}, idmapWarned: &atomic.Bool{}, goWarmErrs: &sync.Map{},
 		copyImageWorkspaces: cfg.CopyImageWorkspace}
 	f.detectEnforcement()
 	if n := f.removeStale(); n > 0 {

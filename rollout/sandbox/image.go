@@ -31,6 +31,13 @@ type ImageRoot struct {
 	WorkingDir string
 	// User is the image config's User.
 	User string
+	// CacheDir is a host directory that belongs to this root, for what sandboxes
+	// derive from the pristine image and share (the warm Go build cache of a Go
+	// repository's image, see the package documentation): the library makes it
+	// (0700) and writes in it, under locks in it, across processes; no sandbox sees
+	// it. It must be removed with the root (package images' Cache keeps it beside the
+	// unpacked root). "" means nothing is shared between sandboxes of the image.
+	CacheDir string
 	// Release is called once when no sandbox uses the root any longer; it may be nil.
 	Release func()
 }
@@ -66,7 +73,10 @@ type imageState struct {
 	// overlay of it.
 	copied bool
 	env    []string
-	once   sync.Once
+	// goCache is the Go build cache of a Go repository's image (imagegocache.go);
+	// nil for other images.
+	goCache *goCache
+	once    sync.Once
 }
 
 func (img *imageState) release() {
@@ -131,6 +141,9 @@ func (f *Factory) newImageSandbox(ctx context.Context, spec rollout.SandboxSpec,
 		return nil, fmt.Errorf("sandbox: image %s: %w", spec.Image, err)
 	}
 	img.env = imageEnv(img.root.Env, img.home)
+	if err := f.prepareGoCache(ctx, img); err != nil {
+		return nil, fmt.Errorf("sandbox: image %s: the Go build cache: %w", spec.Image, err)
+	}
 	sb, err := f.create(ctx, img)
 	if err != nil {
 		return nil, err
@@ -138,6 +151,9 @@ func (f *Factory) newImageSandbox(ctx context.Context, spec rollout.SandboxSpec,
 	if err := f.loginEnv(ctx, sb); err != nil {
 		_ = sb.Close()
 		return nil, fmt.Errorf("sandbox: image %s: %w", spec.Image, err)
+	}
+	if img.goCache != nil {
+		img.env = setEnv(img.env, "GOCACHE", img.goCache.path)
 	}
 	return sb, nil
 }
@@ -349,9 +365,11 @@ func imageBwrapArgs(f *Factory, s *Sandbox, cwd string) []string {
 	if l.ShmSize > 0 {
 		a = append(a, "--size", strconv.FormatInt(l.ShmSize, 10))
 	}
-	a = append(a, "--tmpfs", "/dev/shm",
-		"--bind", s.bind, img.workDir, "--chdir", cwd,
-		"--remount-ro", "/dev", "--clearenv")
+	a = append(a, "--tmpfs", "/dev/shm", "--bind", s.bind, img.workDir)
+	if img.goCache != nil {
+		a = append(a, "--bind", filepath.Join(s.dir, imageGoCache), img.goCache.path)
+	}
+	a = append(a, "--chdir", cwd, "--remount-ro", "/dev", "--clearenv")
 	for _, kv := range img.env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			a = append(a, "--setenv", k, v)

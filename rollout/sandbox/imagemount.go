@@ -30,14 +30,14 @@ const (
 
 // imageMounts lists the mount points of an image sandbox in the order they are
 // unmounted: the workspace first, the tmpfs its layers live on last.
-var imageMounts = []string{"workspace", imageRootfs, imageLower, imageRootLower, imageLayers}
+var imageMounts = []string{"workspace", imageGoCache, imageGoCacheLayer, imageRootfs, imageLower, imageRootLower, imageLayers}
 
 // hostsFile is the /etc/hosts of every image sandbox: what docker gives a container.
 const hostsFile = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
 
 // mountImage makes the image sandbox's file systems in dir: the layers' tmpfs (or
-// directory), the root overlay (mountImageRoot) and the workspace at dir/workspace
-// (mountImageWorkspace). It returns whether the workspace is a tmpfs (statfs bounds
+// directory), the root overlay (mountImageRoot), the workspace at dir/workspace
+// (mountImageWorkspace) and a Go repository's build cache (mountGoCache). It returns whether the workspace is a tmpfs (statfs bounds
 // it); img.copied says whether the working directory was copied.
 func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bool, err error) {
 	layers := filepath.Join(dir, imageLayers)
@@ -78,7 +78,13 @@ func (f *Factory) mountImage(dir string, img *imageState, copyWS bool) (tmpfs bo
 	if err != nil {
 		return tmpfs, err
 	}
-	return tmpfs, f.mountImageWorkspace(dir, imgRoot, img, fi, copyWS || !idmapped)
+	if err := f.mountImageWorkspace(dir, imgRoot, img, fi, copyWS || !idmapped); err != nil {
+		return tmpfs, err
+	}
+	if img.goCache != nil {
+		return tmpfs, f.mountGoCache(dir, img, layers, tmpfs)
+	}
+	return tmpfs, nil
 }
 
 // mountImageRoot mounts the root overlay at dir/rootfs: read-only inside (bubblewrap
@@ -165,7 +171,7 @@ func (f *Factory) warnIdmap(img *imageState, err error) {
 
 // prepareRootfs writes into the root overlay's upper layer, before the overlay is
 // mounted, what bubblewrap and the code expect to find: the mount points (/proc,
-// /dev, /tmp, the working directory) the image lacks, /etc/hosts and /etc/hostname
+// /dev, /tmp, the working directory, GOCACHE) the image lacks, /etc/hosts and /etc/hostname
 // (and, with the network, the host's /etc/resolv.conf). Writing through the overlay
 // would copy up directories whose owner an idmapped layer may not map. The image is
 // looked at through an [os.Root], so its symlinks cannot lead outside.
@@ -175,7 +181,11 @@ func prepareRootfs(upper string, imgRoot *os.Root, img *imageState) error {
 		return err
 	}
 	defer r.Close()
-	for _, d := range []string{"proc", "dev", "tmp", "etc", img.workDir[1:]} {
+	points := []string{"proc", "dev", "tmp", "etc", img.workDir[1:]}
+	if img.goCache != nil {
+		points = append(points, img.goCache.path[1:])
+	}
+	for _, d := range points {
 		if fi, err := imgRoot.Stat(d); err == nil && fi.IsDir() {
 			continue
 		}
