@@ -2,6 +2,7 @@ package reward
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 )
 
@@ -32,5 +33,11 @@ var (
 	}
 )
 
-// FilterDiff is filterDiff, for the tests of the diff rules.
-var FilterDiff = filterDiff
+// FilterDiff is filterDiff without a deadline, for the tests of the diff rules.
+func FilterDiff(diff string, testFiles []string) (kept string, discarded []string, testEdits int) {
+	kept, discarded, testEdits, _ = filterDiff(context.Background(), diff, testFiles)
+	return kept, discarded, testEdits
+}
+
+// FilterDiffCtx is filterDiff.
+var FilterDiffCtx = filterDiff

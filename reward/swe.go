@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,10 +94,23 @@ const git = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.dir
 // holds beyond its HEAD (the setup, and files the image left untracked) is committed
 // with a fixed identity and date, so that the commit's hash is the same in every
 // sandbox of the image and the agent's change is taken against exactly the state it
-// started from. A clean work tree without setup gets no commit. The agent's sandbox
+// started from. A clean work tree without setup gets no commit. First, the image's
+// checked-out commit must be the task's BaseCommit when the task names one (an image
+// whose clone holds the base commit elsewhere than at HEAD would be graded against
+// another tree). The agent's sandbox
 // gets it before the agent starts, and [VerifyRepo] does it in its grading sandbox.
 // A failure is an error: no agent action can cause it.
 func PrepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) error {
+	_, err := prepareRepo(ctx, sb, r)
+	return err
+}
+
+// prepareRepo is PrepareRepo; it returns the image's checked-out commit.
+func prepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) (string, error) {
+	head, err := checkBase(ctx, sb, r)
+	if err != nil {
+		return "", err
+	}
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	if r.Setup != "" {
@@ -109,12 +123,12 @@ func PrepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) error {
 	script.WriteString(git + "diff --cached --quiet || " + repoIdent + git + "commit -q --no-verify -m 'task start'\n")
 	res, err := sb.Run(ctx, rollout.Command{Argv: []string{"/bin/sh", "-c", script.String()}, Stdin: []byte(r.Setup), Timeout: gitTimeout})
 	if err != nil {
-		return fmt.Errorf("reward: prepare repository: %w", err)
+		return "", fmt.Errorf("reward: prepare repository: %w", err)
 	}
 	if res.ExitCode != 0 {
-		return fmt.Errorf("reward: prepare repository: exit %d: %s", res.ExitCode, tail(res.Stderr))
+		return "", fmt.Errorf("reward: prepare repository: exit %d: %s", res.ExitCode, tail(res.Stderr))
 	}
-	return nil
+	return head, nil
 }
 
 // VerifyRepo grades a repository task ([tasks.Task.Repo]) whose agent worked in sb.
@@ -188,25 +202,20 @@ func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFa
 		return v, fmt.Errorf("grading sandbox: %w", err)
 	}
 	defer gs.Close()
-	imageHead, err := runOut(ctx, gs, git+"rev-parse --verify HEAD")
+	imageHead, err := prepareRepo(ctx, gs, r)
 	if err != nil {
-		return v, fmt.Errorf("grading sandbox: the image's repository: %w", err)
-	}
-	if r.BaseCommit != "" {
-		if _, err := runOut(ctx, gs, git+"cat-file -e "+quote(r.BaseCommit+"^{commit}")); err != nil {
-			return v, fmt.Errorf("the image's repository does not hold the task's base commit %s (is %s the task's image?): %w",
-				r.BaseCommit, r.Image, err)
-		}
-	}
-	if err := PrepareRepo(ctx, gs, r); err != nil {
 		return v, err
 	}
 	startCommit, err := runOut(ctx, gs, git+"rev-parse --verify HEAD")
 	if err != nil {
 		return v, fmt.Errorf("grading sandbox: %w", err)
 	}
+	st, err := readStart(ctx, gs, r)
+	if err != nil {
+		return v, fmt.Errorf("grading sandbox: %w", err)
+	}
 
-	diff, err := agentDiff(ctx, sb, startCommit, opts.MaxDiff)
+	diff, nested, err := agentDiff(ctx, sb, startCommit, st.untracked, opts.MaxDiff)
 	var sol errSolution
 	switch {
 	case errors.As(err, &sol):
@@ -216,8 +225,11 @@ func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFa
 	case err != nil:
 		return v, err
 	}
-	kept, discarded, testEdits := filterDiff(diff, r.TestFiles())
-	res.Discarded, res.TestFileEdits = discarded, testEdits
+	kept, discarded, testEdits, err := filterDiff(ctx, diff, r.TestFiles())
+	if err != nil {
+		return v, err
+	}
+	res.Discarded, res.TestFileEdits = append(discarded, nested...), testEdits
 	res.Diff = capOutput(kept, opts.MaxOutput)
 
 	applied, err := applyDiff(ctx, gs, kept)
@@ -226,10 +238,20 @@ func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFa
 	}
 	if applied == "" {
 		v.Correctness, v.Rule = 0.1, RulePatchFailed
-		v.Reason = "the agent's diff applies by none of git apply, git apply --3way, patch --fuzz=5"
+		v.Reason = "the agent's diff does not apply (git apply --check refuses it)"
 		return v, nil
 	}
 	res.Applied = applied
+	more, moreTests, err := guardTree(ctx, gs, startCommit, st, r.TestFiles())
+	if err != nil {
+		return v, fmt.Errorf("grading sandbox: %w", err)
+	}
+	for _, p := range more {
+		if !slices.Contains(res.Discarded, p) {
+			res.Discarded = append(res.Discarded, p)
+		}
+	}
+	res.TestFileEdits += moreTests
 	if err := applyTests(ctx, gs, r, imageHead); err != nil {
 		return v, err
 	}
@@ -245,18 +267,13 @@ func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFa
 	}
 	v.ExitCode, v.TimedOut, v.Unconfined = run.ExitCode, run.TimedOut, run.Unconfined
 	log := readLog(ctx, gs, logName)
-	v.Output = capOutput(log, opts.MaxOutput)
+	v.Output = capOutput(log.text, opts.MaxOutput)
 	if run.TimedOut {
 		v.Correctness, v.Rule = 0.1, RuleTestsNotRun
 		v.Reason = fmt.Sprintf("the test command timed out after %s", timeout)
 		return v, nil
 	}
-	statuses, err := ParseTestLog(r.LogParser, log)
-	if err != nil {
-		return v, err
-	}
-	GradeRepo(&v, r, statuses, run.ExitCode)
-	return v, nil
+	return v, gradeLog(&v, r, log, run.ExitCode)
 }
 
 // runOut runs a shell command in sb and returns its trimmed standard output; a
@@ -272,30 +289,22 @@ func runOut(ctx context.Context, sb rollout.Sandbox, cmd string) (string, error)
 	return strings.TrimSpace(string(res.Stdout)), nil
 }
 
-// applyDiff applies diff in gs by the methods in turn, resetting the tree between
-// tries; it returns the method that worked, "empty" for an empty diff, "" for none.
+// applyDiff applies diff in gs with git apply; it returns "git apply", "empty" for an
+// empty diff, or "" when git apply refuses it. The diff is the library's own, taken
+// against the very start commit gs holds, so no fuzzier method is tried: a diff git
+// apply refuses was made so by the agent (its object store, say).
 func applyDiff(ctx context.Context, gs rollout.Sandbox, diff string) (string, error) {
 	if strings.TrimSpace(diff) == "" {
 		return "empty", nil
 	}
-	methods := []struct{ name, cmd string }{
-		{"git apply", git + "apply --verbose --whitespace=nowarn -"},
-		{"git apply --3way", git + "apply --verbose --3way --whitespace=nowarn -"},
-		{"patch", "patch --batch --forward --fuzz=5 -p1"},
+	res, err := gs.Run(ctx, rollout.Command{Shell: git + "apply --whitespace=nowarn -", Stdin: []byte(diff), Timeout: gitTimeout})
+	if err != nil {
+		return "", err
 	}
-	for _, m := range methods {
-		res, err := gs.Run(ctx, rollout.Command{Shell: m.cmd, Stdin: []byte(diff), Timeout: gitTimeout})
-		if err != nil {
-			return "", err
-		}
-		if res.ExitCode == 0 {
-			return m.name, nil
-		}
-		if _, err := runOut(ctx, gs, git+"reset -q --hard && "+git+"clean -fdq"); err != nil {
-			return "", err
-		}
+	if res.ExitCode != 0 {
+		return "", nil
 	}
-	return "", nil
+	return "git apply", nil
 }
 
 // applyTests restores the task's test files from the image's commit (removing those

@@ -1,0 +1,268 @@
+package reward
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/tasks"
+)
+
+// Bounds of what grading reads from its own sandbox.
+const (
+	// maxListing bounds a listing of paths (untracked files, changed files, modules).
+	maxListing = 16 << 20
+	// maxConfigFile bounds a setup.cfg or pyproject.toml whose pytest section is
+	// checked; a larger one changed by the agent is restored whole.
+	maxConfigFile = 1 << 20
+)
+
+// startState is what the grading sandbox held once prepared, before the agent's
+// change went in.
+type startState struct {
+	// untracked lists what the work tree held untracked (ignored): git ls-files -o
+	// --directory, directories with a trailing slash.
+	untracked []string
+	// inits lists the tracked __init__.py files.
+	inits map[string]bool
+	// modules are the top-level modules the image's Python provides outside the
+	// repository (nil for a task that does not run Python).
+	modules map[string]bool
+}
+
+// listModules prints the top-level modules a Python provides outside the working
+// directory: built in, and found on its sys.path and PYTHONPATH (site-packages,
+// the standard library), run with -I so that nothing of the working directory is on
+// its path. It runs on every Python from 3.4 on.
+const listModules = `import os, sys, pkgutil
+root = os.path.realpath(os.getcwd())
+def inside(p):
+    p = os.path.realpath(p or '.')
+    return p == root or p.startswith(root + os.sep)
+paths = [p for p in sys.path if p and not inside(p)]
+for e in os.environ.get('PYTHONPATH', '').split(os.pathsep):
+    if e and not inside(e) and e not in paths:
+        paths.append(e)
+names = set(sys.builtin_module_names)
+for m in pkgutil.iter_modules(paths):
+    names.add(m[1])
+sys.stdout.write('\n'.join(sorted(names)) + '\n')
+`
+
+// checkBase returns the image's checked-out commit, after checking that it is the
+// task's BaseCommit (when the task names one): a row whose base commit is another
+// commit of the image's clone would be graded against another tree.
+func checkBase(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) (string, error) {
+	head, err := runOut(ctx, sb, git+"rev-parse --verify HEAD")
+	if err != nil {
+		return "", fmt.Errorf("the image's repository: %w", err)
+	}
+	if r.BaseCommit == "" {
+		return head, nil
+	}
+	base, err := runOut(ctx, sb, git+"rev-parse --verify --quiet "+quote(r.BaseCommit+"^{commit}"))
+	if err != nil {
+		return "", fmt.Errorf("reward: the image's repository does not hold the task's base commit %s (is %s the task's image?)",
+			r.BaseCommit, r.Image)
+	}
+	if base != head {
+		return "", fmt.Errorf("reward: the image's checked-out commit is %s, not the task's base commit %s (%s): the image %s was built for another commit",
+			head, r.BaseCommit, base, r.Image)
+	}
+	return head, nil
+}
+
+// readStart makes git in the prepared grading sandbox ignore attributes (see
+// neutralAttributes) and reads its [startState].
+func readStart(ctx context.Context, gs rollout.Sandbox, r *tasks.Repo) (startState, error) {
+	var st startState
+	attrs := `set -e
+p=$(` + git + `rev-parse --git-path info/attributes)
+mkdir -p "$(dirname "$p")"
+printf '%s\n' '` + neutralAttributes + `' >"$p"
+`
+	if _, err := runOut(ctx, gs, attrs); err != nil {
+		return st, err
+	}
+	out, err := listOut(ctx, gs, git+"ls-files -z -o --directory", nil)
+	if err != nil {
+		return st, err
+	}
+	st.untracked = splitNUL(out)
+	out, err = listOut(ctx, gs, git+"ls-files -z -- '*__init__.py'", nil)
+	if err != nil {
+		return st, err
+	}
+	st.inits = map[string]bool{}
+	for _, p := range splitNUL(out) {
+		st.inits[p] = true
+	}
+	switch tasks.CanonicalParser(r.LogParser) {
+	case tasks.ParserPytest, tasks.ParserDjango, tasks.ParserSympy:
+	default:
+		return st, nil
+	}
+	cmd := "for py in python3 python; do if command -v \"$py\" >/dev/null 2>&1; then \"$py\" -I -c " +
+		quote(listModules) + " || true; fi; done"
+	out, err = listOut(ctx, gs, cmd, nil)
+	if err != nil {
+		return st, err
+	}
+	st.modules = map[string]bool{}
+	for name := range strings.SplitSeq(string(out), "\n") {
+		if name = strings.TrimSpace(name); name != "" {
+			st.modules[name] = true
+		}
+	}
+	if len(st.modules) == 0 {
+		return st, fmt.Errorf("the image's Python (python3 or python, 3.4 or later) could not list the modules it provides")
+	}
+	return st, nil
+}
+
+// listOut runs a trusted command in the grading sandbox and returns its output (at
+// most maxListing bytes); a failure is an error.
+func listOut(ctx context.Context, gs rollout.Sandbox, cmd string, stdin []byte) ([]byte, error) {
+	out, res, err := streamRun(ctx, gs, cmd, stdin, maxListing)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", firstLine(cmd), err)
+	}
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("%s: exit %d: %s", firstLine(cmd), res.ExitCode, tail(res.Stderr))
+	}
+	return out, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+func splitNUL(b []byte) []string {
+	var out []string
+	for p := range strings.SplitSeq(string(b), "\x00") {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// guardTree checks, after the agent's diff went into the grading sandbox, every path
+// that differs from the start as git itself lists it (tracked files changed or
+// removed, and files that were not there), with no ignore rule applied: paths the
+// rules of [RepoResult.Discarded] discard are put back as they were at the start, and
+// so are modules the agent added in place of one the image provides, and changes to a
+// pytest section of setup.cfg or pyproject.toml (the rest of the file is kept). It
+// returns the paths it put back or changed and how many are test files. Nothing of the
+// agent has run in gs yet, so what is read there is what git wrote.
+func guardTree(ctx context.Context, gs rollout.Sandbox, startCommit string, st startState, testFiles []string) (discarded []string, testEdits int, err error) {
+	out, err := listOut(ctx, gs, git+"diff-index -z --name-only --no-renames HEAD --", nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	tracked := splitNUL(out)
+	out, err = listOut(ctx, gs, `f=$(mktemp); cat >"$f"; `+git+`ls-files -z -o --exclude-from="$f"`,
+		[]byte(excludePatterns(st.untracked)))
+	if err != nil {
+		return nil, 0, err
+	}
+	added := splitNUL(out)
+	var revertTracked, revertAdded []string
+	note := func(p string, test bool) {
+		discarded = append(discarded, p)
+		if test {
+			testEdits++
+		}
+	}
+	check := func(p string, isNew bool) (revert bool, err error) {
+		switch pathRule(p, testFiles) {
+		case ruleTest:
+			note(p, true)
+			return true, nil
+		case ruleOutside, ruleArtefact:
+			note(p, false)
+			return true, nil
+		}
+		if base := path.Base(p); base == "setup.cfg" || base == "pyproject.toml" {
+			action, err := guardPytestConfig(ctx, gs, startCommit, p, isNew)
+			if err != nil || action == configKept {
+				return false, err
+			}
+			note(p, true)
+			return action == configRestored, nil
+		}
+		if isNew && shadows(gs.FS(), p, st) {
+			note(p, false)
+			return true, nil
+		}
+		return false, nil
+	}
+	for _, p := range tracked {
+		revert, err := check(p, false)
+		if err != nil {
+			return nil, 0, err
+		}
+		if revert {
+			revertTracked = append(revertTracked, p)
+		}
+	}
+	for _, p := range added {
+		revert, err := check(p, true)
+		if err != nil {
+			return nil, 0, err
+		}
+		if revert {
+			revertAdded = append(revertAdded, p)
+		}
+	}
+	if len(revertTracked)+len(revertAdded) == 0 {
+		return discarded, testEdits, nil
+	}
+	list := strings.Join(append(slices.Clone(revertAdded), revertTracked...), "\x00") + "\x00"
+	if _, err := listOut(ctx, gs, "xargs -0 -r rm -rf --", []byte(list)); err != nil {
+		return nil, 0, err
+	}
+	if len(revertTracked) > 0 {
+		list = strings.Join(revertTracked, "\x00") + "\x00"
+		if _, err := listOut(ctx, gs, "GIT_LITERAL_PATHSPECS=1 xargs -0 -r "+git+"checkout -q "+quote(startCommit)+" --", []byte(list)); err != nil {
+			return nil, 0, err
+		}
+	}
+	return discarded, testEdits, nil
+}
+
+// shadows reports a path the agent added that Python could import in place of a
+// top-level module the image provides (the test runner, its plugins, the standard
+// library): a module file, or a package the agent made, named as that module, in a
+// directory that is no package (the working directory, and any directory pytest or
+// a .pth file may put on sys.path).
+func shadows(fsys fs.FS, p string, st startState) bool {
+	if st.modules == nil {
+		return false
+	}
+	isFile := func(name string) bool {
+		fi, err := fs.Stat(fsys, name)
+		return err == nil && fi.Mode().IsRegular()
+	}
+	parts := strings.Split(p, "/")
+	for i, c := range parts {
+		parent := strings.Join(parts[:i], "/")
+		if parent != "" && isFile(parent+"/__init__.py") {
+			continue // inside a package: imported as parent.c, no top-level name
+		}
+		if i == len(parts)-1 {
+			mod, ok := moduleName(c)
+			return ok && st.modules[mod]
+		}
+		pkg := strings.Join(parts[:i+1], "/")
+		if st.modules[c] && isFile(pkg+"/__init__.py") && !st.inits[pkg+"/__init__.py"] {
+			return true
+		}
+	}
+	return false
+}
