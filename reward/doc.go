@@ -217,39 +217,79 @@
 //	the tests ran, the task is not resolved ([RuleUnresolved])                0.2
 //	the diff cannot be taken or applied ([RulePatchFailed]), the tests
 //	  timed out or their log names no test ([RuleTestsNotRun])                0.1
+//	the test log is longer than the 8 MiB grading reads ([RuleLogTooLong])    0.1
 //	the image, the grading sandbox or the task's test patch failed (an error) 0.0
 //
-// The agent's change is a git diff of its sandbox's work tree against the image's
-// commit (not the dataset's base commit: SWE-bench images hold one more commit; an
-// agent that commits moves HEAD but not that commit). Before it is applied in a fresh
-// sandbox of the image, the diff loses every file the grading owns or no fix needs:
-// the files the test patch touches and the task's hidden files, any file a test runner
-// would load as a test (conftest.py anywhere, files under tests/, test/ or testing/,
-// test_*.py, *_test.py) whether added or edited, the test runner's configuration
-// (pytest.ini, .pytest.ini, tox.ini: addopts = -p plugin) and Python's start-up
-// modules (sitecustomize.py, usercustomize.py), paths in .git or outside the tree,
-// and build output ([RepoResult.Discarded]; test files counted in
-// [RepoResult.TestFileEdits]). git runs with hooks, fsmonitor, external diff drivers
-// and text conversion off and the default a/ b/ prefixes, whatever the repository's
-// config says. The test files are then restored from the image's commit (those it
-// does not hold are removed) and the test patch applied, so an agent that writes the
-// hidden test file itself gains nothing even if the filter missed it. The test
-// command's output goes to a log in the grading sandbox; its exit status comes from
-// the sandbox, not from the log. A test the log names twice keeps its worst status,
-// so a planted "PASSED id" line does not cover pytest's own "FAILED id"; a failed
-// test command whose log shows no failure is void (nothing passed); a FAIL_TO_PASS
-// test that is skipped or missing has not passed (a skipped PASS_TO_PASS test is no
-// regression); an id the dataset stored cut inside its parameter matches the one
-// test it begins.
+// Nothing the agent leaves behind takes part in its own grading: its only input is
+// its diff, and the diff is taken by the library's own git. When the agent has
+// stopped (every process it started ended with its command), a script in its sandbox
+// runs git with a GIT_DIR, index, HOME and configuration of the library's own in a
+// fresh directory, no system or global configuration, and an info/attributes that
+// leaves every attribute unspecified (no filter, end-of-line or encoding conversion,
+// keyword expansion, diff or merge driver): the repository's .git/config, hooks,
+// index (a leftover index.lock too), HEAD, refs, .gitattributes and .gitignore are
+// never read; its object store serves as an alternate for the start commit only
+// (one the agent tampered with yields a diff git apply refuses: 0.1). Every file of
+// the work tree is taken, ignored ones included, except what the image's work tree
+// held untracked at the start (its build output); a nested repository is not taken.
+// The diff is read from that command's own standard output, at most
+// [RepoOptions.MaxDiff] bytes ([rollout.Starter] streams it; a larger diff is the
+// agent's fault, 0.1).
+//
+// The diff loses every file the grading owns or no fix needs, by the path git itself
+// would write (C-quoted names decoded, escapes and all; every name of a section's
+// header lines, renames and copies included; a name that cannot be placed for
+// certain drops its section): the files the test patch touches and the task's hidden
+// files, any file a test runner would load as a test (conftest.py anywhere, files in
+// or named tests, test or testing, test_*.py, *_test.py) whether added or edited, the
+// test runner's configuration (pytest.ini, .pytest.ini, pytest.toml, .pytest.toml,
+// tox.ini: addopts = -p plugin), .gitattributes, Python's start-up modules
+// (sitecustomize, usercustomize in any importable form), paths in .git or outside the
+// tree, build output and packaging metadata (__pycache__, *.pyc, *.egg-info,
+// *.dist-info, *.egg: a distribution's entry points load pytest plugins)
+// ([RepoResult.Discarded]; test files counted in [RepoResult.TestFileEdits]). The
+// rest goes into a fresh sandbox of the image with git apply alone. Then a guard
+// there lists, with git, every path that now differs from the start, no ignore rule
+// applied, and puts back as it was: whatever the rules above discard (a second
+// reading, by git itself), any module the agent added in place of one the image's
+// Python provides outside the repository (pytest.py, pytest/, _pytest/, pluggy.py,
+// argparse.py...: a module file, or a package the agent made, named as a top-level
+// module of the image, in a directory that is no package, since python -m pytest puts
+// the working directory first on sys.path and pytest inserts test directories: this
+// holds on every Python from 3.4, where PYTHONSAFEPATH needs 3.11), and pytest's
+// sections of setup.cfg ([tool:pytest], [pytest]) and pyproject.toml (tool.pytest),
+// anywhere in the tree, keeping the rest of each file (or the whole file, when the
+// two cannot be separated for certain). The test files are then restored from the
+// image's commit (those it does not hold are removed) and the test patch applied, with
+// attributes ignored, so an agent that writes the hidden test file itself gains
+// nothing even if the filter missed it.
+// The test command's output goes to a log in the grading sandbox; its exit status comes from
+// the sandbox, not from the log. A log longer than 8 MiB is not parsed at all: read
+// from its end, it would let the fix's code print padding until the runner's report
+// fell out of what is read, then lines of its own. The log is parsed with the task's
+// parser, which names each test as the SWE-bench harness's parser of that name does
+// ([ParseTestLog]), since the datasets' FAIL_TO_PASS and PASS_TO_PASS lists hold the
+// names that parser produced: parse_log_pytest cuts an id at its first white space,
+// so "test_f[NOT x]" is stored as "test_f[NOT". Names are compared exactly: a name
+// stands for exactly the tests SWE-bench's parser gives that name, never for a test
+// it is a prefix of. A test the log names twice keeps its worst status, so a planted
+// "PASSED id" line does not cover pytest's own "FAILED id", and tests cut to one
+// name share their worst status (SWE-bench keeps the last line's status: stricter
+// here); a failed test command whose log shows no failure is void (nothing passed);
+// a FAIL_TO_PASS test that is skipped or missing has not passed (a skipped
+// PASS_TO_PASS test is no regression).
+// The task's base commit must be the image's checked-out commit ([PrepareRepo]
+// refuses any other, naming both).
+// The host's work on the diff is linear in its size and stops with ctx.
 //
 // What grading cannot exclude: the fix's code runs inside the test process (it is
 // the code under test), so a fix written to fool the runner from there (patching
 // pytest's reports on import, or printing pytest's lines and ending the process with
-// status 0 before pytest reports) is not caught by any log-based grader; nor is a
-// pytest option added to setup.cfg or pyproject.toml, which fixes may legitimately
-// change and are kept. The rules above close the cheap forms. SWE-smith
-// tasks hide their failing tests by deleting them in a commit before the agent starts;
-// the image's history still holds them (git show HEAD~1:…), as in SWE-smith itself.
+// status 0 before pytest reports) is not caught by any log-based grader. The rules
+// above close the cheap forms. SWE-smith tasks hide their failing tests by deleting
+// them in a commit before the agent starts; the image's history still holds them
+// (git show HEAD~1:…), as in SWE-smith itself.
+//
 // [VerifyPatch] grades a given patch (the gold patch, the empty one) the same way;
 // examples/validate-tasks uses it to check datasets.
 //

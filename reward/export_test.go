@@ -41,3 +41,10 @@ func FilterDiff(diff string, testFiles []string) (kept string, discarded []strin
 
 // FilterDiffCtx is filterDiff.
 var FilterDiffCtx = filterDiff
+
+// SamePytestConfig and MergePytestConfig are the pytest-section rules of setup.cfg
+// and pyproject.toml.
+var (
+	SamePytestConfig  = samePytestConfig
+	MergePytestConfig = mergePytestConfig
+)

@@ -59,19 +59,23 @@ type RepoResult struct {
 	F2PRate, P2PRate float64
 	// F2PFailing and P2PFailing are the tests of each list that did not pass.
 	F2PFailing, P2PFailing []string
-	// Discarded are the files whose changes were left out of the agent's diff: the
-	// test files of the task, and any file a test runner would load as a test
-	// (conftest.py anywhere, files under tests/, test/ or testing/, test_*.py,
-	// *_test.py) or that configures the run (pytest.ini, .pytest.ini, tox.ini,
-	// sitecustomize.py, usercustomize.py), whether the agent added or edited it;
-	// files outside the repository or in .git; build artefacts (__pycache__, *.pyc,
-	// *.egg-info, .pytest_cache).
+	// Discarded are the files whose changes were left out of the agent's diff or put
+	// back after it was applied: the test files of the task, and any file a test
+	// runner would load as a test (conftest.py anywhere, files in or named tests/,
+	// test/ or testing/, test_*.py, *_test.py) or that configures the run (pytest.ini,
+	// .pytest.ini, pytest.toml, .pytest.toml, tox.ini, .gitattributes, sitecustomize,
+	// usercustomize), whether the agent added or edited it; setup.cfg and
+	// pyproject.toml files whose pytest sections the agent changed (those sections
+	// put back, the rest of the file kept); modules the agent added in place of one
+	// the image provides; files outside the repository or in .git; build output and
+	// packaging metadata (__pycache__, *.pyc, *.egg-info, *.dist-info, .pytest_cache);
+	// nested repositories (with a trailing slash).
 	Discarded []string
 	// TestFileEdits counts the files of Discarded that are test files (those the test
 	// patch touches, hidden files, and test files the agent added).
 	TestFileEdits int
-	// Applied names how the diff went in: "empty", "git apply", "git apply --3way",
-	// "patch"; "" when it did not.
+	// Applied names how the diff went in: "empty" or "git apply"; "" when it did
+	// not.
 	Applied string
 	// Diff is the agent's diff as applied (after discarding), cut to MaxOutput.
 	Diff string
@@ -135,15 +139,18 @@ func prepareRepo(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) (string
 // fresh makes a fresh sandbox of the task's image (with its network setting); it is
 // called once, and that sandbox is closed before VerifyRepo returns.
 //
-// In order: the grading sandbox is checked to hold the task's BaseCommit (when set),
-// prepared ([PrepareRepo]) and its HEAD read, the start commit; in sb, the agent's change is taken with git as a binary diff of the
-// whole work tree (untracked files included) against that commit; the diff's files that
-// the grading owns or that no fix needs are discarded (see [RepoResult.Discarded]);
-// the rest is applied in the grading sandbox (git apply, then git apply --3way, then
-// patch --fuzz=5, the tree reset between tries); the test files are restored from
-// the image's commit and the test patch applied; the test command runs with its
-// timeout and its log is parsed with the task's parser. The agent's code is never run
-// before that command, and nothing it printed counts.
+// In order: the grading sandbox is prepared ([PrepareRepo], which checks that the
+// image's checked-out commit is the task's BaseCommit) and its HEAD read, the start
+// commit; in sb, the agent's change is taken by the library's own git as a binary diff
+// of the whole work tree (untracked and ignored files included) against that commit,
+// read from the command's output under MaxDiff; the diff's files that the grading
+// owns or that no fix needs are discarded (see [RepoResult.Discarded]); the rest is
+// applied in the grading sandbox with git apply, and a guard there puts back whatever
+// the agent's change may not touch, read from git itself (see the package
+// documentation, Repository tasks); the test files are restored from the image's
+// commit and the test patch applied; the test command runs with its timeout and its
+// log is parsed with the task's parser. The agent's code is never run before that
+// command, and nothing it printed counts.
 //
 // The grade follows SWE-bench's v5 rules: a test passes when its status is PASSED or
 // XFAIL; a FAIL_TO_PASS test that is skipped or missing has not passed (a skipped

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/tasks"
@@ -107,6 +108,17 @@ func TestVerifyRepoHostileAgentStates(t *testing.T) {
 			rule: reward.RuleResolved, c: 1,
 		},
 		{
+			// The start blob in the agent's object store says another text: the diff
+			// is taken against it, and git apply refuses it against the real one.
+			name: "a diff git apply refuses is the agent's fault",
+			files: map[string]string{".git/tamper.py": "import os, subprocess, zlib\n" +
+				"h = subprocess.check_output(['git', 'rev-parse', 'HEAD:toycalc/arith.py']).decode().strip()\n" +
+				"p = '.git/objects/%s/%s' % (h[:2], h[2:])\nos.chmod(p, 0o644)\ndata = b'something else\\n'\n" +
+				"open(p, 'wb').write(zlib.compress(b'blob %d\\x00' % len(data) + data))\n"},
+			script: "python3 .git/tamper.py\n" + goldFix,
+			rule:   reward.RulePatchFailed, c: 0.1,
+		},
+		{
 			name: "a new file under an ignored path reaches grading",
 			files: map[string]string{
 				"toycalc/build/__init__.py": "def plus(a, b):\n    return a + b\n",
@@ -178,7 +190,10 @@ var shadowModules = []struct {
 // first on sys.path, so a module the agent adds there under the name of one the test
 // run imports would run in its place. Each is left out, and the task is not resolved.
 func TestVerifyRepoRunnerCannotBeShadowed(t *testing.T) {
-	testShadowing(t, newToyFactory(t))
+	t.Run("Python 3.11, pytest 7", func(t *testing.T) { testShadowing(t, newToyFactory(t)) })
+	t.Run("Python 3.9, pytest 6", func(t *testing.T) {
+		testShadowing(t, toyFactoryFor(t, imagestest.SWEOldPythonRef(t)))
+	})
 }
 
 func testShadowing(t *testing.T, fresh rollout.SandboxFactory) {

@@ -35,7 +35,12 @@ type testingT interface {
 // images.Cache.
 var newToyFactory = func(t testingT) rollout.SandboxFactory {
 	t.Helper()
-	ref := imagestest.SWERef(t.(testing.TB))
+	return toyFactoryFor(t, imagestest.SWERef(t.(testing.TB)))
+}
+
+// toyFactoryFor makes the sandboxes of the image ref.
+func toyFactoryFor(t testingT, ref string) rollout.SandboxFactory {
+	t.Helper()
 	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
 	f, err := sandbox.New(context.Background(), sandbox.Config{Images: cache})

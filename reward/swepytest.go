@@ -166,10 +166,12 @@ func endsWithBreak(s string) bool {
 		r == '\x1c' || r == '\x1d' || r == '\x1e'
 }
 
-// headerLine reports a line any INI or TOML reader could take for a section header:
+// isHeader reports a line any INI or TOML reader could take for a section header:
 // its first character that is not white space (or a byte-order mark) is "[".
 func isHeader(line string) bool {
-	t := strings.TrimLeftFunc(line, func(r rune) bool { return unicode.IsSpace(r) || r == '\ufeff' })
+	t := strings.TrimLeftFunc(line, func(r rune) bool {
+		return unicode.IsSpace(r) || r == '\ufeff' || r >= '\x1c' && r <= '\x1f' // Python's isspace
+	})
 	return strings.HasPrefix(t, "[")
 }
 

@@ -1,0 +1,123 @@
+package reward_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/reward"
+)
+
+// filterCases are diffs whose sections name paths in every form git writes or reads:
+// C-quoted with escapes, renamed, copied, mode-only, binary, and a traditional header
+// after a section's hunks; each names a path some rule discards.
+var filterCases = []struct {
+	name, diff string
+	discarded  string
+}{
+	{"an octal escape spells conftest.py", "diff --git \"a/conft\\145st.py\" \"b/conft\\145st.py\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/conft\\145st.py\"\n@@ -0,0 +1 @@\n+x\n", "conftest.py"},
+	{"an octal escape spells pytest.ini", "diff --git \"a/pytest\\056ini\" \"b/pytest\\056ini\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/pytest\\056ini\"\n@@ -0,0 +1 @@\n+[pytest]\n", "pytest.ini"},
+	{"a quoted test directory", "diff --git \"a/t\\145sts/x.py\" \"b/t\\145sts/x.py\"\n--- \"a/t\\145sts/x.py\"\n+++ \"b/t\\145sts/x.py\"\n@@ -1 +1 @@\n-a\n+b\n", "tests/x.py"},
+	{"a quoted name with a tab", "diff --git \"a/tests/a\\tb.py\" \"b/tests/a\\tb.py\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/tests/a\\tb.py\"\n@@ -0,0 +1 @@\n+x\n", "tests/a\tb.py"},
+	{"a name with a space", "diff --git a/tests/a b.py b/tests/a b.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/a b.py\t\n@@ -0,0 +1 @@\n+x\n", "tests/a b.py"},
+	{"a rename into conftest.py", "diff --git a/x.py b/conftest.py\nsimilarity index 100%\nrename from x.py\nrename to conftest.py\n", "conftest.py"},
+	{"a quoted rename", "diff --git a/x.py \"b/conft\\145st.py\"\nsimilarity index 100%\nrename from x.py\nrename to \"conft\\145st.py\"\n", "conftest.py"},
+	{"a copy into a test file", "diff --git a/x.py b/tests/y.py\nsimilarity index 100%\ncopy from x.py\ncopy to tests/y.py\n", "tests/y.py"},
+	{"a mode-only change of a test file", "diff --git a/tests/run.sh b/tests/run.sh\nold mode 100644\nnew mode 100755\n", "tests/run.sh"},
+	{"a binary conftest.py", "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\nindex 0000000000000000000000000000000000000000..fa76fd43f92c4d4950cd95da090a30aee4d70c5f\nGIT binary patch\nliteral 9\nQcmZQzOv=nlEUNqu01PGrh5!Hn\n\nliteral 0\nHcmV?d00001\n\n", "conftest.py"},
+	{"a .gitattributes", "diff --git a/.gitattributes b/.gitattributes\nnew file mode 100644\n--- /dev/null\n+++ b/.gitattributes\n@@ -0,0 +1 @@\n+* filter=x\n", ".gitattributes"},
+	{"a nested .git", "diff --git a/sub/.git/config b/sub/.git/config\nnew file mode 100644\n--- /dev/null\n+++ b/sub/.git/config\n@@ -0,0 +1 @@\n+x\n", "sub/.git/config"},
+	{"squashed slashes", "diff --git a/x//conftest.py b/x//conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/x//conftest.py\n@@ -0,0 +1 @@\n+x\n", "x/conftest.py"}, // git refuses it whole
+	{"packaging metadata with entry points", "diff --git a/evil.dist-info/entry_points.txt b/evil.dist-info/entry_points.txt\nnew file mode 100644\n--- /dev/null\n+++ b/evil.dist-info/entry_points.txt\n@@ -0,0 +1,2 @@\n+[pytest11]\n+x = toycalc.passall\n", "evil.dist-info/entry_points.txt"},
+	{"sitecustomize as a compiled module", "diff --git a/sitecustomize.cpython-311-x86_64-linux-gnu.so b/sitecustomize.cpython-311-x86_64-linux-gnu.so\nnew file mode 100644\n--- /dev/null\n+++ b/sitecustomize.cpython-311-x86_64-linux-gnu.so\n@@ -0,0 +1 @@\n+x\n", "sitecustomize.cpython-311-x86_64-linux-gnu.so"},
+	{"a traditional header hidden after a section's hunk", "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n--- a/conftest.py\n+++ b/conftest.py\n@@ -0,0 +1 @@\n+x\n", "conftest.py"},
+	{"an undecodable quoted name", "diff --git \"a/x\\q.py\" \"b/x\\q.py\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/x\\q.py\"\n@@ -0,0 +1 @@\n+x\n", "?"},
+}
+
+const keptFix = "diff --git a/toycalc/arith.py b/toycalc/arith.py\n--- a/toycalc/arith.py\n+++ b/toycalc/arith.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+// TestFilterDiffReadsPathsAsGitDoes: every rule sees the path git apply would write,
+// whatever form the header gives it in; git's own reading of what is kept (git apply
+// --numstat) names only the fix.
+func TestFilterDiffReadsPathsAsGitDoes(t *testing.T) {
+	for _, tc := range filterCases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, diff := range []string{tc.diff + keptFix, keptFix + tc.diff} {
+				kept, discarded, _ := reward.FilterDiff(diff, nil)
+				require.Equal(t, keptFix, kept)
+				require.Equal(t, []string{tc.discarded}, discarded)
+				require.Equal(t, []string{"toycalc/arith.py"}, gitApplyPaths(t, kept))
+			}
+			// What git itself reads from the section alone names the discarded path.
+			if tc.discarded != "?" && !strings.Contains(tc.diff, "//") {
+				require.Contains(t, gitApplyPaths(t, tc.diff), tc.discarded)
+			}
+		})
+	}
+}
+
+// gitApplyPaths lists the paths git apply reads from diff (git apply --numstat -z, a
+// rename's target included).
+func gitApplyPaths(t *testing.T, diff string) []string {
+	t.Helper()
+	cmd := exec.Command("git", "apply", "--numstat", "-z", "--allow-empty", "-")
+	cmd.Stdin = strings.NewReader(diff)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var paths []string
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		if f == "" {
+			continue
+		}
+		parts := strings.SplitN(f, "\t", 3)
+		if len(parts) == 3 && parts[2] != "" {
+			paths = append(paths, parts[2])
+			continue
+		}
+		// A rename: "added\tdeleted\t" then the source and target as fields.
+		if i+2 < len(fields) {
+			paths = append(paths, fields[i+1], fields[i+2])
+			i += 2
+		}
+	}
+	return paths
+}
+
+func TestFilterDiffStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, _, err := reward.FilterDiffCtx(ctx, bigDiff(1<<20, 20000), nil)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// bigDiff is a diff of about size bytes in lines lines: one file section with a
+// single added run of lines (a data file, a lock file), then a fix.
+func bigDiff(size, lines int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "diff --git a/data/big.lock b/data/big.lock\nnew file mode 100644\n--- /dev/null\n+++ b/data/big.lock\n@@ -0,0 +1,%d @@\n", lines)
+	line := "+" + strings.Repeat("x", max(1, size/lines-2)) + "\n"
+	for range lines {
+		b.WriteString(line)
+	}
+	b.WriteString(keptFix)
+	return b.String()
+}
+
+// BenchmarkFilterDiff filters an 8 MiB diff of 200,000 lines.
+func BenchmarkFilterDiff(b *testing.B) {
+	diff := bigDiff(8<<20, 200000)
+	b.SetBytes(int64(len(diff)))
+	for b.Loop() {
+		kept, _, _ := reward.FilterDiff(diff, []string{"tests/test_x.py"})
+		if len(kept) != len(diff) {
+			b.Fatal("the diff was cut")
+		}
+	}
+}
