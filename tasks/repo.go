@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentic-opd/agenticopd/internal/gitpath"
 )
 
 // DefaultWorkDir is the working directory of a repository task whose source names none,
@@ -105,51 +106,44 @@ func (r *Repo) TestFiles() []string {
 
 // PatchFiles lists the paths a unified diff touches, in order, each once: both sides of
 // every "diff --git a/X b/Y" header, and of "--- a/X" / "+++ b/Y" lines for diffs
-// without git headers ("/dev/null" left out).
+// without git headers ("/dev/null" left out). Names are read as git reads them:
+// C-quoted names are decoded, escapes and all.
 func PatchFiles(patch string) []string {
 	var out []string
 	add := func(p string) {
-		p = strings.TrimSpace(p)
-		if i := strings.IndexByte(p, '\t'); i >= 0 {
-			p = p[:i]
-		}
-		if p == "/dev/null" || p == "" {
-			return
-		}
-		p = strings.Trim(p, `"`)
 		if len(p) > 2 && (p[:2] == "a/" || p[:2] == "b/") {
 			p = p[2:]
 		}
-		p = path.Clean(p)
-		if !slices.Contains(out, p) {
+		p = gitpath.Clean(p)
+		if p != "" && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
 	for line := range strings.SplitSeq(patch, "\n") {
+		line = strings.TrimSuffix(line, "\r")
 		switch {
 		case strings.HasPrefix(line, "diff --git "):
-			a, b, ok := splitGitHeader(strings.TrimPrefix(line, "diff --git "))
+			rest := strings.TrimPrefix(line, "diff --git ")
+			a, b, ok := gitpath.HeaderNames(rest)
+			if !ok {
+				a, b, ok = splitGitHeader(rest)
+			}
 			if ok {
 				add(a)
 				add(b)
 			}
 		case strings.HasPrefix(line, "--- "), strings.HasPrefix(line, "+++ "):
-			add(line[4:])
+			if name, ok := gitpath.FileName(strings.TrimSpace(line[4:])); ok {
+				add(name)
+			}
 		}
 	}
 	return out
 }
 
-// splitGitHeader splits "a/X b/Y" of a diff --git header. Names with spaces are
-// ambiguous there; the split is the one where both halves name the same path, else
-// the first " b/".
+// splitGitHeader splits an unquoted "a/X b/Y" of a diff --git header whose halves
+// name different paths (a rename): at the first " b/".
 func splitGitHeader(s string) (a, b string, ok bool) {
-	if n := len(s); n%2 == 1 {
-		half := (n - 1) / 2
-		if half >= 2 && s[half] == ' ' && s[2:half] == s[half+3:] {
-			return s[:half], s[half+1:], true
-		}
-	}
 	i := strings.Index(s, " b/")
 	if i < 0 {
 		return "", "", false
