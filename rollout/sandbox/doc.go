@@ -301,6 +301,50 @@
 // does not cross mounts; WriteFile still refuses a file with other hard links
 // ([ErrHardLinked]), which matters in unconfined mode.
 //
+// # Walking the workspace
+//
+// Two host-side tasks walk the whole tree the agent left: [Sandbox.Restore] and the
+// quota check of a walked workspace ([StorageWalk]). Both go by directory
+// descriptors: each directory is opened once, by name, relative to its parent's
+// descriptor (openat with O_NOFOLLOW|O_DIRECTORY), listed with getdents, and every
+// entry is looked at and changed relative to that descriptor (fstatat and fchmodat
+// with AT_SYMLINK_NOFOLLOW; before Linux 6.6, a chmod of an O_PATH descriptor
+// through /proc/self/fd, as the C libraries do). A symlink is never followed, and
+// the cost of a level does not depend on its depth. A walk by paths from the
+// workspace's root (as [os.Root] resolves them, one component at a time) costs the
+// square of the depth: before, Restore of a chain of directories of mode 000 2,000
+// deep took 4.1 s of host CPU and 10,000 deep 110 s, and in a walked workspace a
+// "true" after a chain of 10,000 took 108 s of host CPU in quota walks, where one
+// command of the agent builds a chain of 100,000 in about 3 s. A directory of mode
+// 000 is given its bits (fchmodat on the parent's descriptor) before it is opened.
+//
+// The walk is depth-first with an explicit stack, not recursion, and its
+// descriptors are bounded, not one per level: a directory is kept open only while
+// it has subdirectories left to visit, and at most 64 such are open (the walk holds
+// at most 67 descriptors, the root's included). A directory whose last subdirectory
+// is taken closes before the walk goes down into it, so a chain of any depth costs
+// two. Past 64 waiting directories, the shallowest is closed; when the walk comes
+// back up to it, it is reopened by ".." from the directory the walk has just left
+// ("../../.." for as many levels as it came up, 1,024 per openat), and it must be
+// the same directory (device and inode, recorded when it was first opened), else it
+// is given up with every closed directory above it. Each reopening resolves the
+// levels the walk has just come back up, so reopening adds work linear in the
+// directories, and an inode check cannot be fooled by a rename: a directory cannot
+// be moved out of the workspace (rename does not cross mounts), the directories
+// above the workspace are not its own, and a directory that took a recorded
+// directory's place is the workspace's too. The alternatives were worse: holding a
+// descriptor per level (100,000 descriptors), reopening by name from the root (the
+// square of the depth again) or from checkpoints every k levels (more descriptors
+// as the depth grows, and k times the work). Renames can only happen in the quota
+// check, which runs while the command does; Restore runs when none does.
+//
+// Each walk visits at most [MaxWorkspaceEntries] entries. Restore stops there and
+// reports nothing (the entries left are the agent's own to lose); the quota check
+// counts the workspace over its quota. Restore also checks its time every 1,024
+// entries and directories against [RestoreTimeout] (and ctx): past it, its error
+// wraps [rollout.ErrRestoreBudget], which the verifier scores as the solution's
+// fault; ctx's end stays ctx's error.
+//
 // # What is contained, and what is not
 //
 // Contained: network access (no interface but loopback), writes outside the
@@ -384,4 +428,14 @@
 // 3.8% with the walked fallback over 10 commands, depending on how many walks fall
 // in the window (a walk of the 100k entries costs a few hundred milliseconds and the
 // next waits 40 times as long).
+//
+// Walking the agent's tree: BenchmarkRestoreDeepChain restores a chain of directories
+// of mode 000 in a tmpfs workspace, BenchmarkRestoreManyFiles 99,999 files of mode
+// 000 in 100 directories of mode 000, BenchmarkQuotaWalkDeepChain runs "true" in a
+// walked workspace that holds a chain; each reports the host CPU of the call. On 2
+// shared cores (load average 4 to 14), Restore took 0.005 s of CPU for a chain of
+// 2,000, 0.03 s for 10,000, 0.34 s for 99,999, and 0.16 s for the 99,999 files
+// (before the walk by descriptors: 4.1 s and 110 s for the first two); the command
+// in the walked workspace 0.006 s with a chain of 2,000 and 0.019 s with 10,000
+// (before: 2.6 s and 108 s).
 package sandbox

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -177,8 +176,9 @@ func (s *Sandbox) checkQuota(pids func() []int) (bool, time.Duration) {
 
 // overQuota reports whether the workspace is over Config.DiskQuota. For a tmpfs
 // workspace that is a statfs: full (no block or no inode left). Otherwise the
-// workspace is walked through its os.Root (so a symlink swapped in mid-walk cannot
-// lead outside), and the deleted-but-open files held by pids are added. The second
+// workspace is walked by descriptors from its os.Root ([Sandbox.walkedSize]: a
+// symlink swapped in mid-walk leads nowhere, and the work is linear in the entries
+// whatever their depth), and the deleted-but-open files held by pids are added. The second
 // result is what the check cost the host.
 func (s *Sandbox) overQuota(pids []int) (bool, time.Duration) {
 	quota := s.f.cfg.DiskQuota
@@ -194,31 +194,49 @@ func (s *Sandbox) overQuota(pids []int) (bool, time.Duration) {
 		}
 		return st.Bavail == 0 || st.Ffree == 0, time.Since(start)
 	}
-	var total, entries int64
-	err := fs.WalkDir(s.root.FS(), ".", func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // vanished or unreadable: skip it
-		}
-		entries++
-		if entries > MaxWorkspaceEntries {
-			return errOverQuota
-		}
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				total += fi.Size()
-			}
-		}
-		if total > quota {
-			return errOverQuota
-		}
-		return nil
-	})
-	if !errors.Is(err, errOverQuota) {
+	total, over := s.walkedSize(quota)
+	if !over {
 		total += deletedOpenBytes(pids, s.wsDev)
 	}
 	// The walk's cost is its wall time or, if more, the CPU the whole process spent
 	// meanwhile (the garbage collector's share of the walk runs on other threads).
-	return errors.Is(err, errOverQuota) || total > quota, max(time.Since(start), processCPU()-cpu0)
+	return over || total > quota, max(time.Since(start), processCPU()-cpu0)
+}
+
+// walkedSize adds up the sizes of the workspace's regular files by a walk of its
+// tree ([walkTree]: by descriptors from its os.Root, symlinks never followed); it
+// stops as soon as the total passes quota or the entries pass
+// [MaxWorkspaceEntries], and then reports over. A directory it cannot read (or a
+// workspace root) counts as empty.
+func (s *Sandbox) walkedSize(quota int64) (total int64, over bool) {
+	root, err := s.root.Open(".")
+	if err != nil {
+		return 0, false
+	}
+	defer root.Close()
+	_, err = walkTree(root, MaxWorkspaceEntries, nil, func(dir int, name string, typ uint8) (bool, error) {
+		switch typ {
+		case unix.DT_DIR:
+			return true, nil
+		case unix.DT_REG, unix.DT_UNKNOWN:
+		default:
+			return false, nil
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			return false, nil // vanished: skip it
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			return true, nil
+		case unix.S_IFREG:
+			if total += st.Size; total > quota {
+				return false, errOverQuota
+			}
+		}
+		return false, nil
+	})
+	return total, err != nil // errOverQuota or errWalkEntries
 }
 
 // processCPU is the user and system CPU time of this process so far.
