@@ -20,11 +20,22 @@ func Spent(ctx context.Context) (time.Duration, int64, int64) {
 	return a.elapsed, a.bytes, a.work
 }
 
+// LargestMatch returns the most bytes one regexp match call of search_files was
+// given in ctx's rollout account.
+func LargestMatch(ctx context.Context) int64 {
+	a := accountOf(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.largest
+}
+
 // The caps of the file tools, for the external tests.
 const (
 	SearchMaxWork         = searchMaxWork
 	SearchMaxScan         = searchMaxScan
 	SearchMaxPatternInsts = searchMaxPatternInsts
+	SearchMatchWindow     = searchMatchWindow
+	SearchMatchOverlap    = searchMatchOverlap
 )
 
 // Spend adds bytes and matching work to ctx's rollout account, as calls would.

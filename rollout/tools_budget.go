@@ -46,6 +46,8 @@ type toolAccount struct {
 	elapsed time.Duration
 	bytes   int64
 	work    int64
+	// largest is the most bytes one regexp match call was given.
+	largest int64
 }
 
 type accountKey struct{}
@@ -95,6 +97,7 @@ type meter struct {
 	rolloutBytes, rolloutWork bool
 	bytes                     int64
 	work                      int64
+	largest                   int64 // the most bytes one match call was given
 	next                      int64 // bytes at which the deadline is checked next
 }
 
@@ -143,6 +146,7 @@ func (m *meter) end() {
 	m.acct.elapsed += time.Since(m.start)
 	m.acct.bytes += m.bytes
 	m.acct.work += m.work
+	m.acct.largest = max(m.acct.largest, m.largest)
 	m.acct.mu.Unlock()
 }
 
@@ -193,9 +197,9 @@ func (m *meter) write(n int64) error {
 	return m.expired()
 }
 
-// match counts the work of matching a pattern of cost instructions against a
-// line of n bytes, before it is done: a line that would go over the budget is not
-// matched.
+// match counts the work of one match call of a pattern of cost instructions on n
+// bytes (a line, or a window of one), before it is done: input that would go over
+// the budget is not matched.
 func (m *meter) match(cost, n int64) error {
 	w := cost * (n + 1)
 	if m.work+w > m.maxWork {
@@ -209,15 +213,16 @@ func (m *meter) match(cost, n int64) error {
 			"simplify the pattern, give a narrower path or glob, or use the terminal (grep)", cost, m.maxWork)
 	}
 	m.work += w
+	m.largest = max(m.largest, n)
 	return nil
 }
 
 // compileSearch compiles a search_files pattern within the caps: its text, and the
-// size of its program. The second result is the cost of matching one byte, in
+// size of its program. The matcher's cost is that of matching one byte, in
 // instructions (1 for a plain literal, which regexp finds with a substring search).
-func compileSearch(pattern string) (*regexp.Regexp, int64, error) {
+func compileSearch(pattern string) (*lineMatcher, error) {
 	if len(pattern) > searchMaxPatternLen {
-		return nil, 0, capErrorf("the pattern is %d bytes, over the %d search_files compiles; use a shorter one or the terminal (grep -E)",
+		return nil, capErrorf("the pattern is %d bytes, over the %d search_files compiles; use a shorter one or the terminal (grep -E)",
 			len(pattern), searchMaxPatternLen)
 	}
 	tooLarge := func(n string) error {
@@ -226,30 +231,30 @@ func compileSearch(pattern string) (*regexp.Regexp, int64, error) {
 	}
 	parsed, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, 0, fmt.Errorf("invalid pattern: %v", err)
+		return nil, fmt.Errorf("invalid pattern: %v", err)
 	}
 	// Refused before it is compiled when even a loose bound is far over the cap: a
 	// pattern of a few bytes can compile to millions of instructions of host memory.
 	if progSize(parsed) > progSizeBound {
-		return nil, 0, tooLarge(fmt.Sprintf("more than %d", searchMaxPatternInsts))
+		return nil, tooLarge(fmt.Sprintf("more than %d", searchMaxPatternInsts))
 	}
 	// The same steps as regexp.Compile, to learn the program's exact size.
 	prog, err := syntax.Compile(parsed.Simplify())
 	if err != nil {
-		return nil, 0, fmt.Errorf("invalid pattern: %v", err)
+		return nil, fmt.Errorf("invalid pattern: %v", err)
 	}
 	n := int64(len(prog.Inst))
 	if n > searchMaxPatternInsts {
-		return nil, 0, tooLarge(fmt.Sprint(n))
+		return nil, tooLarge(fmt.Sprint(n))
 	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
-		return nil, 0, fmt.Errorf("invalid pattern: %v", err)
+		return nil, fmt.Errorf("invalid pattern: %v", err)
 	}
 	if _, complete := re.LiteralPrefix(); complete {
 		n = 1
 	}
-	return re, n, nil
+	return newLineMatcher(re, n, parsed), nil
 }
 
 // progSizeBound is where progSize saturates: eight times searchMaxPatternInsts, so

@@ -340,7 +340,7 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 	if a.Pattern == "" {
 		return errorResult(`search_files: "pattern" is required`)
 	}
-	re, cost, err := compileSearch(a.Pattern)
+	lm, err := compileSearch(a.Pattern)
 	if err != nil {
 		return errorResult("search_files: %v", err)
 	}
@@ -400,18 +400,17 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 			if bytes.IndexByte(line, 0) >= 0 {
 				return nil // binary
 			}
-			if stop = m.match(cost, int64(len(line))); stop != nil {
+			show := len(matches)+len(found) < searchMaxMatches
+			hit, at, err := lm.match(m, line, show)
+			if err != nil {
+				stop = err
 				break
 			}
-			if !re.Match(line) {
+			if !hit {
 				continue
 			}
-			if len(matches)+len(found) < searchMaxMatches {
-				text := strings.TrimRight(string(line), "\r")
-				if utf8.RuneCountInString(text) > searchMaxLineLen {
-					text = string([]rune(text)[:searchMaxLineLen]) + "…"
-				}
-				found = append(found, fmt.Sprintf("%s:%d: %s", p, n, text))
+			if show {
+				found = append(found, fmt.Sprintf("%s:%d: %s", p, n, excerpt(line, at)))
 			}
 			hits++
 		}
@@ -431,6 +430,10 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 	if tooLarge > 0 {
 		notes = append(notes, fmt.Sprintf("%d files larger than the %d MiB search_files reads were not searched; use the terminal (grep) for them",
 			tooLarge, searchMaxFileSize>>20))
+	}
+	if lm.windowed > 0 {
+		notes = append(notes, fmt.Sprintf("%d lines longer than %d bytes were matched in windows of that size overlapping by %d bytes: "+
+			"a longer match is found only within one window; use the terminal (grep) for those", lm.windowed, searchMatchWindow, searchMatchOverlap))
 	}
 	if stopped {
 		notes = append(notes, fmt.Sprintf("the search stopped at %d entries or %d directories deep; give a narrower path",
@@ -452,6 +455,23 @@ type searchResult struct {
 	Truncated bool   `json:"truncated"`
 	Note      string `json:"note,omitempty"`
 	Error     string `json:"error,omitempty"`
+}
+
+// excerpt is what search_files shows of a matching line: at most searchMaxLineLen
+// characters from at (where the match begins in a line matched in windows, else
+// 0), each cut marked with "…".
+func excerpt(line []byte, at int) string {
+	for at > 0 && at < len(line) && !utf8.RuneStart(line[at]) {
+		at--
+	}
+	text := strings.TrimRight(string(line[at:]), "\r")
+	if utf8.RuneCountInString(text) > searchMaxLineLen {
+		text = string([]rune(text)[:searchMaxLineLen]) + "…"
+	}
+	if at > 0 {
+		text = "…" + text
+	}
+	return text
 }
 
 // asCap returns err when it is a cap or the deadline (the search stops there);
