@@ -59,8 +59,9 @@ func gradeLog(v *Verification, r *tasks.Repo, l testLog, exitCode int) error {
 }
 
 // GradeRepo fills v's correctness, rule, reason and [RepoResult] rates from the parsed
-// statuses of a test run that exited with exitCode (the rules of [VerifyRepo]). v.Repo
-// is allocated when nil.
+// statuses of a test run that exited with exitCode (the rules of [VerifyRepo]). A
+// test of r's lists is looked up by its exact name: [ParseTestLog] names tests as
+// the dataset's parser did. v.Repo is allocated when nil.
 func GradeRepo(v *Verification, r *tasks.Repo, statuses map[string]TestStatus, exitCode int) {
 	if v.Repo == nil {
 		v.Repo = &RepoResult{}
@@ -78,7 +79,7 @@ func GradeRepo(v *Verification, r *tasks.Repo, statuses map[string]TestStatus, e
 		statuses = nil
 	}
 	pass := func(id string, f2p bool) bool {
-		s, ok := lookupStatus(statuses, id)
+		s, ok := statuses[id]
 		switch {
 		case !ok:
 			return false
@@ -122,27 +123,6 @@ func mapValues(m map[string]TestStatus) []TestStatus {
 		out = append(out, s)
 	}
 	return out
-}
-
-// lookupStatus finds id in the map; an id the dataset stored cut inside a parameter
-// ("test_x[a") matches the one test it is a prefix of, when only one is.
-func lookupStatus(m map[string]TestStatus, id string) (TestStatus, bool) {
-	if s, ok := m[id]; ok {
-		return s, true
-	}
-	if !strings.Contains(id, "[") || strings.HasSuffix(id, "]") {
-		return "", false
-	}
-	var found []TestStatus
-	for k, s := range m {
-		if strings.HasPrefix(k, id) {
-			found = append(found, s)
-		}
-	}
-	if len(found) != 1 {
-		return "", false
-	}
-	return found[0], true
 }
 
 func rate(total, failing int) float64 {

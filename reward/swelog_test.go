@@ -1,6 +1,7 @@
 package reward_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -26,7 +27,7 @@ func TestParseTestLog(t *testing.T) {
 		want              st
 	}{
 		{
-			name: "pytest -rA summary as pytest 7.2.1 prints it", parser: "pytest",
+			name: "pytest -rA summary as pytest 7.2.1 prints it: ids cut at their first space", parser: "pytest",
 			log: "============ short test summary info ============\n" +
 				"PASSED tests/test_fmt.py::test_param[a b]\n" +
 				"SKIPPED [1] tests/test_fmt.py:5: nope\n" +
@@ -35,13 +36,13 @@ func TestParseTestLog(t *testing.T) {
 				"ERROR tests/test_fmt.py::test_error - RuntimeError: boom\n" +
 				"FAILED tests/test_fmt.py::test_param[c-d] - AssertionError: assert 'c-d' != '...\n" +
 				"========= 1 failed, 1 passed in 0.01s =========\n",
-			want: st{"tests/test_fmt.py::test_param[a b]": pass, "tests/test_fmt.py::test_xfail": xf,
+			want: st{"tests/test_fmt.py::test_param[a": pass, "tests/test_fmt.py::test_xfail": xf,
 				"tests/test_fmt.py::test_error": errd, "tests/test_fmt.py::test_param[c-d]": fail},
 		},
 		{
-			name: "pytest -v lines with colour codes", parser: "parse_log_pytest_v2",
-			log:  "tests/a.py::test_x \x1b[32mPASSED\x1b[0m [ 50%]\ntests/a.py::test_y SKIPPED (no db) [100%]\n",
-			want: st{"tests/a.py::test_x": pass, "tests/a.py::test_y": skip},
+			name: "pytest_v2: classic verbose lines with colour codes; progress lines are not read", parser: "parse_log_pytest_v2",
+			log:  "tests/a.py::test_x \x1b[32mPASSED\x1b[0m\ntests/a.py::test_y SKIPPED (no db) [100%]\n",
+			want: st{"tests/a.py::test_x": pass},
 		},
 		{
 			name: "a planted PASSED line does not cover pytest's FAILED", parser: "pytest",
@@ -49,16 +50,16 @@ func TestParseTestLog(t *testing.T) {
 			want: st{"tests/a.py::test_x": fail},
 		},
 		{
-			name: "django", parser: "django",
+			name: "django: a docstring names its test, a header its first word", parser: "django",
 			log: "test_a (app.tests.T) ... ok\ntest_b (app.tests.T) ... FAIL\ntest_c (app.tests.T) ... skipped 'x'\n" +
 				"test_d (app.tests.T)\nDoes d. ... ok\ntest_e (app.tests.T) ... ERROR\nFAIL: test_f (app.tests.T)\n",
 			want: st{"test_a (app.tests.T)": pass, "test_b (app.tests.T)": fail, "test_c (app.tests.T)": skip,
-				"test_d (app.tests.T)": pass, "test_e (app.tests.T)": errd, "test_f (app.tests.T)": fail},
+				"Does d.": pass, "test_e (app.tests.T)": errd, "test_f": fail},
 		},
 		{
-			name: "sympy", parser: "sympy",
-			log:  "test_a ok\ntest_b F\ntest_c E\n____ sympy/core/tests/test_x.py:test_d ____\n",
-			want: st{"test_a": pass, "test_b": fail, "test_c": errd, "test_d": fail},
+			name: "sympy: a failure header names path.py:test", parser: "sympy",
+			log:  "test_a ok\ntest_b F\ntest_c E\ntest_e f\n____ sympy/core/tests/test_x.py:test_d ____\n",
+			want: st{"test_a": pass, "test_b": fail, "test_c": errd, "sympy/core/tests/test_x.py:test_d": fail},
 		},
 		{
 			name: "go test -v", parser: "gotest",
@@ -66,9 +67,9 @@ func TestParseTestLog(t *testing.T) {
 			want: st{"TestA": pass, "TestA/sub": fail, "TestB": skip},
 		},
 		{
-			name: "cargo test", parser: "cargo",
+			name: "cargo test: an ignored test is not read", parser: "cargo",
 			log:  "test m::a ... ok\ntest m::b ... FAILED\ntest m::c ... ignored\n",
-			want: st{"m::a": pass, "m::b": fail, "m::c": skip},
+			want: st{"m::a": pass, "m::b": fail},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,14 +110,14 @@ func TestGradeRepo(t *testing.T) {
 			rule:     reward.RuleUnresolved, c: 0.2, f2p: 0, p2p: 0, failing: []string{"t.py::f1", "t.py::f2[a-b]"}, void: true},
 		{name: "no test in the log: the tests did not run", exit: 2, statuses: st{},
 			rule: reward.RuleTestsNotRun, c: 0.1, f2p: 0, p2p: 0, failing: []string{"t.py::f1", "t.py::f2[a-b]"}},
-		{name: "an id cut inside its parameter matches its one test", exit: 1,
+		{name: "an id that is a prefix of a test's name is not that test", exit: 1,
 			statuses: st{"t.py::f1": pass, "t.py::f2[a-b]": pass, "t.py::p1": fail},
-			rule:     reward.RuleUnresolved, c: 0.2, f2p: 1, p2p: 0},
+			rule:     reward.RuleUnresolved, c: 0.2, f2p: 0.5, p2p: 0, failing: []string{"t.py::f2[a-"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var v reward.Verification
 			r := *repo
-			if tc.name == "an id cut inside its parameter matches its one test" {
+			if tc.name == "an id that is a prefix of a test's name is not that test" {
 				r.FailToPass = []string{"t.py::f1", "t.py::f2[a-"}
 			}
 			reward.GradeRepo(&v, &r, tc.statuses, tc.exit)
@@ -178,16 +179,31 @@ func TestFilterDiff(t *testing.T) {
 
 func FuzzParseTestLog(f *testing.F) {
 	for _, s := range []string{"PASSED a::b\nFAILED a::c - x\n", "t (m.C) ... ok\nFAIL: t (m.C)\n", "test_x ok\n___ a.py:test_y ___\n",
-		"--- PASS: TestA (0.00s)\n", "test m::a ... ok\n", "a::b \x1b[32mPASSED\x1b[0m [ 50%]\n"} {
+		"--- PASS: TestA (0.00s)\n", "test m::a ... ok\n", "a::b \x1b[32mPASSED\x1b[0m\n", "PASSED a::b[x y]\nFAILED a::b[x z] - m\n",
+		"PASSED t.py::f[/a/b c]\n", "x ... System check identified no issues (0 silenced)\nok\n", "FAILED t.py::x[MouseButton.LEFT]\n"} {
 		f.Add(s)
 	}
+	parsers := []string{tasks.ParserPytest, tasks.ParserDjango, tasks.ParserSympy, tasks.ParserGoTest, tasks.ParserCargo,
+		"parse_log_pytest_options", "parse_log_pytest_v2", "parse_log_matplotlib", "parse_log_seaborn"}
 	f.Fuzz(func(t *testing.T, log string) {
-		for _, p := range []string{tasks.ParserPytest, tasks.ParserDjango, tasks.ParserSympy, tasks.ParserGoTest, tasks.ParserCargo} {
+		for _, p := range parsers {
 			m, err := reward.ParseTestLog(p, log)
 			require.NoError(t, err)
 			for id, s := range m {
 				require.NotEmpty(t, id)
 				require.Contains(t, []reward.TestStatus{pass, fail, errd, skip, xf}, s)
+			}
+		}
+		// parse_log_pytest's names are single words, and a line printed after the
+		// log never makes a failed test pass.
+		m, err := reward.ParseTestLog("parse_log_pytest", log)
+		require.NoError(t, err)
+		for id, s := range m {
+			require.Len(t, strings.Fields(id), 1, "%q", id)
+			if s == fail || s == errd {
+				after, err := reward.ParseTestLog("parse_log_pytest", log+"\nPASSED "+id+"\n")
+				require.NoError(t, err)
+				require.Equal(t, s, after[id], "%q", id)
 			}
 		}
 	})
