@@ -48,3 +48,16 @@ var (
 	SamePytestConfig  = samePytestConfig
 	MergePytestConfig = mergePytestConfig
 )
+
+// SectionPaths lists the paths each section of a diff names, as filterDiff reads them.
+func SectionPaths(diff string) [][]string {
+	sections, _ := splitDiff(context.Background(), diff)
+	out := make([][]string, len(sections))
+	for i, s := range sections {
+		out[i] = s.paths
+	}
+	return out
+}
+
+// PathKept reports whether the rules keep a change to path p.
+func PathKept(p string, testFiles []string) bool { return pathRule(p, testFiles) == ruleKeep }

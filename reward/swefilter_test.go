@@ -121,3 +121,49 @@ func BenchmarkFilterDiff(b *testing.B) {
 		}
 	}
 }
+
+// FuzzFilterDiffPaths: whatever the diff, no section of what filterDiff keeps names a
+// path a rule discards, read as filterDiff reads it; and git's own reading of what
+// is kept (git apply --numstat, on the seeds) agrees.
+func FuzzFilterDiffPaths(f *testing.F) {
+	for _, tc := range filterCases {
+		f.Add(tc.diff + keptFix)
+		f.Add(keptFix + tc.diff)
+	}
+	f.Add("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n" + "diff --git a/tests/t.py b/tests/t.py\n")
+	f.Add("garbage before\n" + keptFix)
+	f.Add("diff --git \"a/x\\\"y.py\" \"b/x\\\"y.py\"\n--- \"a/x\\\"y.py\"\n+++ \"b/x\\\"y.py\"\n@@ -1,2 +1 @@\n-a\n--- a/conftest.py\n+b\n")
+	testFiles := []string{"tests/t.py"}
+	f.Fuzz(func(t *testing.T, diff string) {
+		kept, discarded, edits := reward.FilterDiff(diff, testFiles)
+		require.LessOrEqual(t, len(kept), len(diff))
+		require.LessOrEqual(t, edits, len(discarded))
+		for _, paths := range reward.SectionPaths(kept) {
+			for _, p := range paths {
+				require.True(t, reward.PathKept(p, testFiles), "a kept section names %q", p)
+			}
+		}
+		if kept == "" || len(kept) > 8<<10 {
+			return
+		}
+		// git's own reading: whatever git apply would write must pass the rules too.
+		cmd := exec.Command("git", "apply", "--numstat", "-z", "--allow-empty", "-")
+		cmd.Stdin = strings.NewReader(kept)
+		cmd.Dir = t.TempDir()
+		out, err := cmd.Output()
+		if err != nil {
+			return // git refuses it whole: nothing is written
+		}
+		for _, f := range strings.Split(string(out), "\x00") {
+			parts := strings.SplitN(f, "\t", 3)
+			p := f
+			if len(parts) == 3 {
+				p = parts[2]
+			}
+			if p == "" {
+				continue
+			}
+			require.True(t, reward.PathKept(p, testFiles), "git apply reads %q from what was kept:\n%q", p, kept)
+		}
+	})
+}
