@@ -237,7 +237,10 @@ func CanonicalParser(name string) string {
 func canonicalParser(name string) string {
 	n := strings.ToLower(strings.TrimPrefix(strings.ToLower(name), "parse_log_"))
 	switch {
-	case strings.HasPrefix(n, "pytest"), n == "matplotlib", n == "seaborn", n == "astropy", n == "sklearn":
+	case strings.HasPrefix(n, "pytest"), n == "matplotlib", n == "seaborn", n == "astropy", n == "sklearn",
+		// The SWE-bench harness's per-repository names of its pytest parsers.
+		n == "astroid", n == "flask", n == "marshmallow", n == "pvlib", n == "pyvista", n == "sqlfluff",
+		n == "xarray", n == "pydicom", n == "requests", n == "pylint", n == "scikit", n == "sphinx":
 		return ParserPytest
 	case n == "django":
 		return ParserDjango
