@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/reward"
@@ -39,6 +40,49 @@ var filterCases = []struct {
 }
 
 const keptFix = "diff --git a/toycalc/arith.py b/toycalc/arith.py\n--- a/toycalc/arith.py\n+++ b/toycalc/arith.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+func TestFilterDiff(t *testing.T) {
+	section := func(p string, created bool) string {
+		s := "diff --git a/" + p + " b/" + p + "\n"
+		if created {
+			return s + "new file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ b/" + p + "\n@@ -0,0 +1 @@\n+x\n"
+		}
+		return s + "index 1111111..2222222 100644\n--- a/" + p + "\n+++ b/" + p + "\n@@ -1 +1 @@\n-x\n+y\n"
+	}
+	fix := section("toycalc/arith.py", false)
+	for _, tc := range []struct {
+		name      string
+		diff      string
+		kept      string
+		discarded []string
+		testEdits int
+	}{
+		{name: "a fix alone", diff: fix, kept: fix},
+		{name: "an edit of a file the test patch touches", diff: fix + section("tests/test_clamp.py", false),
+			kept: fix, discarded: []string{"tests/test_clamp.py"}, testEdits: 1},
+		{name: "a conftest.py planted at the root", diff: section("conftest.py", true) + fix,
+			kept: fix, discarded: []string{"conftest.py"}, testEdits: 1},
+		{name: "a new test file under tests/", diff: fix + section("tests/test_fake.py", true),
+			kept: fix, discarded: []string{"tests/test_fake.py"}, testEdits: 1},
+		{name: "a test module outside test dirs", diff: section("toycalc/test_mine.py", true) + fix,
+			kept: fix, discarded: []string{"toycalc/test_mine.py"}, testEdits: 1},
+		{name: "git's own files and paths out of the tree", diff: section(".git/hooks/post-checkout", true) + fix + section("../etc/x", true),
+			kept: fix, discarded: []string{".git/hooks/post-checkout", "../etc/x"}},
+		{name: "build artefacts", diff: section("toycalc/__pycache__/arith.cpython-311.pyc", true) + fix,
+			kept: fix, discarded: []string{"toycalc/__pycache__/arith.cpython-311.pyc"}},
+		{name: "a rename into the test patch's file", diff: "diff --git a/toycalc/x.py b/tests/test_clamp.py\nsimilarity index 100%\nrename from toycalc/x.py\nrename to tests/test_clamp.py\n" + fix,
+			kept: fix, discarded: []string{"tests/test_clamp.py"}, testEdits: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept, discarded, edits := reward.FilterDiff(tc.diff, []string{"tests/test_clamp.py"})
+			require.Equal(t, tc.kept, kept)
+			if diff := cmp.Diff(tc.discarded, discarded); diff != "" {
+				t.Errorf("discarded (-want +got):\n%s", diff)
+			}
+			require.Equal(t, tc.testEdits, edits)
+		})
+	}
+}
 
 // TestFilterDiffReadsPathsAsGitDoes: every rule sees the path git apply would write,
 // whatever form the header gives it in; git's own reading of what is kept (git apply
@@ -122,10 +166,10 @@ func BenchmarkFilterDiff(b *testing.B) {
 	}
 }
 
-// FuzzFilterDiffPaths: whatever the diff, no section of what filterDiff keeps names a
+// FuzzFilterDiff: whatever the diff, no section of what filterDiff keeps names a
 // path a rule discards, read as filterDiff reads it; and git's own reading of what
 // is kept (git apply --numstat, on the seeds) agrees.
-func FuzzFilterDiffPaths(f *testing.F) {
+func FuzzFilterDiff(f *testing.F) {
 	for _, tc := range filterCases {
 		f.Add(tc.diff + keptFix)
 		f.Add(keptFix + tc.diff)

@@ -134,49 +134,6 @@ func TestGradeRepo(t *testing.T) {
 	}
 }
 
-func TestFilterDiff(t *testing.T) {
-	section := func(p string, created bool) string {
-		s := "diff --git a/" + p + " b/" + p + "\n"
-		if created {
-			return s + "new file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ b/" + p + "\n@@ -0,0 +1 @@\n+x\n"
-		}
-		return s + "index 1111111..2222222 100644\n--- a/" + p + "\n+++ b/" + p + "\n@@ -1 +1 @@\n-x\n+y\n"
-	}
-	fix := section("toycalc/arith.py", false)
-	for _, tc := range []struct {
-		name      string
-		diff      string
-		kept      string
-		discarded []string
-		testEdits int
-	}{
-		{name: "a fix alone", diff: fix, kept: fix},
-		{name: "an edit of a file the test patch touches", diff: fix + section("tests/test_clamp.py", false),
-			kept: fix, discarded: []string{"tests/test_clamp.py"}, testEdits: 1},
-		{name: "a conftest.py planted at the root", diff: section("conftest.py", true) + fix,
-			kept: fix, discarded: []string{"conftest.py"}, testEdits: 1},
-		{name: "a new test file under tests/", diff: fix + section("tests/test_fake.py", true),
-			kept: fix, discarded: []string{"tests/test_fake.py"}, testEdits: 1},
-		{name: "a test module outside test dirs", diff: section("toycalc/test_mine.py", true) + fix,
-			kept: fix, discarded: []string{"toycalc/test_mine.py"}, testEdits: 1},
-		{name: "git's own files and paths out of the tree", diff: section(".git/hooks/post-checkout", true) + fix + section("../etc/x", true),
-			kept: fix, discarded: []string{".git/hooks/post-checkout", "../etc/x"}},
-		{name: "build artefacts", diff: section("toycalc/__pycache__/arith.cpython-311.pyc", true) + fix,
-			kept: fix, discarded: []string{"toycalc/__pycache__/arith.cpython-311.pyc"}},
-		{name: "a rename into the test patch's file", diff: "diff --git a/toycalc/x.py b/tests/test_clamp.py\nsimilarity index 100%\nrename from toycalc/x.py\nrename to tests/test_clamp.py\n" + fix,
-			kept: fix, discarded: []string{"tests/test_clamp.py"}, testEdits: 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			kept, discarded, edits := reward.FilterDiff(tc.diff, []string{"tests/test_clamp.py"})
-			require.Equal(t, tc.kept, kept)
-			if diff := cmp.Diff(tc.discarded, discarded); diff != "" {
-				t.Errorf("discarded (-want +got):\n%s", diff)
-			}
-			require.Equal(t, tc.testEdits, edits)
-		})
-	}
-}
-
 func FuzzParseTestLog(f *testing.F) {
 	for _, s := range []string{"PASSED a::b\nFAILED a::c - x\n", "t (m.C) ... ok\nFAIL: t (m.C)\n", "test_x ok\n___ a.py:test_y ___\n",
 		"--- PASS: TestA (0.00s)\n", "test m::a ... ok\n", "a::b \x1b[32mPASSED\x1b[0m\n", "PASSED a::b[x y]\nFAILED a::b[x z] - m\n",
@@ -205,20 +162,6 @@ func FuzzParseTestLog(f *testing.F) {
 				require.NoError(t, err)
 				require.Equal(t, s, after[id], "%q", id)
 			}
-		}
-	})
-}
-
-func FuzzFilterDiff(f *testing.F) {
-	f.Add("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n" +
-		"diff --git a/tests/t.py b/tests/t.py\n")
-	f.Fuzz(func(t *testing.T, diff string) {
-		kept, discarded, edits := reward.FilterDiff(diff, []string{"tests/t.py"})
-		require.LessOrEqual(t, len(kept), len(diff))
-		require.LessOrEqual(t, edits, len(discarded))
-		for _, p := range tasks.PatchFiles(kept) {
-			require.NotEqual(t, "tests/t.py", p, "a test file's section was kept")
-			require.NotEqual(t, "conftest.py", p)
 		}
 	})
 }
