@@ -21,7 +21,11 @@ import (
 // DefaultImagePrefix is put before an image name that has no registry or namespace,
 // and before the names SWE-bench's convention builds for rows without an image; never
 // before a reference to an image on the local disk ("oci-layout:…", "docker-archive:…").
-const DefaultImagePrefix = "docker.io/swebench/"
+// It is SWE-bench's namespace on Docker Hub, with no registry written: package images
+// pulls a reference without a registry from Docker Hub, as docker does
+// (go-containerregistry's name.DefaultRegistry). Set [SWEConfig.ImagePrefix] to take
+// the same names from a mirror.
+const DefaultImagePrefix = "swebench/"
 
 // SWEConfig configures the repository-task loaders ([LoadSWE], [ReadSWEJSONL],
 // [LoadSWEHub]). The zero value reads SWE-bench, SWE-Gym, SWE-smith and SWE-rebench rows

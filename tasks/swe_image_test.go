@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/tasks"
@@ -39,18 +40,19 @@ func TestSWEImageReferences(t *testing.T) {
 			ref: "oci-layout:smith__layout:swesmith.x86_64.pallets__flask", want: "oci-layout:smith__layout:swesmith.x86_64.pallets__flask"},
 		{name: "SWE-smith row, docker archive: nothing rewritten", field: "image_name", smith: true,
 			ref: "docker-archive:pallets__flask.tar", want: "docker-archive:pallets__flask.tar"},
-		{name: "bare name", field: "image", ref: "sweb.eval.x86_64.flask:v1", want: "docker.io/swebench/sweb.eval.x86_64.flask:v1"},
-		{name: "bare name without tag", field: "docker_image", ref: "toy", want: "docker.io/swebench/toy"},
-		{name: "bare name with digest", field: "image", ref: "toy@" + digest, want: "docker.io/swebench/toy@" + digest},
+		{name: "bare name", field: "image", ref: "sweb.eval.x86_64.flask:v1", want: "swebench/sweb.eval.x86_64.flask:v1"},
+		{name: "bare name without tag", field: "docker_image", ref: "toy", want: "swebench/toy"},
+		{name: "bare name with digest", field: "image", ref: "toy@" + digest, want: "swebench/toy@" + digest},
 		{name: "SWE-smith bare name", field: "image_name", smith: true, ref: "swesmith.x86_64.pallets__flask.bc098406",
-			want: "docker.io/swebench/swesmith.x86_64.pallets_1776_flask.bc098406"},
+			want: "swebench/swesmith.x86_64.pallets_1776_flask.bc098406"},
 		{name: "namespace", field: "image_name", ref: "namanjain12/pandas_final:abc", want: "namanjain12/pandas_final:abc"},
-		{name: "registry", field: "image", ref: "ghcr.io/acme/widgets:1", want: "ghcr.io/acme/widgets:1"},
+		{name: "registry", field: "image", ref: "registry.example/acme/widgets:1", want: "registry.example/acme/widgets:1"},
 		{name: "registry with port", field: "image", ref: "127.0.0.1:5000/swe/toy:latest", want: "127.0.0.1:5000/swe/toy:latest"},
 		{name: "localhost registry", field: "image", ref: "localhost/toy", want: "localhost/toy"},
 		{name: "registry and digest", field: "image", ref: "registry.local:5000/x/y@" + digest,
 			want: "registry.local:5000/x/y@" + digest},
-		{name: "Docker Hub, full", field: "image", ref: "docker.io/library/ubuntu:22.04", want: "docker.io/library/ubuntu:22.04"},
+		{name: "Docker Hub, full", field: "image", ref: name.DefaultRegistry + "/library/ubuntu:22.04",
+			want: name.DefaultRegistry + "/library/ubuntu:22.04"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			over := map[string]any{tc.field: tc.ref}
@@ -77,5 +79,38 @@ func TestSWEImagePrefixNeverBeforeTransport(t *testing.T) {
 		got, err := tasks.ReadSWEJSONL(strings.NewReader(sweLine(t, map[string]any{"image": ref})), "rows.jsonl", cfg)
 		require.NoError(t, err)
 		require.Equal(t, want, got[0].Repo.Image, "reference %s", ref)
+	}
+}
+
+// TestSWEDefaultImagePrefixIsDockerHub: [tasks.DefaultImagePrefix] writes no registry,
+// yet names SWE-bench's images on Docker Hub: parsed as package images parses it
+// (strictly, then with go-containerregistry's defaults), a reference it builds is the
+// same image as the fully qualified one, on name.DefaultRegistry.
+func TestSWEDefaultImagePrefixIsDockerHub(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		over map[string]any
+		repo string // the repository on Docker Hub
+		tag  string
+	}{
+		{name: "SWE-bench's convention", over: map[string]any{"instance_id": "psf__requests-2"},
+			repo: "swebench/sweb.eval.x86_64.psf_1776_requests-2", tag: "latest"},
+		{name: "bare name", over: map[string]any{"image": "sweb.eval.x86_64.flask:v1"},
+			repo: "swebench/sweb.eval.x86_64.flask", tag: "v1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tasks.ReadSWEJSONL(strings.NewReader(sweLine(t, tc.over)), "rows.jsonl", tasks.SWEConfig{})
+			require.NoError(t, err)
+			ref := got[0].Repo.Image
+			_, err = name.ParseReference(ref, name.StrictValidation)
+			require.Error(t, err, "%s names no registry", ref)
+			r, err := name.ParseReference(ref)
+			require.NoError(t, err)
+			require.Equal(t, name.DefaultRegistry, r.Context().RegistryStr(), ref)
+			require.Equal(t, tc.repo, r.Context().RepositoryStr(), ref)
+			full, err := name.ParseReference(name.DefaultRegistry+"/"+tc.repo+":"+tc.tag, name.StrictValidation)
+			require.NoError(t, err)
+			require.Equal(t, full.Name(), r.Name())
+		})
 	}
 }

@@ -30,14 +30,14 @@ func TestLoadSWEToyTasks(t *testing.T) {
 	pytest := "python3 -m pytest --no-header -rA --tb=no -p no:cacheprovider "
 	want := []*tasks.Repo{
 		{ // FAIL_TO_PASS as SWE-bench's JSON string
-			Image: "docker.io/swebench/sweb.eval.x86_64.agentic-opd_1776_swe-toy-1:latest", Name: "agentic-opd/swe-toy",
+			Image: "swebench/sweb.eval.x86_64.agentic-opd_1776_swe-toy-1:latest", Name: "agentic-opd/swe-toy",
 			Version: "0.1", BaseCommit: toyBase, TestPatch: readPatch(t, "add.test.patch"), GoldPatch: readPatch(t, "add.gold.patch"),
 			TestCommand: pytest + "tests/test_arith.py", LogParser: "parse_log_pytest",
 			FailToPass: []string{"tests/test_arith.py::test_add"},
 			PassToPass: []string{"tests/test_arith.py::test_mul", "tests/test_arith.py::test_sub"},
 		},
 		{ // as a JSON array
-			Image: "docker.io/swebench/sweb.eval.x86_64.agentic-opd_1776_swe-toy-2:latest", Name: "agentic-opd/swe-toy",
+			Image: "swebench/sweb.eval.x86_64.agentic-opd_1776_swe-toy-2:latest", Name: "agentic-opd/swe-toy",
 			Version: "0.1", BaseCommit: toyBase, TestPatch: readPatch(t, "word_count.test.patch"),
 			GoldPatch: readPatch(t, "word_count.gold.patch"), TestCommand: pytest + "tests/test_text.py", LogParser: "parse_log_pytest",
 			FailToPass: []string{"tests/test_text.py::test_word_count_spaces"},
@@ -152,7 +152,7 @@ func TestReadSWEJSONLRowsOfOtherDatasets(t *testing.T) {
 				"PASS_TO_PASS": []string{"tests/test_c.py::test_w"},
 			},
 			want: &tasks.Repo{
-				Image: "docker.io/swebench/swesmith.x86_64.pallets_1776_flask.bc098406", Name: "pallets/flask",
+				Image: "swebench/swesmith.x86_64.pallets_1776_flask.bc098406", Name: "pallets/flask",
 				Setup: smithPatch, GoldPatch: smithPatch, GoldReversed: true,
 				HiddenFiles: []string{"tests/test_a.py", "tests/test_b.py"},
 				TestCommand: "pytest --no-header -rA --tb=no -p no:cacheprovider tests/test_a.py tests/test_b.py",
@@ -164,12 +164,12 @@ func TestReadSWEJSONLRowsOfOtherDatasets(t *testing.T) {
 		{
 			name: "SWE-rebench V2: install_config as a string, its own command and parser, unknown repository",
 			over: map[string]any{
-				"repo": "acme/widgets", "image_name": "ghcr.io/acme/widgets:1",
+				"repo": "acme/widgets", "image_name": "registry.example/acme/widgets:1",
 				"install_config": `{"test_cmd": ["make build", "pytest -rA"], "log_parser": "parse_log_pytest_v2"}`,
 				"FAIL_TO_PASS":   []string{"t.py::a"}, "version": 2.1,
 			},
 			want: &tasks.Repo{
-				Image: "ghcr.io/acme/widgets:1", WorkDir: "/widgets", Name: "acme/widgets", Version: "2.1", BaseCommit: "abc",
+				Image: "registry.example/acme/widgets:1", WorkDir: "/widgets", Name: "acme/widgets", Version: "2.1", BaseCommit: "abc",
 				TestPatch:   "diff --git a/tests/test_f.py b/tests/test_f.py\n--- a/tests/test_f.py\n+++ b/tests/test_f.py\n",
 				GoldPatch:   "diff --git a/f.py b/f.py\n",
 				TestCommand: "make build ; pytest -rA", LogParser: "parse_log_pytest_v2", FailToPass: []string{"t.py::a"},
@@ -241,7 +241,7 @@ func TestLoadSWEParquetAndHub(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "psf__requests-2", got[0].ID)
 	require.Equal(t, []string{"tests/test_f.py::c"}, got[0].Repo.FailToPass)
-	require.Equal(t, "docker.io/swebench/sweb.eval.x86_64.psf_1776_requests-2:latest", got[0].Repo.Image)
+	require.Equal(t, "swebench/sweb.eval.x86_64.psf_1776_requests-2:latest", got[0].Repo.Image)
 }
 
 func writeHarbor(t *testing.T, toml string, config any) string {
@@ -261,13 +261,13 @@ func writeHarbor(t *testing.T, toml string, config any) string {
 func TestLoadHarbor(t *testing.T) {
 	config := map[string]any{"repo": "pallets/flask", "base_commit": toyBase, "test_patch": readPatch(t, "add.test.patch"),
 		"patch": readPatch(t, "add.gold.patch"), "FAIL_TO_PASS": `["tests/test_arith.py::test_add"]`}
-	prebuilt := "version = \"1.0\"\n[verifier]\ntimeout_sec = 120.0\n[environment]\ndocker_image = \"ghcr.io/acme/toy:1\" # prebuilt\nallow_internet = false\n"
+	prebuilt := "version = \"1.0\"\n[verifier]\ntimeout_sec = 120.0\n[environment]\ndocker_image = \"registry.example/acme/toy:1\" # prebuilt\nallow_internet = false\n"
 	t.Run("prebuilt image and SWE-style data", func(t *testing.T) {
 		got, err := tasks.LoadHarbor(writeHarbor(t, prebuilt, config), tasks.SWEConfig{})
 		require.NoError(t, err)
 		require.Equal(t, "fix-add", got.ID)
 		require.Equal(t, "Fix add.\n", got.Statement)
-		require.Equal(t, "ghcr.io/acme/toy:1", got.Repo.Image)
+		require.Equal(t, "registry.example/acme/toy:1", got.Repo.Image)
 		require.Equal(t, "2m0s", got.Repo.TestTimeout.String())
 		require.False(t, got.Repo.Network)
 	})
