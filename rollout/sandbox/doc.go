@@ -345,6 +345,14 @@
 // wraps [rollout.ErrRestoreBudget], which the verifier scores as the solution's
 // fault; ctx's end stays ctx's error.
 //
+// Close removes the sandbox's directory the same way: each directory
+// opened once from its parent's descriptor (given its owner's bits first), its
+// other entries unlinked, and the removal climbs back by ".." (checked against the
+// parent's device and inode) to remove it, holding two descriptors. os.RemoveAll,
+// used before, holds one per level: a chain deeper than the process's limit on
+// descriptors failed with EMFILE (every other open of the process failing
+// meanwhile) and left the chain on disk.
+//
 // # What is contained, and what is not
 //
 // Contained: network access (no interface but loopback), writes outside the

@@ -1,6 +1,8 @@
 package sandbox_test
 
 import (
+	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -51,7 +53,7 @@ func TestQuotaWalkDeepChain(t *testing.T) {
 	f := newFactory(t, sandbox.Config{DisableWorkspaceMount: true, DiskQuota: 4 << 20})
 	require.Equal(t, sandbox.StorageWalk, f.Enforcement().Storage)
 	sb := newSandbox(t, f)
-	const depth = 10000 // os.RemoveAll, which Close uses, holds a descriptor per level
+	const depth = 10000
 	makeChain(t, sb.HostDir(), depth, 0o755)
 	bottom := onChain(t, sb.HostDir(), depth)
 	fd, err := unix.Openat(bottom, "big", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
@@ -69,6 +71,33 @@ func TestQuotaWalkDeepChain(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.DiskQuotaExceeded)
 	require.Equal(t, "hi\n", string(res.Stdout))
+}
+
+// TestCloseDeepChain: a walked workspace (on the disk of Config.BaseDir) in which
+// the agent built a chain of 99,999 directories of mode 000 is removed by Close,
+// with no error and nothing left (os.RemoveAll, which Close used, holds a
+// descriptor per level: past the process's limit it failed and left the chain).
+func TestCloseDeepChain(t *testing.T) {
+	f := newFactory(t, sandbox.Config{DisableWorkspaceMount: true})
+	require.Equal(t, sandbox.StorageWalk, f.Enforcement().Storage)
+	s, err := f.NewSandbox(t.Context())
+	require.NoError(t, err)
+	sb := s.(*sandbox.Sandbox)
+	res, err := sb.RunDetailed(t.Context(), rollout.Command{Shell: `python3 -c "
+import os
+for _ in range(99999):
+    os.mkdir('` + chainName + `')
+    os.chdir('` + chainName + `')
+    os.chmod('..', 0)
+os.chmod('.', 0)
+"`, Timeout: 5 * time.Minute})
+	require.NoError(t, err)
+	require.Zero(t, res.ExitCode, "stderr %s", res.Stderr)
+	require.False(t, res.DiskQuotaExceeded)
+	dir := filepath.Dir(sb.HostDir())
+	require.NoError(t, sb.Close())
+	_, err = os.Lstat(dir)
+	require.ErrorIs(t, err, fs.ErrNotExist, "the sandbox's directory is gone")
 }
 
 // onChain opens the directory depth levels down the chain below dir.

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -331,4 +332,145 @@ func chmodNoFollow(dir int, name string, mode uint32) error {
 		return unix.EOPNOTSUPP
 	}
 	return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), mode, 0)
+}
+
+// removeTree removes dir and everything below it by descriptors, as the walk goes:
+// each directory is opened once by name from its parent (given its owner's bits
+// first, for a directory of mode 000 when not root), its entries other than
+// directories are unlinked, and when it is empty the removal climbs back by ".."
+// (which must be the parent it left: same device and inode) and removes it. It holds
+// two descriptors at most and its work is linear in the entries at any depth, where
+// os.RemoveAll holds a descriptor per level (a chain deeper than the process's limit
+// fails with EMFILE, and meanwhile every other open of the process fails too).
+// Nothing else may change the tree meanwhile; if it does, removeTree stops with an
+// error. A directory it cannot empty is left and the first error returned.
+func removeTree(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return os.Remove(dir)
+		}
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	type frame struct {
+		name     string
+		dev, ino uint64
+		subdirs  []string
+	}
+	var first error
+	note := func(err error) {
+		if first == nil && err != nil {
+			first = err
+		}
+	}
+	buf := make([]byte, walkBufSize)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	subdirs, err := emptyDir(fd, buf)
+	note(err)
+	stack := []frame{{dev: st.Dev, ino: st.Ino, subdirs: subdirs}}
+	for {
+		top := &stack[len(stack)-1]
+		if n := len(top.subdirs); n > 0 {
+			name := top.subdirs[n-1]
+			top.subdirs = top.subdirs[:n-1]
+			_ = chmodNoFollow(fd, name, 0o700)
+			child, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == nil {
+				err = unix.Fstat(child, &st)
+				if err != nil {
+					unix.Close(child)
+				}
+			}
+			if err != nil {
+				note(err)
+				continue
+			}
+			unix.Close(fd)
+			fd = child
+			subdirs, err := emptyDir(fd, buf)
+			note(err)
+			stack = append(stack, frame{name: name, dev: st.Dev, ino: st.Ino, subdirs: subdirs})
+			continue
+		}
+		if len(stack) == 1 {
+			break
+		}
+		parent, err := unix.Openat(fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+		fd = parent
+		up := &stack[len(stack)-2]
+		if err := unix.Fstat(fd, &st); err != nil || st.Dev != up.dev || st.Ino != up.ino {
+			unix.Close(fd)
+			return fmt.Errorf("removing %s: the tree changed during the removal", dir)
+		}
+		note(unix.Unlinkat(fd, top.name, unix.AT_REMOVEDIR))
+		stack = stack[:len(stack)-1]
+	}
+	unix.Close(fd)
+	if err := os.Remove(dir); err != nil {
+		note(err)
+	}
+	if first != nil {
+		return fmt.Errorf("removing %s: %w", dir, first)
+	}
+	return nil
+}
+
+// emptyDir reads the whole directory fd, unlinks every entry that is not a
+// directory and returns the names of the directories.
+func emptyDir(fd int, buf []byte) ([]string, error) {
+	var names []string
+	var types []uint8
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			break
+		}
+		for off := 0; off+19 <= n; {
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen == 0 || off+reclen > n {
+				break
+			}
+			typ := buf[off+18]
+			name := buf[off+19 : off+reclen]
+			if i := indexNUL(name); i >= 0 {
+				name = name[:i]
+			}
+			off += reclen
+			if string(name) != "." && string(name) != ".." {
+				names, types = append(names, string(name)), append(types, typ)
+			}
+		}
+	}
+	var subdirs []string
+	var first error
+	for i, name := range names {
+		if types[i] == unix.DT_UNKNOWN {
+			var st unix.Stat_t
+			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				types[i] = unix.DT_DIR
+			}
+		}
+		if types[i] == unix.DT_DIR {
+			subdirs = append(subdirs, name)
+			continue
+		}
+		if err := unix.Unlinkat(fd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) && first == nil {
+			first = err
+		}
+	}
+	return subdirs, first
 }

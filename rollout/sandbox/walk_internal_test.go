@@ -53,43 +53,10 @@ func comb(t *testing.T, dir string, depth int, closed bool) int {
 	return 3 * depth
 }
 
-// removeTree removes what comb (or a chain) made below dir, by descriptors: down
-// the chain, then back up by "..", removing each level's entries (os.RemoveAll holds
-// a descriptor per level).
-func removeTree(t *testing.T, dir string) {
-	fd, err := unix.Open(dir, dirFlags, 0)
-	require.NoError(t, err)
-	depth := 0
-	for {
-		_ = unix.Fchmod(fd, 0o700)
-		next, err := unix.Openat(fd, "d", dirFlags, 0)
-		if err != nil {
-			break
-		}
-		unix.Close(fd)
-		fd, depth = next, depth+1
-	}
-	for ; depth >= 0; depth-- {
-		if a, err := unix.Openat(fd, "a", dirFlags, 0); err == nil {
-			_ = unix.Unlinkat(a, "f", 0)
-			unix.Close(a)
-			_ = unix.Unlinkat(fd, "a", unix.AT_REMOVEDIR)
-		}
-		_ = unix.Unlinkat(fd, "d", unix.AT_REMOVEDIR)
-		if depth == 0 {
-			break
-		}
-		up, err := unix.Openat(fd, "..", dirFlags, 0)
-		unix.Close(fd)
-		require.NoError(t, err)
-		fd = up
-	}
-	unix.Close(fd)
-}
-
 // scratch returns an empty directory for a test's tree: a tmpfs mounted for the
 // test when it runs as root (unmounting it removes the tree at once), else a
-// temporary directory whose trees removeTree removes.
+// temporary directory removed by removeTree (t.TempDir's os.RemoveAll holds a
+// descriptor per level).
 func scratch(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -97,15 +64,7 @@ func scratch(t *testing.T) string {
 		t.Cleanup(func() { require.NoError(t, unix.Unmount(dir, unix.MNT_DETACH)) })
 		return dir
 	}
-	t.Cleanup(func() {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			if e.IsDir() {
-				removeTree(t, filepath.Join(dir, e.Name()))
-			}
-		}
-		removeTree(t, dir)
-	})
+	t.Cleanup(func() { require.NoError(t, removeTree(dir)) })
 	return dir
 }
 
@@ -289,6 +248,45 @@ func TestWalkTreeChangedUnderIt(t *testing.T) {
 	// Levels 1 to 999 were given up: their "a" was never opened.
 	require.Equal(t, 2*depth-999, st.opens)
 	t.Logf("after the move: %+v", st)
+}
+
+// TestRemoveTree: removeTree removes a chain of 99,999 directories of mode 000, and
+// a comb whose every level has a directory and a file besides, holding no
+// descriptor afterwards.
+func TestRemoveTree(t *testing.T) {
+	base := scratch(t)
+	chain, combed := filepath.Join(base, "chain"), filepath.Join(base, "comb")
+	require.NoError(t, os.Mkdir(chain, 0o700))
+	require.NoError(t, os.Mkdir(combed, 0o700))
+	fd, err := unix.Open(chain, dirFlags, 0)
+	require.NoError(t, err)
+	for range MaxWorkspaceEntries - 1 {
+		require.NoError(t, unix.Mkdirat(fd, "d", 0o700))
+		next, err := unix.Openat(fd, "d", dirFlags, 0)
+		require.NoError(t, err)
+		require.NoError(t, unix.Fchmod(fd, 0))
+		unix.Close(fd)
+		fd = next
+	}
+	unix.Close(fd)
+	comb(t, combed, 30000, true)
+	require.NoError(t, unix.Chmod(combed, 0))
+
+	before := openFDs(t)
+	require.NoError(t, removeTree(chain))
+	require.NoError(t, removeTree(combed))
+	require.Equal(t, before, openFDs(t), "no descriptor left open")
+	entries, err := os.ReadDir(base)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+	require.NoError(t, removeTree(filepath.Join(base, "gone")), "a tree already gone is no error")
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(entries)
 }
 
 // TestRestoreBudget: a Restore whose walk does not end within its time bound fails
