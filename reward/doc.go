@@ -148,8 +148,9 @@
 // and a policy under RL pressure would learn to erase the groups it would lose. The
 // agent acts in its own sandbox only, so the split is by sandbox. Before anything
 // runs there, [Verify] restores its workspace ([rollout.Restorer]: chmod -R u+rwX of
-// what the agent locked; /tmp, /dev/shm and the agent's processes end with each
-// command already). Then a failure of the rollout's sandbox (the OOM killer taking
+// what the agent locked, in work linear in the tree's size; /tmp, /dev/shm and the
+// agent's processes end with each command already); a tree the restore cannot walk
+// within its budget ([rollout.ErrRestoreBudget]) is the solution's fault. Then a failure of the rollout's sandbox (the OOM killer taking
 // bubblewrap or the interpreter because a tmpfs workspace filled the sandbox's
 // memory, the storage quota killing the solution before its first message, a
 // workspace it cannot enter) is [RuleSolutionFault], C = 0.1, with

@@ -56,15 +56,19 @@ const neutralAttributes = "* !text !eol !crlf !filter !ident !diff !merge !worki
 // repositories (a directory with a .git of its own) are not taken; their paths are
 // returned. The agent's processes are gone by then: every command's processes end
 // with it (rollout.Starter), and sb's workspace is restored first when it can be
-// ([rollout.Restorer]). Failures of sb (the command could not run, git failed, the
-// diff is too large) are errSolution: the agent can cause each.
+// ([rollout.Restorer]). Failures of sb (a workspace too deep or large to restore in
+// time, the command could not run, git failed, the diff is too large) are
+// errSolution: the agent can cause each.
 func agentDiff(ctx context.Context, sb rollout.Sandbox, startCommit string, startUntracked []string, maxDiff int) (diff string, nested []string, err error) {
 	if r, ok := sb.(rollout.Restorer); ok {
 		if err := r.Restore(ctx); err != nil {
 			if ctx.Err() != nil {
 				return "", nil, ctx.Err()
 			}
-			return "", nil, errSolution{fmt.Errorf("restore the agent's sandbox: %w", err)}
+			if errors.Is(err, rollout.ErrRestoreBudget) {
+				return "", nil, errSolution{fmt.Errorf("restore the agent's sandbox: %w", err)}
+			}
+			return "", nil, fmt.Errorf("restore the agent's sandbox: %w", err)
 		}
 	}
 	script := isolatedGit + `cat >"$d/exclude"

@@ -158,7 +158,9 @@ func (v Verification) Passed() bool { return v.Correctness >= 0.8 }
 // expected output is longer than [MaxCaseOutput] gives an error.
 //
 // Before anything runs in sb, a sandbox that implements [rollout.Restorer] gets its
-// workspace restored (permissions the agent took away are given back).
+// workspace restored (permissions the agent took away are given back); a restore
+// that runs out of its budget ([rollout.ErrRestoreBudget]: a tree too deep or too
+// large to walk in time) is the solution's fault, [RuleSolutionFault].
 //
 // A task without tests gives [ErrNoTests]. A failure of the rollout's sandbox sb (it
 // could not start or run the solution: its memory or workspace full, its workspace
@@ -179,6 +181,12 @@ func Verify(ctx context.Context, sb rollout.Sandbox, tests rollout.SandboxFactor
 	start := time.Now()
 	if r, ok := sb.(rollout.Restorer); ok {
 		if err := r.Restore(ctx); err != nil {
+			if errors.Is(err, rollout.ErrRestoreBudget) && ctx.Err() == nil {
+				// What the workspace holds is the agent's doing (a tree too deep or too
+				// large to walk in time): no fresh sandbox could show otherwise.
+				return Verification{Correctness: 0.1, Rule: RuleSolutionFault, SandboxFault: true,
+					Reason: "the agent's workspace could not be restored: " + err.Error(), Duration: time.Since(start)}, nil
+			}
 			return Verification{Rule: RuleSandboxError, Reason: err.Error()}, fmt.Errorf("reward: verify %q: %w", t.ID, err)
 		}
 	}
