@@ -140,8 +140,10 @@ func FileName(x string) (name string, ok bool) {
 }
 
 // StripPrefix removes the first component of a prefixed name ("a/x/y" is "x/y"), as
-// git apply -p1 does, and cleans the rest; "" when nothing is left.
+// git apply -p1 does, repeated slashes squashed first as git squashes them, and
+// cleans the rest; "" when nothing is left.
 func StripPrefix(name string) string {
+	name = Clean(name)
 	i := strings.IndexByte(name, '/')
 	if i < 0 {
 		return ""
