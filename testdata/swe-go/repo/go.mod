@@ -1,0 +1,3 @@
+module github.com/agentic-opd/swe-go-toy
+
+go 1.19
