@@ -213,11 +213,7 @@ func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFa
 	if err != nil {
 		return v, err
 	}
-	startCommit, err := runOut(ctx, gs, git+"rev-parse --verify HEAD")
-	if err != nil {
-		return v, fmt.Errorf("grading sandbox: %w", err)
-	}
-	st, err := readStart(ctx, gs, r)
+	startCommit, st, err := readStart(ctx, gs, r)
 	if err != nil {
 		return v, fmt.Errorf("grading sandbox: %w", err)
 	}

@@ -57,71 +57,84 @@ sys.stdout.write('\n'.join(sorted(names)) + '\n')
 // task's BaseCommit (when the task names one): a row whose base commit is another
 // commit of the image's clone would be graded against another tree.
 func checkBase(ctx context.Context, sb rollout.Sandbox, r *tasks.Repo) (string, error) {
-	head, err := runOut(ctx, sb, git+"rev-parse --verify HEAD")
+	cmd := git + "rev-parse --verify HEAD"
+	if r.BaseCommit != "" {
+		cmd += " && { " + git + "rev-parse --verify --quiet " + quote(r.BaseCommit+"^{commit}") + " || echo missing; }"
+	}
+	out, err := runOut(ctx, sb, cmd)
 	if err != nil {
 		return "", fmt.Errorf("the image's repository: %w", err)
 	}
+	head, base, _ := strings.Cut(out, "\n")
 	if r.BaseCommit == "" {
 		return head, nil
 	}
-	base, err := runOut(ctx, sb, git+"rev-parse --verify --quiet "+quote(r.BaseCommit+"^{commit}"))
-	if err != nil {
+	switch base = strings.TrimSpace(base); {
+	case base == "missing" || base == "":
 		return "", fmt.Errorf("reward: the image's repository does not hold the task's base commit %s (is %s the task's image?)",
 			r.BaseCommit, r.Image)
-	}
-	if base != head {
+	case base != head:
 		return "", fmt.Errorf("reward: the image's checked-out commit is %s, not the task's base commit %s (%s): the image %s was built for another commit",
 			head, r.BaseCommit, base, r.Image)
 	}
 	return head, nil
 }
 
+// sectionSep separates the parts of one command's output: no NUL-terminated path git
+// lists is "/".
+const sectionSep = "\x00/\x00"
+
 // readStart makes git in the prepared grading sandbox ignore attributes (see
-// neutralAttributes) and reads its [startState].
-func readStart(ctx context.Context, gs rollout.Sandbox, r *tasks.Repo) (startState, error) {
+// neutralAttributes) and reads the start commit and the [startState], in one command.
+func readStart(ctx context.Context, gs rollout.Sandbox, r *tasks.Repo) (string, startState, error) {
 	var st startState
-	attrs := `set -e
+	python := false
+	switch tasks.CanonicalParser(r.LogParser) {
+	case tasks.ParserPytest, tasks.ParserDjango, tasks.ParserSympy:
+		python = true
+	}
+	script := `set -e
 p=$(` + git + `rev-parse --git-path info/attributes)
 mkdir -p "$(dirname "$p")"
 printf '%s\n' '` + neutralAttributes + `' >"$p"
+` + git + `rev-parse --verify HEAD
+printf '` + `\0/\0` + `'
+` + git + `ls-files -z -o --directory
+printf '` + `\0/\0` + `'
+` + git + `ls-files -z -- '*__init__.py'
+printf '` + `\0/\0` + `'
 `
-	if _, err := runOut(ctx, gs, attrs); err != nil {
-		return st, err
+	if python {
+		script += "for py in python3 python; do if command -v \"$py\" >/dev/null 2>&1; then \"$py\" -I -c " +
+			quote(listModules) + " || true; fi; done\n"
 	}
-	out, err := listOut(ctx, gs, git+"ls-files -z -o --directory", nil)
+	out, err := listOut(ctx, gs, script, nil)
 	if err != nil {
-		return st, err
+		return "", st, err
 	}
-	st.untracked = splitNUL(out)
-	out, err = listOut(ctx, gs, git+"ls-files -z -- '*__init__.py'", nil)
-	if err != nil {
-		return st, err
+	parts := strings.Split(string(out), sectionSep)
+	if len(parts) != 4 {
+		return "", st, fmt.Errorf("reading the start state: %d parts, want 4", len(parts))
 	}
+	start := strings.TrimSpace(parts[0])
+	st.untracked = splitNUL([]byte(parts[1]))
 	st.inits = map[string]bool{}
-	for _, p := range splitNUL(out) {
+	for _, p := range splitNUL([]byte(parts[2])) {
 		st.inits[p] = true
 	}
-	switch tasks.CanonicalParser(r.LogParser) {
-	case tasks.ParserPytest, tasks.ParserDjango, tasks.ParserSympy:
-	default:
-		return st, nil
-	}
-	cmd := "for py in python3 python; do if command -v \"$py\" >/dev/null 2>&1; then \"$py\" -I -c " +
-		quote(listModules) + " || true; fi; done"
-	out, err = listOut(ctx, gs, cmd, nil)
-	if err != nil {
-		return st, err
+	if !python {
+		return start, st, nil
 	}
 	st.modules = map[string]bool{}
-	for name := range strings.SplitSeq(string(out), "\n") {
+	for name := range strings.SplitSeq(parts[3], "\n") {
 		if name = strings.TrimSpace(name); name != "" {
 			st.modules[name] = true
 		}
 	}
 	if len(st.modules) == 0 {
-		return st, fmt.Errorf("the image's Python (python3 or python, 3.4 or later) could not list the modules it provides")
+		return "", st, fmt.Errorf("the image's Python (python3 or python, 3.4 or later) could not list the modules it provides")
 	}
-	return st, nil
+	return start, st, nil
 }
 
 // listOut runs a trusted command in the grading sandbox and returns its output (at
@@ -161,17 +174,21 @@ func splitNUL(b []byte) []string {
 // returns the paths it put back or changed and how many are test files. Nothing of the
 // agent has run in gs yet, so what is read there is what git wrote.
 func guardTree(ctx context.Context, gs rollout.Sandbox, startCommit string, st startState, testFiles []string) (discarded []string, testEdits int, err error) {
-	out, err := listOut(ctx, gs, git+"diff-index -z --name-only --no-renames HEAD --", nil)
+	out, err := listOut(ctx, gs, "set -e\n"+git+"diff-index -z --name-only --no-renames HEAD --\nprintf '\\0/\\0'\n"+
+		`f=$(mktemp); cat >"$f"; `+git+`ls-files -z -o --exclude-from="$f"`, []byte(excludePatterns(st.untracked)))
 	if err != nil {
 		return nil, 0, err
 	}
-	tracked := splitNUL(out)
-	out, err = listOut(ctx, gs, `f=$(mktemp); cat >"$f"; `+git+`ls-files -z -o --exclude-from="$f"`,
-		[]byte(excludePatterns(st.untracked)))
-	if err != nil {
-		return nil, 0, err
+	tracked, added, ok := strings.Cut(string(out), sectionSep)
+	if !ok {
+		return nil, 0, fmt.Errorf("listing the changed paths: no separator")
 	}
-	added := splitNUL(out)
+	return guardPaths(ctx, gs, startCommit, st, testFiles, splitNUL([]byte(tracked)), splitNUL([]byte(added)))
+}
+
+// guardPaths is guardTree's check of the tracked paths that changed and the paths
+// that were added.
+func guardPaths(ctx context.Context, gs rollout.Sandbox, startCommit string, st startState, testFiles, tracked, added []string) (discarded []string, testEdits int, err error) {
 	var revertTracked, revertAdded []string
 	note := func(p string, test bool) {
 		discarded = append(discarded, p)
