@@ -79,9 +79,12 @@ func (f *Factory) prepareGoCache(ctx context.Context, img *imageState) error {
 	img.env = setEnv(img.env, "GOCACHE", p)
 	if img.root.CacheDir != "" {
 		lower, err := f.warmGoCache(ctx, img, p)
+		var before failedBefore
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return err
+		case errors.As(err, &before):
+			// Said when it failed.
 		case err != nil:
 			f.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: the image's Go build cache could not be warmed: its sandboxes compile from an empty cache",
 				slog.String("image_root", img.root.Dir), slog.String("work_dir", img.workDir), slog.Any("error", err))
@@ -175,7 +178,7 @@ func (f *Factory) warmGoCache(ctx context.Context, img *imageState, gocache stri
 		return final, nil
 	}
 	if v, ok := f.goWarmErrs.Load(final); ok {
-		return "", v.(error)
+		return "", failedBefore{v.(error)}
 	}
 	lower, err := f.warmGoCacheLocked(ctx, img, gocache, final)
 	if err != nil && ctx.Err() == nil {
@@ -183,6 +186,12 @@ func (f *Factory) warmGoCache(ctx context.Context, img *imageState, gocache stri
 	}
 	return lower, err
 }
+
+// failedBefore is warmGoCache's error for a cache this factory failed to warm
+// before.
+type failedBefore struct{ err error }
+
+func (e failedBefore) Error() string { return e.err.Error() }
 
 func (f *Factory) warmGoCacheLocked(ctx context.Context, img *imageState, gocache, final string) (string, error) {
 	if err := os.MkdirAll(img.root.CacheDir, 0o700); err != nil {
