@@ -27,7 +27,7 @@ import (
 	"github.com/agentic-opd/agenticopd/judge"
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/sandboxtest"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -344,7 +344,7 @@ func processCPU() time.Duration {
 func BenchmarkOPDOverhead(b *testing.B) {
 	sim := vllmtest.NewServer(b, benchfixture.ServerOptions(2)...)
 	sim.AddFault(vllmtest.Fault{Delay: benchLatency})
-	sandboxes, err := sandbox.New(b.Context(), sandbox.Config{})
+	sandboxes, err := bwrap.New(b.Context(), bwrap.Config{})
 	if err != nil {
 		b.Skipf("the bubblewrap sandbox is not available: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/tasks"
@@ -59,7 +59,7 @@ type Config struct {
 	// SandboxFactory makes one sandbox per rollout, and one more per verification
 	// for the tests. Its sandboxes must implement [rollout.Starter] (a wrapper must
 	// forward Start), or every verification fails with [reward.ErrNoStarter]. Nil
-	// means the bubblewrap sandbox with its defaults (rollout/sandbox), created and
+	// means the bubblewrap sandbox with its defaults (rollout/sandbox/bwrap), created and
 	// probed on first use.
 	SandboxFactory rollout.SandboxFactory
 	// Images gives the root file systems of repository tasks' images ([tasks.Repo];
@@ -68,7 +68,7 @@ type Config struct {
 	// source: the default one with Images set, or one of the caller's (then Images
 	// must be nil: NewEnv refuses both). Nil with the default factory: the rollouts
 	// of repository tasks fail with an error that says so.
-	Images sandbox.RootSource
+	Images bwrap.RootSource
 	// Reward scores a verified rollout. Nil means [reward.Default] with Weights.
 	Reward reward.Reward
 	// Weights are the weights of the default reward (correctness 0.7, efficiency 0.15,
@@ -252,7 +252,7 @@ func (c Config) validate() error {
 	}
 	if c.Images != nil && c.SandboxFactory != nil {
 		return fmt.Errorf("%w: Images configures the default sandbox factory and would be ignored beside a SandboxFactory; "+
-			"give the image source to your factory (sandbox.Config.Images) and leave Images nil", ErrInvalidConfig)
+			"give the image source to your factory (bwrap.Config.Images) and leave Images nil", ErrInvalidConfig)
 	}
 	if c.EvalSplitRatio >= 1 {
 		return fmt.Errorf("%w: EvalSplitRatio is %v; want [0, 1)", ErrInvalidConfig, c.EvalSplitRatio)

@@ -23,7 +23,7 @@
 // Only [Config.Policy] is required. With a *vllm.Client (or *vllm.Pool) as the policy,
 // the same server is the teacher and the judge's model, as in the original
 // environment; a frozen teacher or another judge server is one field away. The sandbox
-// is bubblewrap ([github.com/agentic-opd/agenticopd/rollout/sandbox]); it is created
+// is bubblewrap ([github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap]); it is created
 // and probed on first use, and its error says how to install bubblewrap. Every role is
 // an interface, so users swap in their own judge, teacher, sandbox, reward or task
 // source.

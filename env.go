@@ -15,7 +15,7 @@ import (
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
@@ -249,7 +249,7 @@ func (e *Env) sandboxes(ctx context.Context) (rollout.SandboxFactory, error) {
 	if e.sb != nil {
 		return e.sb, nil
 	}
-	f, err := sandbox.New(ctx, sandbox.Config{Logger: e.cfg.Logger, Images: e.cfg.Images})
+	f, err := bwrap.New(ctx, bwrap.Config{Logger: e.cfg.Logger, Images: e.cfg.Images})
 	if err != nil {
 		return nil, fmt.Errorf("agenticopd: default sandbox: %w", err)
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -662,7 +662,7 @@ func (s *countedSandbox) Close() error {
 }
 
 func TestMaxRolloutsBoundsRolloutsAcrossGroups(t *testing.T) {
-	inner, err := sandbox.New(context.Background(), sandbox.Config{})
+	inner, err := bwrap.New(context.Background(), bwrap.Config{})
 	require.NoError(t, err)
 	for _, limit := range []int{1, 3} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/internal/benchfixture"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -160,11 +160,11 @@ func procStatus(field string) uint64 {
 // would otherwise grow with every request.
 func runLoad(ctx context.Context, d time.Duration, logf func(string, ...any)) (loadReport, error) {
 	rep := loadReport{fdsStart: openFDs(), procsStart: descendants(), goroutinesStart: runtime.NumGoroutine()}
-	bwrap, err := sandbox.New(ctx, sandbox.Config{})
+	f, err := bwrap.New(ctx, bwrap.Config{})
 	if err != nil {
 		return rep, fmt.Errorf("the bubblewrap sandbox is not available: %w", err)
 	}
-	sandboxes := &openSandboxes{SandboxFactory: bwrap}
+	sandboxes := &openSandboxes{SandboxFactory: f}
 	sim, err := vllmtest.Start(benchfixture.ServerOptions(2)...)
 	if err != nil {
 		return rep, err

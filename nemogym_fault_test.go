@@ -19,14 +19,14 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/nemogym"
 	"github.com/agentic-opd/agenticopd/nemogym/nemogymtest"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
 // rigWithSandboxes is a rig whose sandboxes are counted.
 func rigWithSandboxes(t *testing.T, srvMod func(*nemogym.Config)) (*nemoGymRig, *countingSandboxes) {
 	t.Helper()
-	inner, err := sandbox.New(context.Background(), sandbox.Config{})
+	inner, err := bwrap.New(context.Background(), bwrap.Config{})
 	require.NoError(t, err)
 	sbs := &countingSandboxes{inner: inner}
 	rig := newNemoGymRig(t, func(c *agenticopd.Config) { c.SandboxFactory = sbs }, srvMod)

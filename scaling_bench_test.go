@@ -13,7 +13,7 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/internal/benchfixture"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/sandboxtest"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -80,7 +80,7 @@ func BenchmarkThroughputScaling(b *testing.B) {
 			var sandboxes rollout.SandboxFactory = sandboxtest.New(sandboxtest.Config{Latency: sandboxLatency, Exec: benchfixture.Exec})
 			task, metric := benchfixture.UnverifiedTask(), "scaling-efficiency-64"
 			if kind == "bwrap" {
-				f, err := sandbox.New(b.Context(), sandbox.Config{})
+				f, err := bwrap.New(b.Context(), bwrap.Config{})
 				if err != nil {
 					b.Skipf("the bubblewrap sandbox is not available: %v", err)
 				}

@@ -15,7 +15,7 @@ import (
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -95,7 +95,7 @@ func TestCollectGroupRolloutCannotVetoItsGroup(t *testing.T) {
 	fault := verdict{reward.RuleSolutionFault, 0.1}
 	cases := []struct {
 		name   string
-		limits sandbox.Config
+		limits bwrap.Config
 		plans  []string
 		want   []verdict
 		faults float64 // env/solution_sandbox_faults: the rollout's sandbox could not run the solution
@@ -103,7 +103,7 @@ func TestCollectGroupRolloutCannotVetoItsGroup(t *testing.T) {
 		{
 			// The workspace can hold more than the sandbox's memory.
 			name:   "memory, tmp, chmod",
-			limits: sandbox.Config{Limits: sandbox.Limits{Memory: 32 << 20}, DiskQuota: 64 << 20},
+			limits: bwrap.Config{Limits: bwrap.Limits{Memory: 32 << 20}, DiskQuota: 64 << 20},
 			plans:  []string{"honest", "memory", "tmp", "chmod"},
 			want:   []verdict{passed, fault, passed, passed},
 			faults: 1,
@@ -111,7 +111,7 @@ func TestCollectGroupRolloutCannotVetoItsGroup(t *testing.T) {
 		{
 			// The memory can hold the full workspace and an interpreter.
 			name:   "quota",
-			limits: sandbox.Config{Limits: sandbox.Limits{Memory: 96 << 20}, DiskQuota: 48 << 20},
+			limits: bwrap.Config{Limits: bwrap.Limits{Memory: 96 << 20}, DiskQuota: 48 << 20},
 			plans:  []string{"honest", "quota"},
 			want:   []verdict{passed, fault},
 		},
@@ -120,7 +120,7 @@ func TestCollectGroupRolloutCannotVetoItsGroup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sab := &saboteur{task: task, plans: tc.plans}
 			sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(sab.turn))
-			sb, err := sandbox.New(t.Context(), tc.limits)
+			sb, err := bwrap.New(t.Context(), tc.limits)
 			require.NoError(t, err)
 			env, err := agenticopd.NewEnv(agenticopd.Config{
 				Policy: sim.Client(), GroupSize: len(tc.plans), MaxRollouts: len(tc.plans),
@@ -172,7 +172,7 @@ func TestCollectGroupInfrastructureFailureFailsTheGroup(t *testing.T) {
 	task := tasks.Builtin()[0]
 	sab := &saboteur{task: task, plans: []string{"honest"}}
 	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(sab.turn))
-	sb, err := sandbox.New(t.Context(), sandbox.Config{})
+	sb, err := bwrap.New(t.Context(), bwrap.Config{})
 	require.NoError(t, err)
 	f := &failingAfter{SandboxFactory: sb}
 	f.n.Store(1) // the rollout's sandbox, not the tests'

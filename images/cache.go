@@ -19,7 +19,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 )
 
 // Defaults of [CacheConfig].
@@ -55,8 +55,8 @@ type CacheConfig struct {
 	Transport http.RoundTripper
 	// UID and GID own the unpacked trees when the process runs as root: the sandbox's
 	// uid, so that it can read every file of the image (an image's 0600 and 0700
-	// entries stay readable by their owner). Zero means [sandbox.DefaultUID] and
-	// [sandbox.DefaultGID], the sandbox's own defaults. Without root the trees belong
+	// entries stay readable by their owner). Zero means [bwrap.DefaultUID] and
+	// [bwrap.DefaultGID], the sandbox's own defaults. Without root the trees belong
 	// to the process's uid, which is also the sandbox's.
 	UID, GID int
 }
@@ -72,7 +72,7 @@ type Stats struct {
 }
 
 // Cache unpacks images into a content-addressed cache on disk and hands out their
-// roots. It implements [sandbox.RootSource]. A Cache is safe for concurrent use,
+// roots. It implements [bwrap.RootSource]. A Cache is safe for concurrent use,
 // and several processes may share its directory.
 type Cache struct {
 	dir       string
@@ -150,10 +150,10 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 		return nil, errors.New("images: UID and GID must not be negative")
 	}
 	if c.uid == 0 {
-		c.uid = sandbox.DefaultUID
+		c.uid = bwrap.DefaultUID
 	}
 	if c.gid == 0 {
-		c.gid = sandbox.DefaultGID
+		c.gid = bwrap.DefaultGID
 	}
 	c.chown = os.Geteuid() == 0
 	return c, nil
@@ -174,9 +174,9 @@ func (c *Cache) Stats() Stats {
 // request); later calls, while the image stays on disk, make no request at all.
 // The caller calls the root's Release once when no sandbox uses it any longer;
 // until then no process evicts it.
-func (c *Cache) Root(ctx context.Context, ref string) (sandbox.ImageRoot, error) {
+func (c *Cache) Root(ctx context.Context, ref string) (bwrap.ImageRoot, error) {
 	if err := c.ensureDir(); err != nil {
-		return sandbox.ImageRoot{}, err
+		return bwrap.ImageRoot{}, err
 	}
 	c.mu.Lock()
 	key := c.resolved[ref]
@@ -187,22 +187,22 @@ func (c *Cache) Root(ctx context.Context, ref string) (sandbox.ImageRoot, error)
 			return c.rootOf(e, key), nil
 		}
 		if !errors.Is(err, errNotOnDisk) {
-			return sandbox.ImageRoot{}, err
+			return bwrap.ImageRoot{}, err
 		}
 		// Evicted since: resolve the reference again.
 	}
 	img, err := c.open(ctx, ref)
 	if err != nil {
-		return sandbox.ImageRoot{}, err
+		return bwrap.ImageRoot{}, err
 	}
 	id, err := img.ConfigName()
 	if err != nil {
-		return sandbox.ImageRoot{}, fmt.Errorf("images: %s: config digest: %w", ref, err)
+		return bwrap.ImageRoot{}, fmt.Errorf("images: %s: config digest: %w", ref, err)
 	}
 	key = id.Hex
 	e, err := c.acquire(ctx, key, ref, img)
 	if err != nil {
-		return sandbox.ImageRoot{}, err
+		return bwrap.ImageRoot{}, err
 	}
 	c.mu.Lock()
 	c.resolved[ref] = key
@@ -215,9 +215,9 @@ func (c *Cache) Root(ctx context.Context, ref string) (sandbox.ImageRoot, error)
 var errNotOnDisk = errors.New("images: not on disk")
 
 // rootOf is the ImageRoot of entry e, whose Release drops one reference to it.
-func (c *Cache) rootOf(e *entry, key string) sandbox.ImageRoot {
+func (c *Cache) rootOf(e *entry, key string) bwrap.ImageRoot {
 	var once sync.Once
-	return sandbox.ImageRoot{
+	return bwrap.ImageRoot{
 		Dir:        filepath.Join(e.dir, "rootfs"),
 		Env:        append([]string(nil), e.meta.Env...),
 		WorkingDir: e.meta.WorkingDir,

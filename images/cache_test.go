@@ -25,10 +25,10 @@ import (
 
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 )
 
-var _ sandbox.RootSource = (*images.Cache)(nil)
+var _ bwrap.RootSource = (*images.Cache)(nil)
 
 // TestRootFromRegistry pulls an image of two directory layers over HTTP, by tag and
 // by digest: the second Root is served from the cache, and the config comes back.
@@ -96,10 +96,10 @@ func TestRootFromRegistry(t *testing.T) {
 	require.True(t, os.SameFile(a, b), "a hard link of the image stays a hard link")
 	if os.Geteuid() == 0 {
 		st := a.Sys().(*syscall.Stat_t)
-		require.Equal(t, uint32(sandbox.DefaultUID), st.Uid, "the tree belongs to the sandbox uid")
+		require.Equal(t, uint32(bwrap.DefaultUID), st.Uid, "the tree belongs to the sandbox uid")
 		fi, err := os.Stat(filepath.Join(r.Dir, "etc", "secret"))
 		require.NoError(t, err)
-		require.Equal(t, uint32(sandbox.DefaultUID), fi.Sys().(*syscall.Stat_t).Uid)
+		require.Equal(t, uint32(bwrap.DefaultUID), fi.Sys().(*syscall.Stat_t).Uid)
 		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "its owner, the sandbox uid, reads a 0600 file")
 	}
 	require.Equal(t, images.Stats{Unpacks: 1}, c.Stats())
@@ -256,7 +256,7 @@ func TestConcurrentRoots(t *testing.T) {
 	ref := layoutRef(t, bigImage(t, 500, 1000, "cc"))
 	c := newCache(t, images.CacheConfig{MaxBytes: 1}) // anything not in use is evicted
 	const n = 8
-	roots := make([]sandbox.ImageRoot, n)
+	roots := make([]bwrap.ImageRoot, n)
 	var g errgroup.Group
 	for i := range roots {
 		g.Go(func() error {

@@ -1,8 +1,8 @@
 // Package images gives a sandbox the root filesystem of an OCI or Docker image,
 // without a container daemon: a [Cache] pulls the image through
 // github.com/google/go-containerregistry, unpacks it once into a content-addressed
-// cache on disk, and hands out its root as a [sandbox.ImageRoot] (it implements
-// [sandbox.RootSource], which the bubblewrap sandbox takes in its Config.Images).
+// cache on disk, and hands out its root as a [bwrap.ImageRoot] (it implements
+// [bwrap.RootSource], which the bubblewrap sandbox takes in its Config.Images).
 //
 //	c, err := images.NewCache(images.CacheConfig{}) // no I/O yet
 //	r, err := c.Root(ctx, "registry.example/swe/django:v1")
@@ -105,7 +105,7 @@
 //
 // Ownership: when the process runs as root, the whole tree belongs to
 // CacheConfig.UID:GID, the sandbox's uid (65534, nobody, by default, as
-// sandbox.Config's), so that the code in the sandbox reads every file of its image
+// bwrap.Config's), so that the code in the sandbox reads every file of its image
 // as the image's user would, /root/.bashrc and 0600 files included; every file is
 // at least readable, and every directory searchable and writable, by its owner
 // (the tree is mounted read-only, so write bits do not let the sandbox write).

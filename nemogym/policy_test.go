@@ -17,7 +17,7 @@ import (
 	"github.com/agentic-opd/agenticopd/nemogym"
 	"github.com/agentic-opd/agenticopd/nemogym/nemogymtest"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/sampling"
 	"github.com/agentic-opd/agenticopd/vllm"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -56,7 +56,7 @@ func newRig(t *testing.T, mc func(*nemogymtest.ModelConfig), agentSampling sampl
 	t.Cleanup(policy.CloseIdleConnections)
 	agent, err := rollout.NewAgent(policy, rollout.Config{MaxTurns: 4, Sampling: agentSampling})
 	require.NoError(t, err)
-	f, err := sandbox.New(context.Background(), sandbox.Config{})
+	f, err := bwrap.New(context.Background(), bwrap.Config{})
 	require.NoError(t, err)
 	sb, err := f.NewSandbox(context.Background())
 	require.NoError(t, err)

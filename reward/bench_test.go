@@ -10,7 +10,7 @@ import (
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -42,7 +42,7 @@ func BenchmarkVerify(b *testing.B) {
 // of sandboxed processes is not reported: they are reaped inside their pid namespace.)
 func BenchmarkVerifyBubblewrap(b *testing.B) {
 	ctx := context.Background()
-	f, err := sandbox.New(ctx, sandbox.Config{})
+	f, err := bwrap.New(ctx, bwrap.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func BenchmarkVerifyCalls(b *testing.B) {
 	const calls = 2000
 	task := tasks.Task{ID: "calls", TestCode: fmt.Sprintf("from solution import f\nfor i in range(%d):\n    assert f(i, [i]) == [i + 1]\nprint('passed')\n", calls)}
 	ctx := context.Background()
-	f, err := sandbox.New(ctx, sandbox.Config{})
+	f, err := bwrap.New(ctx, bwrap.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func BenchmarkVerifyCalls(b *testing.B) {
 // Python start-up included, which is nearly all of it).
 func BenchmarkVerifyCases(b *testing.B) {
 	ctx := context.Background()
-	f, err := sandbox.New(ctx, sandbox.Config{})
+	f, err := bwrap.New(ctx, bwrap.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

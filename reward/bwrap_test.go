@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -52,7 +52,7 @@ func TestVerifyInBubblewrapReportsSandboxTruncation(t *testing.T) {
 }
 
 func TestVerifyWithTheUnconfinedSandbox(t *testing.T) {
-	f, err := sandbox.New(context.Background(), sandbox.Config{Unconfined: true})
+	f, err := bwrap.New(context.Background(), bwrap.Config{Unconfined: true})
 	require.NoError(t, err)
 	task := tasks.Builtin()[5]
 	v := verifyWork(t, f, task, agentWork{"solution.py": task.ReferenceSolution})
@@ -65,7 +65,7 @@ func TestVerifyWithTheUnconfinedSandbox(t *testing.T) {
 // over the relay's pipes is not output the sandbox caps: a conversation many times the
 // hard output cap still verifies a correct solution at 1.0, and a wrong one fails.
 func TestVerifyConversationIsNotOutput(t *testing.T) {
-	f, err := sandbox.New(context.Background(), sandbox.Config{OutputLimit: 256 << 10, KillOutputLimit: 1 << 20})
+	f, err := bwrap.New(context.Background(), bwrap.Config{OutputLimit: 256 << 10, KillOutputLimit: 1 << 20})
 	require.NoError(t, err)
 	task := tasks.Task{ID: "chatty", TestCode: "from solution import f\nxs = 'x' * (64 << 10)\n" +
 		"for i in range(64):\n    assert f(xs) == len(xs) + i\nprint('All tests passed!')\n"}

@@ -131,7 +131,7 @@
 // # Sandboxes
 //
 // Both sandboxes must implement [rollout.Starter], which the bubblewrap and the
-// unconfined sandbox of package rollout/sandbox do. [Verify] never falls back to
+// unconfined sandbox of package rollout/sandbox/bwrap do. [Verify] never falls back to
 // running the tests in the solution's process: a sandbox without Start gives an error
 // wrapping [ErrNoStarter] and correctness 0 ([RuleSandboxError]), and the Env counts
 // the rollout as failed instead of training on it. A wrapper around a sandbox must
@@ -202,7 +202,7 @@
 // place come back as in one process, a test that computes its expected value from an
 // argument after the call (f(xs) == sorted(xs)) can be met by a solution that changes
 // the argument; a test that fixes the expected value first (want = sorted(xs)) cannot.
-// The conversation itself is not output: the sandbox of package rollout/sandbox
+// The conversation itself is not output: the sandbox of package rollout/sandbox/bwrap
 // caps what a process writes to standard error, not what the relay reads from its
 // pipe, so tests may make any number of calls; each message is bounded by
 // [MaxMessage]. An argument the tests pass is a copy in the solution process: a test that checks

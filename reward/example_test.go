@@ -6,7 +6,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/reward"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -34,7 +34,7 @@ func ExampleDefault() {
 
 func ExampleVerify() {
 	ctx := context.Background()
-	factory, err := sandbox.New(ctx, sandbox.Config{}) // bubblewrap, probed once
+	factory, err := bwrap.New(ctx, bwrap.Config{}) // bubblewrap, probed once
 	if err != nil {
 		panic(err)
 	}

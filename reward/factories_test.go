@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 )
 
 // factories are the sandboxes the verifier is tested with: the library's bubblewrap
@@ -21,8 +21,8 @@ var factories = []struct {
 	{"dir", func(t *testing.T) rollout.SandboxFactory { return dirFactory{t} }},
 }
 
-var bwrapFactory = sync.OnceValues(func() (*sandbox.Factory, error) {
-	return sandbox.New(context.Background(), sandbox.Config{})
+var bwrapFactory = sync.OnceValues(func() (*bwrap.Factory, error) {
+	return bwrap.New(context.Background(), bwrap.Config{})
 })
 
 // bwrapSandboxes returns the factory of bubblewrap sandboxes, the library's default.

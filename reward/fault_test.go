@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -55,7 +55,7 @@ func fillMemory(t *testing.T, sb rollout.Sandbox) {
 	t.Helper()
 	hits := 0
 	for i := 0; i < 80 && hits < 3; i++ {
-		res, err := sb.(*sandbox.Sandbox).RunDetailed(t.Context(), rollout.Command{Shell: "head -c 1000000 /dev/zero >> fill", Timeout: 20 * time.Second})
+		res, err := sb.(*bwrap.Sandbox).RunDetailed(t.Context(), rollout.Command{Shell: "head -c 1000000 /dev/zero >> fill", Timeout: 20 * time.Second})
 		require.NoError(t, err)
 		if res.MemoryLimitHit {
 			hits++
@@ -75,11 +75,11 @@ func fillMemory(t *testing.T, sb rollout.Sandbox) {
 // longer make sandboxes, shown by the control run) stay errors.
 func TestVerifySolutionBreaksItsSandbox(t *testing.T) {
 	task := tasks.Builtin()[0]
-	small, err := sandbox.New(t.Context(), sandbox.Config{Limits: sandbox.Limits{Memory: 32 << 20}, DiskQuota: 64 << 20})
+	small, err := bwrap.New(t.Context(), bwrap.Config{Limits: bwrap.Limits{Memory: 32 << 20}, DiskQuota: 64 << 20})
 	require.NoError(t, err)
-	walked, err := sandbox.New(t.Context(), sandbox.Config{DisableWorkspaceMount: true, DiskQuota: 8 << 20})
+	walked, err := bwrap.New(t.Context(), bwrap.Config{DisableWorkspaceMount: true, DiskQuota: 8 << 20})
 	require.NoError(t, err)
-	full, err := sandbox.New(t.Context(), sandbox.Config{DiskQuota: 8 << 20})
+	full, err := bwrap.New(t.Context(), bwrap.Config{DiskQuota: 8 << 20})
 	require.NoError(t, err)
 	std := bwrapSandboxes(t)
 	fault := func(v reward.Verification) reward.Verification {

@@ -18,7 +18,7 @@ import (
 	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -50,14 +50,14 @@ func newGoFactory(t testing.TB, cold bool) *goFactory {
 	ref := imagestest.SWEGoRef(t)
 	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
-	var src sandbox.RootSource = cache
+	var src bwrap.RootSource = cache
 	if cold {
 		src = noCacheDir{cache}
 	}
 	// The go command reserves more address space than RLIMIT_AS's default of 1 GiB
 	// lets it: about one grading in ten aborts (runtime/cgo: pthread_create failed)
 	// when a thread's stack cannot be mapped. The cgroup still holds memory to 1 GiB.
-	f, err := sandbox.New(context.Background(), sandbox.Config{Images: src, Limits: sandbox.Limits{AddressSpace: goAddressSpace}})
+	f, err := bwrap.New(context.Background(), bwrap.Config{Images: src, Limits: bwrap.Limits{AddressSpace: goAddressSpace}})
 	require.NoError(t, err)
 	return &goFactory{sf: f, ref: ref, cache: cache}
 }
@@ -69,7 +69,7 @@ func (g *goFactory) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
 // noCacheDir hands out an image cache's roots without their CacheDir.
 type noCacheDir struct{ c *images.Cache }
 
-func (n noCacheDir) Root(ctx context.Context, ref string) (sandbox.ImageRoot, error) {
+func (n noCacheDir) Root(ctx context.Context, ref string) (bwrap.ImageRoot, error) {
 	r, err := n.c.Root(ctx, ref)
 	r.CacheDir = ""
 	return r, err

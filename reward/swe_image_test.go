@@ -18,7 +18,7 @@ import (
 	"github.com/agentic-opd/agenticopd/internal/testimage"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -43,10 +43,10 @@ func toyFactoryFor(t testingT, ref string) rollout.SandboxFactory {
 	t.Helper()
 	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
-	f, err := sandbox.New(context.Background(), sandbox.Config{Images: cache})
+	f, err := bwrap.New(context.Background(), bwrap.Config{Images: cache})
 	require.NoError(t, err)
 	sf, ok := any(f).(rollout.SpecFactory)
-	require.True(t, ok, "sandbox.Factory does not implement rollout.SpecFactory")
+	require.True(t, ok, "bwrap.Factory does not implement rollout.SpecFactory")
 	return rollout.SandboxFactoryFunc(func(ctx context.Context) (rollout.Sandbox, error) {
 		return sf.NewSandboxFor(ctx, rollout.SandboxSpec{Image: ref, WorkDir: tasks.DefaultWorkDir})
 	})
@@ -288,7 +288,7 @@ func TestVerifyRepoImageWithUntrackedFiles(t *testing.T) {
 	ref := imagestest.Push(t, reg, "swe/untracked", imagestest.SWEConfig(), testimage.Root(t), layer, extra)
 	cache, err := images.NewCache(images.CacheConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
-	f, err := sandbox.New(context.Background(), sandbox.Config{Images: cache})
+	f, err := bwrap.New(context.Background(), bwrap.Config{Images: cache})
 	require.NoError(t, err)
 	fresh := rollout.SandboxFactoryFunc(func(ctx context.Context) (rollout.Sandbox, error) {
 		return f.NewSandboxFor(ctx, rollout.SandboxSpec{Image: ref, WorkDir: tasks.DefaultWorkDir})

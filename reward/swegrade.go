@@ -16,7 +16,7 @@ const (
 	// longer one is not parsed at all ([RuleLogTooLong]).
 	maxLog = 8 << 20
 	// logChunk is how much of it one command reads: under the sandbox's default
-	// output cap (rollout/sandbox.DefaultOutputLimit).
+	// output cap (rollout/bwrap.DefaultOutputLimit).
 	logChunk = 48 << 10
 )
 

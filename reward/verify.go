@@ -40,7 +40,7 @@ var (
 	// talk to does not implement [rollout.Starter]: such a sandbox cannot run the
 	// tests apart from the solution, and nothing is scored (C = 0).
 	ErrNoStarter = errors.New("reward: the sandbox does not implement rollout.Starter, which verification needs; " +
-		"use the sandbox of package rollout/sandbox, or forward Start in a wrapper")
+		"use the sandbox of package rollout/sandbox/bwrap, or forward Start in a wrapper")
 )
 
 // Rule names the row of the correctness table that decided a [Verification].

@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -17,7 +17,7 @@ import (
 // rollout sandbox; every verification makes its own test sandbox), and reports
 // canonical verifications per second of wall time.
 func BenchmarkVerifyThroughput(b *testing.B) {
-	f, err := sandbox.New(b.Context(), sandbox.Config{})
+	f, err := bwrap.New(b.Context(), bwrap.Config{})
 	if err != nil {
 		b.Skipf("the bubblewrap sandbox is not available: %v", err)
 	}

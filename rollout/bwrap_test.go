@@ -7,14 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 )
 
 // TestAgentInBubblewrapSandbox runs the fix loop in the real sandbox: the model's code
 // runs confined, and the file tools go through the sandbox's os.Root.
 func TestAgentInBubblewrapSandbox(t *testing.T) {
 	ctx := context.Background()
-	f, err := sandbox.New(ctx, sandbox.Config{})
+	f, err := bwrap.New(ctx, bwrap.Config{})
 	require.NoError(t, err, "bubblewrap and /usr/bin/python3 are required (.ci/run installs them)")
 	sb, err := f.NewSandbox(ctx)
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestAgentInBubblewrapSandbox(t *testing.T) {
 // the workspace is refused by the file tools.
 func TestToolsTakeWorkspacePathsInBubblewrap(t *testing.T) {
 	ctx := context.Background()
-	f, err := sandbox.New(ctx, sandbox.Config{})
+	f, err := bwrap.New(ctx, bwrap.Config{})
 	require.NoError(t, err, "bubblewrap and /usr/bin/python3 are required (.ci/run installs them)")
 	sb, err := f.NewSandbox(ctx)
 	require.NoError(t, err)

@@ -4,7 +4,7 @@
 //   - [Policy]: the inference engine (server-side chat template, generation from ids).
 //   - [Sandbox] and [SandboxFactory]: the confined workspace a rollout's commands run in.
 //     The bubblewrap implementation lives in package
-//     [github.com/agentic-opd/agenticopd/rollout/sandbox]; package
+//     [github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap]; package
 //     [github.com/agentic-opd/agenticopd/rollout/rollouttest] checks any
 //     implementation against the contract. [Starter] is the optional streaming start
 //     ([Process]: stdin and stdout pipes) that the verifier of package reward needs;

@@ -6,7 +6,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -28,7 +28,7 @@ func ExampleAgent_Run() {
 	}
 	defer srv.Close()
 
-	sandboxes, err := sandbox.New(ctx, sandbox.Config{})
+	sandboxes, err := bwrap.New(ctx, bwrap.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -56,7 +56,7 @@ type SandboxSpec struct {
 // it cannot give) returns an error and no sandbox; it never makes a sandbox that
 // ignores part of the spec. Implementations must be safe for concurrent use; the
 // caller closes each sandbox. The bubblewrap implementation is
-// [github.com/agentic-opd/agenticopd/rollout/sandbox.Factory]; a backend that runs
+// [github.com/agentic-opd/agenticopd/rollout/bwrap.Factory]; a backend that runs
 // the same images elsewhere (a Kubernetes pod per sandbox) implements the same
 // interface.
 type SpecFactory interface {

@@ -21,7 +21,7 @@ import (
 	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/report"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -204,7 +204,7 @@ func TestQuickstartRefusesARealModelWithoutBubblewrap(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"-out", dir, "-vllm-url", srv.URL}, &out)
-	require.ErrorIs(t, err, sandbox.ErrBwrapNotFound)
+	require.ErrorIs(t, err, bwrap.ErrBwrapNotFound)
 	assert.Contains(t, err.Error(), "apt-get install -y --no-install-recommends bubblewrap")
 	assert.NotContains(t, out.String(), "UNCONFINED")
 	assert.Zero(t, srv.RequestCount("/v1/completions"), "no rollout started")

@@ -35,7 +35,7 @@ import (
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f, err := sandbox.New(ctx, sandbox.Config{Images: cache})
+	f, err := bwrap.New(ctx, bwrap.Config{Images: cache})
 	if err != nil {
 		return fmt.Errorf("the tasks' code runs only in the bubblewrap sandbox: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/agentic-opd/agenticopd/internal/benchfixture"
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/sandboxtest"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -90,7 +90,7 @@ func TestRealSandboxSameTrajectory(t *testing.T) {
 		require.NoError(t, err)
 		return traj
 	}
-	real, err := sandbox.New(t.Context(), sandbox.Config{})
+	real, err := bwrap.New(t.Context(), bwrap.Config{})
 	if err != nil {
 		t.Skipf("the bubblewrap sandbox is not available here: %v", err)
 	}

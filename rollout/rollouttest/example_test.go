@@ -5,13 +5,13 @@ import (
 	"fmt"
 
 	"github.com/agentic-opd/agenticopd/rollout/rollouttest"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 )
 
 // TestSandbox checks a sandbox against the Sandbox contract: here the bubblewrap one.
 func ExampleTestSandbox() {
 	ctx := context.Background()
-	f, err := sandbox.New(ctx, sandbox.Config{})
+	f, err := bwrap.New(ctx, bwrap.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return

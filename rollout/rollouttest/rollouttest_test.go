@@ -11,21 +11,21 @@ import (
 
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/rollout/rollouttest"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 )
 
-func newSandbox(t *testing.T, cfg sandbox.Config) *sandbox.Sandbox {
+func newSandbox(t *testing.T, cfg bwrap.Config) *bwrap.Sandbox {
 	t.Helper()
-	f, err := sandbox.New(context.Background(), cfg)
+	f, err := bwrap.New(context.Background(), cfg)
 	require.NoError(t, err)
 	sb, err := f.NewSandbox(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
-	return sb.(*sandbox.Sandbox)
+	return sb.(*bwrap.Sandbox)
 }
 
 func TestRunBubblewrap(t *testing.T) {
-	rollouttest.Run(t, func(t *testing.T) rollout.Sandbox { return newSandbox(t, sandbox.Config{}) })
+	rollouttest.Run(t, func(t *testing.T) rollout.Sandbox { return newSandbox(t, bwrap.Config{}) })
 }
 
 func TestRunUnconfined(t *testing.T) {
@@ -33,7 +33,7 @@ func TestRunUnconfined(t *testing.T) {
 }
 
 // naive reads files by host path, following ".." and symlinks out of the workspace.
-type naive struct{ *sandbox.Sandbox }
+type naive struct{ *bwrap.Sandbox }
 
 func (n naive) ReadFile(name string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(n.HostDir(), name))
@@ -58,13 +58,13 @@ func TestSandboxPasses(t *testing.T) {
 // unconfined sandbox counts every process of its uid on the host, and bubblewrap
 // sandboxes of tests running in parallel (other packages included) run as the default
 // uid.
-func unconfined() sandbox.Config {
-	return sandbox.Config{Unconfined: true, UID: 65533, GID: 65533}
+func unconfined() bwrap.Config {
+	return bwrap.Config{Unconfined: true, UID: 65533, GID: 65533}
 }
 
 // reopening answers Run after Close as if nothing happened.
 type reopening struct {
-	*sandbox.Sandbox
+	*bwrap.Sandbox
 	closed atomic.Bool
 }
 
@@ -83,7 +83,7 @@ func TestSandboxFindsRunAfterClose(t *testing.T) {
 }
 
 // stdinDropper starts commands after silently dropping Command.Stdin.
-type stdinDropper struct{ *sandbox.Sandbox }
+type stdinDropper struct{ *bwrap.Sandbox }
 
 func (s stdinDropper) Start(ctx context.Context, c rollout.Command) (rollout.Process, error) {
 	c.Stdin = nil
@@ -91,6 +91,6 @@ func (s stdinDropper) Start(ctx context.Context, c rollout.Command) (rollout.Pro
 }
 
 func TestSandboxFindsABrokenStarter(t *testing.T) {
-	err := rollouttest.TestSandbox(context.Background(), stdinDropper{newSandbox(t, sandbox.Config{})})
+	err := rollouttest.TestSandbox(context.Background(), stdinDropper{newSandbox(t, bwrap.Config{})})
 	require.ErrorContains(t, err, "Start accepted Command.Stdin")
 }

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
@@ -125,13 +125,13 @@ func CheckTopK(ctx context.Context, teacher *vllm.Client, flag string, k int) er
 }
 
 // EnforcementAttrs describes how f holds a rollout's limits, for a start-up log line.
-func EnforcementAttrs(f *sandbox.Factory) []any {
+func EnforcementAttrs(f *bwrap.Factory) []any {
 	if f.Unconfined() {
 		return []any{"sandbox", "UNCONFINED (scripted commands only)"}
 	}
 	e := f.Enforcement()
 	cg := string(e.Cgroup)
-	if cg == "" || e.Cgroup == sandbox.CgroupNone {
+	if cg == "" || e.Cgroup == bwrap.CgroupNone {
 		cg = "none: limits per process only (" + e.CgroupMissing + ")"
 	}
 	return []any{"sandbox", "bubblewrap", "sandbox_cgroup", cg, "sandbox_storage", string(e.Storage)}

@@ -17,7 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 )
 
 // Main runs run with a context that ends on SIGINT or SIGTERM, the command-line
@@ -93,8 +93,8 @@ func AtLeast(name string, v, lo int) error {
 // Python and BwrapPath are the interpreter and the bubblewrap binary [Sandbox] looks
 // for (the sandbox package's defaults); tests point them at missing files.
 var (
-	Python    = sandbox.DefaultPython    // the Python interpreter inside the sandbox
-	BwrapPath = sandbox.DefaultBwrapPath // the bubblewrap binary
+	Python    = bwrap.DefaultPython    // the Python interpreter inside the sandbox
+	BwrapPath = bwrap.DefaultBwrapPath // the bubblewrap binary
 )
 
 // sudo is the prefix of an install command: none for root.
@@ -117,30 +117,30 @@ func Install(pkgs string) string {
 // without a working bubblewrap gets an unconfined factory instead, and w gets two
 // lines that say so and give the install command. Model-written code never runs
 // unconfined: with scriptedOnly false the probe's error is returned.
-func Sandbox(ctx context.Context, scriptedOnly bool, w io.Writer) (*sandbox.Factory, error) {
+func Sandbox(ctx context.Context, scriptedOnly bool, w io.Writer) (*bwrap.Factory, error) {
 	return SandboxLogged(ctx, scriptedOnly, w, nil)
 }
 
 // SandboxLogged is [Sandbox] with log as the sandbox's Logger: its probe, its
 // enforcement (a warning when limits hold per process only) and its kills are logged.
-func SandboxLogged(ctx context.Context, scriptedOnly bool, w io.Writer, log *slog.Logger) (*sandbox.Factory, error) {
+func SandboxLogged(ctx context.Context, scriptedOnly bool, w io.Writer, log *slog.Logger) (*bwrap.Factory, error) {
 	if _, err := os.Stat(Python); err != nil {
 		return nil, fmt.Errorf("python3 not found (%s): the tasks' tests run with it; install it: %s", Python, Install("python3"))
 	}
-	f, err := sandbox.New(ctx, sandbox.Config{BwrapPath: BwrapPath, Python: Python, Logger: log})
+	f, err := bwrap.New(ctx, bwrap.Config{BwrapPath: BwrapPath, Python: Python, Logger: log})
 	switch {
 	case err == nil:
 		return f, nil
 	case !scriptedOnly:
 		return nil, fmt.Errorf("the model's own code runs only in the bubblewrap sandbox: %w", err)
-	case !errors.Is(err, sandbox.ErrBwrapNotFound) && !errors.Is(err, sandbox.ErrNamespacesDenied):
+	case !errors.Is(err, bwrap.ErrBwrapNotFound) && !errors.Is(err, bwrap.ErrNamespacesDenied):
 		return nil, err
 	}
 	why := "bubblewrap (bwrap) not found"
-	if errors.Is(err, sandbox.ErrNamespacesDenied) {
+	if errors.Is(err, bwrap.ErrNamespacesDenied) {
 		why = "bubblewrap cannot create namespaces here"
 	}
 	fmt.Fprintf(w, "UNCONFINED: %s, so the simulator's scripted commands run without a sandbox.\n", why)
 	fmt.Fprintf(w, "  Model-written code (-vllm-url) needs it: %s\n", Install("bubblewrap"))
-	return sandbox.New(ctx, sandbox.Config{Unconfined: true, Python: Python, Logger: log})
+	return bwrap.New(ctx, bwrap.Config{Unconfined: true, Python: Python, Logger: log})
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/rollout"
-	"github.com/agentic-opd/agenticopd/rollout/sandbox"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 )
 
 func TestExitCode(t *testing.T) {
@@ -73,7 +73,7 @@ func TestSandboxRefusesModelCodeWithoutBubblewrap(t *testing.T) {
 	missing(t, &cli.BwrapPath)
 	var out bytes.Buffer
 	_, err := cli.Sandbox(context.Background(), false, &out)
-	require.ErrorIs(t, err, sandbox.ErrBwrapNotFound)
+	require.ErrorIs(t, err, bwrap.ErrBwrapNotFound)
 	assert.Contains(t, err.Error(), "apt-get install -y --no-install-recommends bubblewrap")
 	assert.Empty(t, out.String())
 }

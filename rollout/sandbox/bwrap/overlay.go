@@ -1,0 +1,154 @@
+package bwrap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Without root the library cannot mount anything on the host, so an overlaid
+// workspace lives in a user and mount namespace of its own, held by a small process
+// (the holder) for the sandbox's life: unshare(1) makes the namespaces (the
+// library's uid is root there), mount(8) mounts the overlay on the workspace
+// directory with its layers named relative to the sandbox's directory (mountinfo
+// shows "lowerdir=empty,upperdir=data,..."), and cat(1) waits on a pipe the library
+// holds, so the holder ends when the sandbox closes or the library process dies.
+// Commands enter those namespaces with nsenter(1) before bwrap starts; the host-side
+// file methods reach the overlay through /proc/<holder>/root.
+const (
+	unsharePath = "/usr/bin/unshare"
+	nsenterPath = "/usr/bin/nsenter"
+	mountPath   = "/usr/bin/mount"
+)
+
+// holderScript mounts the overlay in the holder's namespaces, says so, and waits for
+// its standard input to end.
+const holderScript = mountPath + " -t overlay overlay -o lowerdir=" + overlayEmpty + ",upperdir=" + overlayData +
+	",workdir=" + overlayWork + ",userxattr workspace && echo ready && exec cat >/dev/null"
+
+// holderStart bounds how long a holder may take to mount its overlay.
+const holderStart = 30 * time.Second
+
+// overlayHolder is the process holding an unprivileged sandbox's namespaces.
+type overlayHolder struct {
+	cmd   *exec.Cmd
+	stdin *os.File // the library's end of the holder's standard input
+	// ws is the overlaid workspace as the host reaches it: /proc/<pid>/root/<dir>/workspace.
+	// The library never reaps the holder before stop, so if it dies its pid stays a
+	// zombie's and cannot name another process.
+	ws string
+}
+
+// startHolder makes the overlay's layers in dir and starts the holder of its
+// namespaces, returning once the overlay is mounted on dir's workspace.
+func startHolder(ctx context.Context, dir string) (*overlayHolder, error) {
+	for _, d := range []string{overlayData, overlayEmpty, overlayWork} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer inR.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inW.Close()
+		return nil, err
+	}
+	defer outR.Close()
+	var stderr bytes.Buffer
+	cmd := exec.Command(unsharePath, "--user", "--map-root-user", "--mount", "--propagation", "private",
+		"--", "/bin/sh", "-c", holderScript)
+	cmd.Dir, cmd.Env = dir, []string{"PATH=/usr/bin:/bin"}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, &stderr
+	// No Pdeathsig: it would fire when the OS thread that started the holder ends,
+	// not the process. The pipe ends with the process, and cat with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		inW.Close()
+		outW.Close()
+		return nil, fmt.Errorf("starting the workspace's namespace: %w", err)
+	}
+	outW.Close()
+	h := &overlayHolder{cmd: cmd, stdin: inW, ws: "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/root" + filepath.Join(dir, "workspace")}
+	deadline := time.Now().Add(holderStart)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = outR.SetReadDeadline(deadline)
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		_ = h.stop()
+		return nil, fmt.Errorf("mounting the workspace's overlay in a user namespace: %v: %s", errOr(err, "not ready"), bytes.TrimSpace(stderr.Bytes()))
+	}
+	return h, nil
+}
+
+func errOr(err error, msg string) error {
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return errors.New(msg)
+}
+
+// stop ends the holder (the overlay goes with its namespace) and waits for it.
+func (h *overlayHolder) stop() error {
+	h.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- h.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-done
+	}
+	return nil
+}
+
+// enter makes cmd, a bwrap command, start in the holder's namespaces.
+func (h *overlayHolder) enter(cmd *exec.Cmd) {
+	args := append([]string{nsenterPath, "--target", strconv.Itoa(h.cmd.Process.Pid), "--user", "--mount", "--preserve-credentials", "--"},
+		cmd.Args...)
+	args[len(args)-len(cmd.Args)] = cmd.Path
+	cmd.Path, cmd.Args = nsenterPath, args
+}
+
+// checkHolder tries an unprivileged overlaid workspace in base, to learn whether
+// walked workspaces can hide their host path without root.
+func checkHolder(ctx context.Context, base string) error {
+	for _, p := range []string{unsharePath, nsenterPath, mountPath} {
+		if _, err := os.Stat(p); err != nil {
+			return err
+		}
+	}
+	dir, err := os.MkdirTemp(base, "agenticopd-mountcheck-")
+	if err != nil {
+		return err
+	}
+	defer removeAll(dir)
+	if err := os.Mkdir(filepath.Join(dir, "workspace"), 0o755); err != nil {
+		return err
+	}
+	h, err := startHolder(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer h.stop()
+	probe := exec.Command("/bin/sh", "-c", "echo ok > ws-check && rm ws-check")
+	probe.Dir = h.ws
+	if out, err := probe.CombinedOutput(); err != nil {
+		return fmt.Errorf("writing through the overlay: %v: %s", err, out)
+	}
+	return nil
+}
