@@ -3,6 +3,8 @@ package rollout
 import (
 	"regexp"
 	"regexp/syntax"
+
+	"github.com/agentic-opd/agenticopd/internal/filesearch"
 )
 
 // One call of Go's regexp cannot be interrupted, and its cost is the input's length
@@ -11,43 +13,28 @@ import (
 // most searchMatchWindow bytes: a longer line is matched in windows of that size,
 // each starting searchMatchWindow-searchMatchOverlap bytes after the last (the last
 // one ends with the line), and the call's deadline and work budget are checked
-// before each window.
+// before each window. The matching is package internal/filesearch's, which the
+// Kubernetes pod helper runs too ([Searcher]).
 const (
 	// searchMatchWindow is the most bytes one regexp match call is given.
-	searchMatchWindow = 4 << 10
+	searchMatchWindow = filesearch.MatchWindow
 	// searchMatchOverlap is how far consecutive windows of a line overlap: a
 	// match of up to this many bytes lies whole in one window wherever it is in
 	// the line.
-	searchMatchOverlap = 1 << 10
+	searchMatchOverlap = filesearch.MatchOverlap
 )
 
-// The rule for a line longer than searchMatchWindow, which the search_files result
-// states when a line was matched so (searchResult.Note): a match of up to
-// searchMatchOverlap bytes is found wherever it lies; a longer one only when it lies
-// within one window. ^ and \A match only where the line begins, $ and \z only where
-// it ends, as for a line matched whole (each window is matched with a variant of the
-// pattern in which those assertions never match at a window's edge that is not the
-// line's); \b and \B at a window's edge see the edge as the line's.
-
 // lineMatcher matches a search_files pattern against lines, within the call's
-// budget (meter.match) and searchMatchWindow bytes per match call.
+// budget (meter.match) and searchMatchWindow bytes per match call: a
+// [filesearch.Matcher] counted on the call's meter.
 type lineMatcher struct {
-	re     *regexp.Regexp
-	cost   int64 // instructions per byte
-	parsed *syntax.Regexp
-	// anchored is set when the pattern has a ^, $, \A or \z; variants[v] is the
-	// pattern for windows that do not begin (v&1) or end (v&2) the line, made
-	// when first needed.
-	anchored bool
-	variants [4]*regexp.Regexp
+	fm *filesearch.Matcher
 	// windowed counts the lines matched in windows.
 	windowed int
 }
 
 func newLineMatcher(re *regexp.Regexp, cost int64, parsed *syntax.Regexp) *lineMatcher {
-	lm := &lineMatcher{re: re, cost: cost, parsed: parsed, anchored: hasTextAnchor(parsed)}
-	lm.variants[0] = re
-	return lm
+	return &lineMatcher{fm: filesearch.NewMatcher(re, cost, parsed)}
 }
 
 // match reports whether line holds a match of the pattern and, for a line matched
@@ -55,98 +42,13 @@ func newLineMatcher(re *regexp.Regexp, cost int64, parsed *syntax.Regexp) *lineM
 // each match call's work on m before the call, and stops with m's error (a cap, the
 // deadline) before a window the budget cannot pay for.
 func (lm *lineMatcher) match(m *meter, line []byte, locate bool) (bool, int, error) {
-	if len(line) <= searchMatchWindow || lm.cost == 1 {
-		// A plain literal is found by a substring search, one step a byte, and is
-		// never split (the pattern can be as long as a window).
-		if err := m.match(lm.cost, int64(len(line))); err != nil {
-			return false, 0, err
-		}
-		return lm.re.Match(line), 0, nil
-	}
-	lm.windowed++
-	const step = searchMatchWindow - searchMatchOverlap
-	for start := 0; ; start += step {
-		end := min(start+searchMatchWindow, len(line))
-		if err := m.match(lm.cost, int64(end-start)); err != nil {
-			return false, 0, err
-		}
-		if err := m.expired(); err != nil {
-			return false, 0, err
-		}
-		re, err := lm.variant(start > 0, end < len(line))
-		if err != nil {
-			return false, 0, err
-		}
-		if !locate {
-			if re.Match(line[start:end]) {
-				return true, 0, nil
-			}
-		} else if loc := re.FindIndex(line[start:end]); loc != nil {
-			return true, start + loc[0], nil
-		}
-		if end == len(line) {
-			return false, 0, nil
-		}
-	}
+	hit, at, err := lm.fm.Match(meterBudget{m}, line, locate)
+	lm.windowed = lm.fm.Windowed()
+	return hit, at, err
 }
 
-// variant is the pattern for a window that does not begin the line (midStart) or
-// does not end it (midEnd).
-func (lm *lineMatcher) variant(midStart, midEnd bool) (*regexp.Regexp, error) {
-	if !lm.anchored {
-		return lm.re, nil
-	}
-	v := 0
-	if midStart {
-		v |= 1
-	}
-	if midEnd {
-		v |= 2
-	}
-	if lm.variants[v] == nil {
-		re, err := regexp.Compile(withoutAnchors(lm.parsed, midStart, midEnd).String())
-		if err != nil {
-			return nil, err
-		}
-		lm.variants[v] = re
-	}
-	return lm.variants[v], nil
-}
+// meterBudget is a meter as a [filesearch.Budget].
+type meterBudget struct{ m *meter }
 
-// hasTextAnchor reports whether re holds a ^, $, \A or \z (in either mode).
-func hasTextAnchor(re *syntax.Regexp) bool {
-	switch re.Op {
-	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText:
-		return true
-	}
-	for _, s := range re.Sub {
-		if hasTextAnchor(s) {
-			return true
-		}
-	}
-	return false
-}
-
-// withoutAnchors returns a copy of re in which ^ and \A (when begin) and $ and \z
-// (when end) never match. A line holds no newline, so in either mode ^ matches
-// only where the line begins and $ only where it ends.
-func withoutAnchors(re *syntax.Regexp, begin, end bool) *syntax.Regexp {
-	c := *re
-	switch re.Op {
-	case syntax.OpBeginLine, syntax.OpBeginText:
-		if begin {
-			c = syntax.Regexp{Op: syntax.OpNoMatch, Flags: re.Flags}
-		}
-	case syntax.OpEndLine, syntax.OpEndText:
-		if end {
-			c = syntax.Regexp{Op: syntax.OpNoMatch, Flags: re.Flags}
-		}
-	}
-	if len(re.Sub) > 0 {
-		c.Sub = make([]*syntax.Regexp, len(re.Sub))
-		for i, s := range re.Sub {
-			c.Sub[i] = withoutAnchors(s, begin, end)
-		}
-	}
-	return &c
-}
+func (b meterBudget) Match(cost, n int64) error { return b.m.match(cost, n) }
+func (b meterBudget) Expired() error            { return b.m.expired() }

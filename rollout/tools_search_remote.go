@@ -2,6 +2,9 @@ package rollout
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -75,4 +78,85 @@ type SearchResult struct {
 	// Error, when set, is why the search could not begin (its directory is
 	// missing or is not one), as the host-side search reports it.
 	Error string `json:"error,omitempty"`
+}
+
+// searchSandbox is search_files' search run by a [Searcher], within the same caps
+// as the host-side search (the call's meter, lowered to what the rollout has left),
+// and its result written as the host-side search writes it. root is the cleaned
+// workspace-relative directory, pattern and glob already checked.
+func (t searchFilesTool) searchSandbox(ctx context.Context, s Searcher, pattern, root, glob string) string {
+	m, cancel, err := t.cfg.begin(ctx, searchMaxScan, searchMaxWork)
+	if err != nil {
+		return errorResult("search_files: %v", err)
+	}
+	defer cancel()
+	defer m.end()
+	left := t.cfg.FileToolTimeout
+	if d, ok := m.ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	r, err := s.SearchFiles(m.ctx, SearchQuery{Pattern: pattern, Path: root, Glob: glob,
+		MaxBytes: m.maxBytes, MaxWork: m.maxWork, Timeout: left})
+	if err != nil {
+		if perr := m.parent.Err(); perr != nil {
+			return errorResult("search_files: %v", perr)
+		}
+		return errorResult("search_files: the sandbox could not search: %v", err)
+	}
+	m.bytes, m.work, m.largest = r.Bytes, r.Work, r.Largest
+	if r.Error != "" {
+		return errorResult("search_files: %s", r.Error)
+	}
+	var capped error
+	switch r.Cap {
+	case SearchCapBytes:
+		m.bytes = max(m.bytes, m.maxBytes+1)
+		capped = m.scan(0)
+	case SearchCapWork:
+		capped = m.match(r.CapCost, r.CapLen)
+		if capped == nil { // the sandbox counted otherwise: say the cap anyway
+			capped = capErrorf("stopped: the search reached its matching budget of %d instruction-bytes", m.maxWork)
+		}
+	case SearchCapDeadline:
+		capped = deadlineCap(m)
+	}
+	if capped != nil {
+		var c *capError
+		if !errors.As(capped, &c) {
+			return errorResult("search_files: %v", capped)
+		}
+	}
+	var notes []string
+	if r.TooLarge > 0 {
+		notes = append(notes, fmt.Sprintf("%d files larger than the %d MiB search_files reads were not searched; use the terminal (grep) for them",
+			r.TooLarge, searchMaxFileSize>>20))
+	}
+	if r.Windowed > 0 {
+		notes = append(notes, fmt.Sprintf("%d lines longer than %d bytes were matched in windows of that size overlapping by %d bytes: "+
+			"a longer match is found only within one window; use the terminal (grep) for those", r.Windowed, searchMatchWindow, searchMatchOverlap))
+	}
+	if r.Stopped {
+		notes = append(notes, fmt.Sprintf("the search stopped at %d entries or %d directories deep; give a narrower path",
+			searchMaxEntries, searchMaxDepth))
+	}
+	matches := r.Matches[:min(len(r.Matches), searchMaxMatches)]
+	joined := capText(strings.Join(matches, "\n"), t.cfg.MaxOutputChars)
+	res := searchResult{Matches: joined, Total: r.Total, Truncated: r.Total > len(matches) || r.Stopped || capped != nil, Note: strings.Join(notes, "; ")}
+	if capped != nil {
+		res.Error = "search_files " + capped.Error()
+	}
+	return jsonResult(res)
+}
+
+// deadlineCap is the error of a search the sandbox stopped at the call's deadline,
+// as meter.expired words it (the sandbox's clock may reach the deadline a moment
+// before the host's).
+func deadlineCap(m *meter) error {
+	if err := m.parent.Err(); err != nil {
+		return err
+	}
+	if m.rollout {
+		return capErrorf("stopped at the end of the %s of host time this rollout's file tools may use", m.rollCap)
+	}
+	return capErrorf("stopped after %s, the time one call of a file tool may take", m.timeout)
 }
