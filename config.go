@@ -60,7 +60,11 @@ type Config struct {
 	// for the tests. Its sandboxes must implement [rollout.Starter] (a wrapper must
 	// forward Start), or every verification fails with [reward.ErrNoStarter]. Nil
 	// means the bubblewrap sandbox with its defaults (rollout/sandbox/bwrap), created and
-	// probed on first use.
+	// probed on first use. A factory that implements [rollout.Prestarter] (the
+	// Kubernetes one, rollout/sandbox/kube) is asked, each time the env draws a
+	// training task, to start the sandboxes of the task after it (2×GroupSize: its
+	// rollouts' and their grading's), so that they start while the drawn task's group
+	// runs; the env then holds that next task until its next draw.
 	SandboxFactory rollout.SandboxFactory
 	// Images gives the root file systems of repository tasks' images ([tasks.Repo];
 	// package images' Cache is one) to the default sandbox factory. A repository task

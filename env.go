@@ -166,6 +166,9 @@ func (e *Env) setupTasks() error {
 		}
 		e.train = c
 	}
+	if p, ok := cfg.SandboxFactory.(rollout.Prestarter); ok {
+		e.train = &prestarting{src: e.train, f: p, n: 2 * cfg.GroupSize}
+	}
 	return nil
 }
 
