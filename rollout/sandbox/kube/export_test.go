@@ -1,0 +1,4 @@
+package kube
+
+// PoolSize is the number of prestarted pods waiting or being created.
+func PoolSize(f *Factory) int { return f.pool.size() }

@@ -1,0 +1,48 @@
+package kube_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/goleak"
+	"k8s.io/klog/v2"
+)
+
+// helperBin is the agenticopd-pod binary TestMain builds for the fake cluster.
+var helperBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kube-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// client-go and the exec server log broken streams through klog; the tests
+	// break streams on purpose.
+	klog.SetLogger(logr.Discard())
+	helperBin = filepath.Join(dir, "agenticopd-pod")
+	build := exec.Command("go", "build", "-o", helperBin, "github.com/agentic-opd/agenticopd/rollout/sandbox/kube/cmd/agenticopd-pod")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the helper: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := 0
+	func() {
+		defer os.RemoveAll(dir)
+		code = m.Run()
+	}()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+			// client-go's WebSocket heartbeat ends at its next tick after the stream.
+			goleak.IgnoreTopFunction("k8s.io/client-go/tools/remotecommand.(*heartbeat).start")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
