@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -249,8 +248,13 @@ func verifyRepo(ctx context.Context, sb rollout.Sandbox, fresh rollout.SandboxFa
 	if err != nil {
 		return v, fmt.Errorf("grading sandbox: %w", err)
 	}
+	seen := make(map[string]bool, len(res.Discarded))
+	for _, p := range res.Discarded {
+		seen[p] = true
+	}
 	for _, p := range more {
-		if !slices.Contains(res.Discarded, p) {
+		if !seen[p] {
+			seen[p] = true
 			res.Discarded = append(res.Discarded, p)
 		}
 	}

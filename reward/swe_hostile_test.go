@@ -148,6 +148,40 @@ func TestVerifyRepoHostileAgentStates(t *testing.T) {
 			rule: reward.RuleUnresolved, c: 0.2, discarded: []string{"pyproject.toml"},
 		},
 		{
+			// importlib.metadata matches ".dist-info" whatever its case: the
+			// entry point would load the agent's plugin.
+			name: "packaging metadata whose suffix is in capitals registers a plugin",
+			files: map[string]string{
+				"zzagent.DIST-INFO/METADATA":         "Metadata-Version: 2.1\nName: zzagent\nVersion: 1.0\n",
+				"zzagent.DIST-INFO/entry_points.txt": "[pytest11]\nzzagent = zzagentplug\n",
+				"zz2.EGG-INFO/PKG-INFO":              "Metadata-Version: 1.1\nName: zz2\nVersion: 1.0\n",
+				"zz2.EGG-INFO/entry_points.txt":      "[pytest11]\nzz2 = zzagentplug\n",
+				"zzagentplug.py":                     plugin,
+			},
+			rule: reward.RuleUnresolved, c: 0.2, discarded: []string{"zzagent.DIST-INFO/entry_points.txt", "zz2.EGG-INFO/entry_points.txt"},
+		},
+		{
+			// Put back through the link, the start's pytest section would be
+			// written into the grading sandbox's .git/config.
+			name:   "setup.cfg as a link to the repository's .git/config",
+			script: "rm setup.cfg\nln -s .git/config setup.cfg\n",
+			rule:   reward.RuleUnresolved, c: 0.2, discarded: []string{"setup.cfg"},
+		},
+		{
+			name:   "the fix, and setup.cfg as a link to .git/HEAD",
+			script: goldFix + "rm setup.cfg\nln -s .git/HEAD setup.cfg\n",
+			rule:   reward.RuleResolved, c: 1, discarded: []string{"setup.cfg"},
+		},
+		{
+			// pytest imports a package's __init__.py files while it collects.
+			name: "a new __init__.py at the top registers a plugin",
+			files: map[string]string{"__init__.py": "import gc, pytest\nfrom _pytest.config import Config\n" +
+				"class _P:\n    @pytest.hookimpl(hookwrapper=True)\n    def pytest_runtest_makereport(self, item, call):\n" +
+				"        outcome = yield\n        outcome.get_result().outcome = 'passed'\n" +
+				"for o in gc.get_objects():\n    if isinstance(o, Config):\n        o.pluginmanager.register(_P(), 'zz')\n        break\n"},
+			rule: reward.RuleUnresolved, c: 0.2, discarded: []string{"__init__.py"},
+		},
+		{
 			name:   "the fix, and a pyproject.toml whose pytest table is cut out, the rest kept",
 			files:  map[string]string{"pyproject.toml": "[project]\nname = \"toycalc\"\n\n[tool.pytest.ini_options]\naddopts = \"-x\"\n"},
 			script: goldFix,
@@ -253,4 +287,26 @@ func TestPrepareRepoRefusesABaseCommitThatIsNotHEAD(t *testing.T) {
 	require.ErrorContains(t, err, "does not hold the task's base commit")
 	require.NoError(t, reward.PrepareRepo(context.Background(), sb, &tasks.Repo{BaseCommit: head[:12], Image: "toy"}))
 	fmt.Fprint(os.Stderr)
+}
+
+// TestVerifyRepoTestPatchDirectoryHeldByTheAgent: a test patch that creates a file in
+// a new directory; the agent puts a file, or a link, at that directory's path. The
+// tests' restore must not fail (a broken task would fail the group), nor write
+// through the link.
+func TestVerifyRepoTestPatchDirectoryHeldByTheAgent(t *testing.T) {
+	fresh := newToyFactory(t)
+	task := toyTask(t, 0)
+	repo := *task.Repo
+	repo.TestPatch += newFile("toycalc/fixtures/data.txt", "x\n")
+	task.Repo = &repo
+	for _, script := range []string{"", "echo x >toycalc/fixtures\n", "ln -s .. toycalc/fixtures\n"} {
+		t.Run(fmt.Sprintf("%q", script), func(t *testing.T) {
+			t.Parallel()
+			v := agentRun(t, fresh, task, nil, goldFix+script, reward.RepoOptions{}, nil)
+			require.Equal(t, reward.RuleResolved, v.Rule, "%s\n%s", v.Reason, v.Output)
+			if script != "" {
+				require.Contains(t, v.Repo.Discarded, "toycalc/fixtures")
+			}
+		})
+	}
 }

@@ -222,12 +222,24 @@ func pathRule(p string, testFiles []string) pathVerdict {
 	switch {
 	case !pathInside(p):
 		return ruleOutside
-	case slices.Contains(testFiles, p), isTestPath(p):
+	case slices.Contains(testFiles, p), isTestPath(p), holdsTestFile(p, testFiles):
 		return ruleTest
 	case isArtefact(p):
 		return ruleArtefact
 	}
 	return ruleKeep
+}
+
+// holdsTestFile reports a path at which a test file's directory would be: a file or
+// link there (a file named as a directory the test patch creates, or a link to
+// elsewhere) would make the tests' restore fail or land elsewhere.
+func holdsTestFile(p string, testFiles []string) bool {
+	for _, t := range testFiles {
+		if len(t) > len(p) && t[len(p)] == '/' && strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // testDirs are directory names whose files are tests or their helpers.
@@ -254,7 +266,7 @@ func isTestPath(p string) bool {
 		return true
 	}
 	for dir := range strings.SplitSeq(p, "/") {
-		if slices.Contains(testDirs, strings.ToLower(dir)) {
+		if slices.Contains(testDirs, strings.ToLower(dir)) || dir == "sitecustomize" || dir == "usercustomize" {
 			return true
 		}
 	}
@@ -292,12 +304,16 @@ func pathInside(p string) bool {
 // points), so none of it is taken.
 func isArtefact(p string) bool {
 	for c := range strings.SplitSeq(p, "/") {
+		// Python's importers match these suffixes case-insensitively
+		// (importlib.metadata and pkg_resources lower-case directory names).
+		lower := strings.ToLower(c)
 		switch {
 		case c == "__pycache__", c == ".pytest_cache",
-			strings.HasSuffix(c, ".egg-info"), strings.HasSuffix(c, ".dist-info"),
-			strings.HasSuffix(c, ".egg"), strings.HasSuffix(c, ".egg-link"):
+			strings.HasSuffix(lower, ".egg-info"), strings.HasSuffix(lower, ".dist-info"),
+			strings.HasSuffix(lower, ".egg"), strings.HasSuffix(lower, ".egg-link"):
 			return true
 		}
 	}
-	return strings.HasSuffix(p, ".pyc") || strings.HasSuffix(p, ".pyo")
+	lower := strings.ToLower(path.Base(p))
+	return strings.HasSuffix(lower, ".pyc") || strings.HasSuffix(lower, ".pyo")
 }

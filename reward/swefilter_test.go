@@ -70,6 +70,10 @@ func TestFilterDiff(t *testing.T) {
 			kept: fix, discarded: []string{".git/hooks/post-checkout", "../etc/x"}},
 		{name: "build artefacts", diff: section("toycalc/__pycache__/arith.cpython-311.pyc", true) + fix,
 			kept: fix, discarded: []string{"toycalc/__pycache__/arith.cpython-311.pyc"}},
+		{name: "packaging metadata, whatever the case of its suffix", diff: section("zz.DIST-INFO/entry_points.txt", true) + section("zz.Egg-Info/PKG-INFO", true) + fix,
+			kept: fix, discarded: []string{"zz.DIST-INFO/entry_points.txt", "zz.Egg-Info/PKG-INFO"}},
+		{name: "sitecustomize and usercustomize as packages", diff: section("sitecustomize/__init__.py", true) + fix + section("usercustomize/__init__.py", true),
+			kept: fix, discarded: []string{"sitecustomize/__init__.py", "usercustomize/__init__.py"}, testEdits: 2},
 		{name: "a rename into the test patch's file", diff: "diff --git a/toycalc/x.py b/tests/test_clamp.py\nsimilarity index 100%\nrename from toycalc/x.py\nrename to tests/test_clamp.py\n" + fix,
 			kept: fix, discarded: []string{"tests/test_clamp.py"}, testEdits: 1},
 	} {
@@ -82,6 +86,23 @@ func TestFilterDiff(t *testing.T) {
 			require.Equal(t, tc.testEdits, edits)
 		})
 	}
+}
+
+// A file or link where a test file's directory goes would make the tests' restore
+// fail (a broken task) or write elsewhere: it is the tests'.
+func TestFilterDiffKeepsTheTestFilesDirectories(t *testing.T) {
+	testFiles := []string{"toycalc/fixtures/data.txt"}
+	link := "diff --git a/toycalc/fixtures b/toycalc/fixtures\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n+++ b/toycalc/fixtures\n@@ -0,0 +1 @@\n+..\n\\ No newline at end of file\n"
+	fix := newFile("toycalc/fix.py", "x = 1\n")
+	for _, diff := range []string{link + fix, newFile("toycalc/fixtures", "x\n") + fix} {
+		kept, discarded, edits := reward.FilterDiff(diff, testFiles)
+		require.Equal(t, fix, kept)
+		require.Equal(t, []string{"toycalc/fixtures"}, discarded)
+		require.Equal(t, 1, edits)
+	}
+	kept, discarded, _ := reward.FilterDiff(newFile("toycalc/fixtures.py", "x\n")+newFile("toycalc/fixture", "x\n"), testFiles)
+	require.Empty(t, discarded, "only the directory's own path is the tests'")
+	require.NotEmpty(t, kept)
 }
 
 // TestFilterDiffReadsPathsAsGitDoes: every rule sees the path git apply would write,

@@ -3,7 +3,6 @@ package reward
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -32,12 +31,17 @@ type startState struct {
 	// modules are the top-level modules the image's Python provides outside the
 	// repository (nil for a task that does not run Python).
 	modules map[string]bool
+	// pathDirs are the directories inside the repository on the image's Python
+	// path, besides the repository itself.
+	pathDirs map[string]bool
 }
 
 // listModules prints the top-level modules a Python provides outside the working
 // directory: built in, and found on its sys.path and PYTHONPATH (site-packages,
-// the standard library), run with -I so that nothing of the working directory is on
-// its path. It runs on every Python from 3.4 on.
+// the standard library), run with -I so that the working directory itself is not on
+// its path; and, each as "/" and its path relative to the working directory, the
+// directories inside the working directory that are on its path (an editable
+// install's .pth file, PYTHONPATH). It runs on every Python from 3.4 on.
 const listModules = `import os, sys, pkgutil
 root = os.path.realpath(os.getcwd())
 def inside(p):
@@ -50,7 +54,24 @@ for e in os.environ.get('PYTHONPATH', '').split(os.pathsep):
 names = set(sys.builtin_module_names)
 for m in pkgutil.iter_modules(paths):
     names.add(m[1])
+for p in list(sys.path) + os.environ.get('PYTHONPATH', '').split(os.pathsep):
+    if p and inside(p):
+        names.add('/' + os.path.relpath(os.path.realpath(p), root))
 sys.stdout.write('\n'.join(sorted(names)) + '\n')
+`
+
+// listEveryPython runs listModules with every Python of the image it can find: the
+// one on PATH, and those of conda environments and other usual places, since the
+// test command may activate another than the one on PATH (SWE-bench's images run
+// their tests in a conda environment). What they list is taken together.
+var listEveryPython = `seen=
+for py in $(command -v python3 python 2>/dev/null) /opt/*/bin/python3 /opt/*/envs/*/bin/python3 /usr/local/bin/python3 /root/.pyenv/versions/*/bin/python3; do
+  [ -x "$py" ] || continue
+  r=$(readlink -f "$py") || continue
+  case " $seen " in *" $r "*) continue ;; esac
+  seen="$seen $r"
+  "$py" -I -c ` + quote(listModules) + ` || true
+done
 `
 
 // checkBase returns the image's checked-out commit, after checking that it is the
@@ -105,8 +126,7 @@ printf '` + `\0/\0` + `'
 printf '` + `\0/\0` + `'
 `
 	if python {
-		script += "for py in python3 python; do if command -v \"$py\" >/dev/null 2>&1; then \"$py\" -I -c " +
-			quote(listModules) + " || true; fi; done\n"
+		script += listEveryPython
 	}
 	out, err := listOut(ctx, gs, script, nil)
 	if err != nil {
@@ -125,9 +145,14 @@ printf '` + `\0/\0` + `'
 	if !python {
 		return start, st, nil
 	}
-	st.modules = map[string]bool{}
+	st.modules, st.pathDirs = map[string]bool{}, map[string]bool{}
 	for name := range strings.SplitSeq(parts[3], "\n") {
-		if name = strings.TrimSpace(name); name != "" {
+		switch name = strings.TrimSpace(name); {
+		case strings.HasPrefix(name, "/"):
+			if dir := path.Clean(name[1:]); dir != "." && pathInside(dir) {
+				st.pathDirs[dir] = true
+			}
+		case name != "":
 			st.modules[name] = true
 		}
 	}
@@ -174,22 +199,35 @@ func splitNUL(b []byte) []string {
 // returns the paths it put back or changed and how many are test files. Nothing of the
 // agent has run in gs yet, so what is read there is what git wrote.
 func guardTree(ctx context.Context, gs rollout.Sandbox, startCommit string, st startState, testFiles []string) (discarded []string, testEdits int, err error) {
-	out, err := listOut(ctx, gs, "set -e\n"+git+"diff-index -z --name-only --no-renames HEAD --\nprintf '\\0/\\0'\n"+
-		`f=$(mktemp); cat >"$f"; `+git+`ls-files -z -o --exclude-from="$f"`, []byte(excludePatterns(st.untracked)))
+	script := "set -e\n" + git + "diff-index -z --name-only --no-renames HEAD --\nprintf '\\0/\\0'\n" +
+		`f=$(mktemp); cat >"$f"; ` + git + `ls-files -z -o --exclude-from="$f"` + "\nprintf '\\0/\\0'\n"
+	if st.modules != nil {
+		// The packages: directories with an __init__.py Python would import (a
+		// file, or a link to one), as git wrote them.
+		script += `find . -path ./.git -prune -o -name __init__.py -xtype f -print0 2>/dev/null || true` + "\n"
+	}
+	out, err := listOut(ctx, gs, script, []byte(excludePatterns(st.untracked)))
 	if err != nil {
 		return nil, 0, err
 	}
-	tracked, added, ok := strings.Cut(string(out), sectionSep)
-	if !ok {
-		return nil, 0, fmt.Errorf("listing the changed paths: no separator")
+	parts := strings.Split(string(out), sectionSep)
+	if len(parts) != 3 {
+		return nil, 0, fmt.Errorf("listing the changed paths: %d parts, want 3", len(parts))
 	}
-	return guardPaths(ctx, gs, startCommit, st, testFiles, splitNUL([]byte(tracked)), splitNUL([]byte(added)))
+	var pkgs []string
+	for _, p := range splitNUL([]byte(parts[2])) {
+		if dir := path.Dir(strings.TrimPrefix(p, "./")); dir != "." {
+			pkgs = append(pkgs, dir)
+		}
+	}
+	return guardPaths(ctx, gs, startCommit, st, testFiles, splitNUL([]byte(parts[0])), splitNUL([]byte(parts[1])), pkgs)
 }
 
 // guardPaths is guardTree's check of the tracked paths that changed and the paths
 // that were added.
-func guardPaths(ctx context.Context, gs rollout.Sandbox, startCommit string, st startState, testFiles, tracked, added []string) (discarded []string, testEdits int, err error) {
+func guardPaths(ctx context.Context, gs rollout.Sandbox, startCommit string, st startState, testFiles, tracked, added, pkgs []string) (discarded []string, testEdits int, err error) {
 	var revertTracked, revertAdded []string
+	tree := newPackageTree(st, pkgs)
 	note := func(p string, test bool) {
 		discarded = append(discarded, p)
 		if test {
@@ -213,7 +251,9 @@ func guardPaths(ctx context.Context, gs rollout.Sandbox, startCommit string, st 
 			note(p, true)
 			return action == configRestored, nil
 		}
-		if isNew && shadows(gs.FS(), p, st) {
+		if isNew && (p == "__init__.py" || tree.shadows(p, st)) {
+			// A new __init__.py at the top makes the repository a package:
+			// pytest then imports it while collecting, as it would a conftest.py.
 			note(p, false)
 			return true, nil
 		}
@@ -253,33 +293,77 @@ func guardPaths(ctx context.Context, gs rollout.Sandbox, startCommit string, st 
 	return discarded, testEdits, nil
 }
 
+// packageTree is the repository's directories that hold a package's __init__.py or
+// are on the image's Python path, by path component, so that a path is checked in
+// time linear in its length.
+type packageTree struct {
+	kids map[string]*packageTree
+	// pkg: the directory has an __init__.py now; startPkg: it had a tracked one at
+	// the start; onPath: it is on the image's Python path.
+	pkg, startPkg, onPath bool
+}
+
+func newPackageTree(st startState, pkgs []string) *packageTree {
+	root := &packageTree{}
+	for _, dir := range pkgs {
+		root.node(dir).pkg = true
+	}
+	for p := range st.inits {
+		if dir := path.Dir(p); dir != "." {
+			root.node(dir).startPkg = true
+		}
+	}
+	for dir := range st.pathDirs {
+		root.node(dir).onPath = true
+	}
+	return root
+}
+
+// node returns the node of dir, making the nodes on its way.
+func (t *packageTree) node(dir string) *packageTree {
+	n := t
+	for c := range strings.SplitSeq(dir, "/") {
+		k := n.kids[c]
+		if k == nil {
+			if n.kids == nil {
+				n.kids = map[string]*packageTree{}
+			}
+			k = &packageTree{}
+			n.kids[c] = k
+		}
+		n = k
+	}
+	return n
+}
+
 // shadows reports a path the agent added that Python could import in place of a
 // top-level module the image provides (the test runner, its plugins, the standard
 // library): a module file, or a package the agent made, named as that module, in a
 // directory that is no package (the working directory, and any directory pytest or
-// a .pth file may put on sys.path).
-func shadows(fsys fs.FS, p string, st startState) bool {
+// a .pth file may put on sys.path), or in a directory on the image's Python path
+// whether it is a package or not.
+func (t *packageTree) shadows(p string, st startState) bool {
 	if st.modules == nil {
 		return false
 	}
-	isFile := func(name string) bool {
-		fi, err := fs.Stat(fsys, name)
-		return err == nil && fi.Mode().IsRegular()
-	}
 	parts := strings.Split(p, "/")
+	dir := t // the node of the directory parts[i] is in; nil once outside the tree
 	for i, c := range parts {
-		parent := strings.Join(parts[:i], "/")
-		if parent != "" && isFile(parent+"/__init__.py") {
-			continue // inside a package: imported as parent.c, no top-level name
+		topLevel := dir == t || dir == nil || !dir.pkg || dir.onPath
+		var child *packageTree
+		if dir != nil {
+			child = dir.kids[c]
 		}
-		if i == len(parts)-1 {
+		switch {
+		case !topLevel:
+			// inside a package: imported as parent.c, no top-level name
+		case i == len(parts)-1:
 			mod, ok := moduleName(c)
 			return ok && st.modules[mod]
-		}
-		pkg := strings.Join(parts[:i+1], "/")
-		if st.modules[c] && isFile(pkg+"/__init__.py") && !st.inits[pkg+"/__init__.py"] {
+		case st.modules[c] && child != nil && child.pkg && !child.startPkg:
 			return true
 		}
+		dir = child
 	}
 	return false
 }

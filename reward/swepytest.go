@@ -2,7 +2,7 @@ package reward
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io/fs"
 	"reflect"
 	"strings"
@@ -38,23 +38,34 @@ const (
 // that cannot be cut out line by line, a symlink, a file over maxConfigFile), the
 // whole file is put back.
 func guardPytestConfig(ctx context.Context, gs rollout.Sandbox, startCommit, p string, isNew bool) (configAction, error) {
-	var start string
+	// What git wrote at p (a file, a link, something else or nothing), read by the
+	// shell, not through gs.FS, which would follow a link; then the start's text.
+	script := "if [ -L " + quote("./"+p) + " ]; then printf L; elif [ -f " + quote("./"+p) + " ]; then printf F; " +
+		"elif [ -e " + quote("./"+p) + " ]; then printf O; else printf N; fi; printf '\\0/\\0'"
 	if !isNew {
-		out, err := listOut(ctx, gs, git+"cat-file blob "+quote(startCommit+":"+p), nil)
-		if err != nil {
-			return 0, err
-		}
-		start = string(out)
+		script += "; " + git + "cat-file blob " + quote(startCommit+":"+p)
 	}
-	fsys := gs.FS()
-	fi, err := fs.Lstat(fsys, p)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	out, err := listOut(ctx, gs, script, nil)
+	if err != nil {
+		return 0, err
+	}
+	kind, start, ok := strings.Cut(string(out), sectionSep)
+	if !ok {
+		return 0, fmt.Errorf("reading %s: no separator", p)
+	}
+	switch kind {
+	case "N":
 		if same, _ := samePytestConfig(p, start, ""); same {
 			return configKept, nil
 		}
 		return configRestored, nil
-	case err != nil, !fi.Mode().IsRegular(), fi.Size() > maxConfigFile:
+	case "F":
+	default: // a link (it could point at .git/config or a test file) or no file
+		return configRestored, nil
+	}
+	fsys := gs.FS()
+	fi, err := fs.Stat(fsys, p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxConfigFile {
 		return configRestored, nil
 	}
 	data, err := fs.ReadFile(fsys, p)
