@@ -358,6 +358,9 @@ func (t searchFilesTool) Call(ctx context.Context, sb Sandbox, args json.RawMess
 			return errorResult("search_files: path %q leaves the workspace", a.Path)
 		}
 	}
+	if s, ok := sb.(Searcher); ok {
+		return t.searchSandbox(ctx, s, a.Pattern, root, a.Glob)
+	}
 	m, cancel, err := t.cfg.begin(ctx, searchMaxScan, searchMaxWork)
 	if err != nil {
 		return errorResult("search_files: %v", err)
