@@ -274,4 +274,3 @@ func leaseObj(name string, renew metav1.MicroTime, secs int32) *coordinationv1.L
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &renew, LeaseDurationSeconds: &secs},
 	}
 }
-
