@@ -257,11 +257,13 @@ func startGuard(lock *os.File, script, work string) (*exec.Cmd, io.WriteCloser, 
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, nil, err
 	}
-	logf, err := os.Create(guardLog(work))
+	// Appended to: the guards of test processes that took turns, each under its own header.
+	logf, err := os.OpenFile(guardLog(work), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer logf.Close()
+	fmt.Fprintf(logf, "== guard of %s (pid %d), %s\n", filepath.Base(os.Args[0]), os.Getpid(), time.Now().UTC().Format(time.RFC3339))
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err

@@ -5,14 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentic-opd/agenticopd/internal/kubetest"
 	"github.com/agentic-opd/agenticopd/internal/kubetest/binimage"
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,8 +29,12 @@ import (
 
 func TestMain(m *testing.M) { kubetest.Main(m) }
 
-// toolImage is the image the test builds and imports: the pause program at another path.
-const toolImage = "agenticopd.local/kubetest-tool:1"
+// toolImage is the image the test builds and imports: the pause program at another path;
+// toolTarImage is the same image imported from a docker-archive tarball.
+const (
+	toolImage    = "agenticopd.local/kubetest-tool:1"
+	toolTarImage = "agenticopd.local/kubetest-tool:tar"
+)
 
 // TestCluster brings the cluster up, runs pods of an image built here and imported from an
 // OCI layout, execs in them through the API server, breaks a memory limit, and takes the
@@ -71,6 +78,17 @@ func TestCluster(t *testing.T) {
 		var exit exec.ExitError
 		require.True(t, errors.As(err, &exit), "exit 3: %v", err)
 		require.Equal(t, 3, exit.ExitStatus())
+	})
+
+	t.Run("docker archive", func(t *testing.T) {
+		tag, err := name.NewTag(toolImage)
+		require.NoError(t, err)
+		file := filepath.Join(t.TempDir(), "tool.tar")
+		require.NoError(t, tarball.WriteToFile(file, tag, img))
+		require.NoError(t, env.ImportImage(ctx, file, toolTarImage))
+		p := pod("archive", false)
+		p.Spec.Containers[0].Image = toolTarImage
+		runPod(ctx, t, cs, p)
 	})
 
 	t.Run("host network", func(t *testing.T) {
