@@ -27,7 +27,7 @@ func baseConfig(c *kubefake.Cluster) kube.Config {
 }
 
 // newFactory makes a factory on a fresh fake cluster, closed at the test's end.
-func newFactory(t *testing.T, mod func(*kube.Config)) (*kube.Factory, *kubefake.Cluster) {
+func newFactory(t testing.TB, mod func(*kube.Config)) (*kube.Factory, *kubefake.Cluster) {
 	t.Helper()
 	c := kubefake.New(t, helperBin)
 	cfg := baseConfig(c)
@@ -44,4 +44,16 @@ func newFactory(t *testing.T, mod func(*kube.Config)) (*kube.Factory, *kubefake.
 		}
 	})
 	return f, c
+}
+
+// newSandboxTB is a sandbox of a fresh fake cluster's factory, for benchmarks.
+func newSandboxTB(tb testing.TB) (*kube.Sandbox, *kubefake.Cluster) {
+	tb.Helper()
+	f, c := newFactory(tb, nil)
+	sb, err := f.NewSandbox(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = sb.Close() })
+	return sb.(*kube.Sandbox), c
 }

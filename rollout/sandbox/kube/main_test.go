@@ -1,15 +1,19 @@
 package kube_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
 	"k8s.io/klog/v2"
+
+	"github.com/agentic-opd/agenticopd/internal/kubetest"
 )
 
 // helperBin is the agenticopd-pod binary TestMain builds for the fake cluster.
@@ -35,6 +39,15 @@ func TestMain(m *testing.M) {
 	func() {
 		defer os.RemoveAll(dir)
 		code = m.Run()
+		// Stops the real cluster if this process started one (cluster_test.go).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := kubetest.Down(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "kubetest:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
 	}()
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),

@@ -66,9 +66,17 @@ type Cluster struct {
 	ifaces []string
 	pods   map[string]*podRT
 
-	// Execs counts the exec requests served; Upgrades the WebSocket upgrades.
-	Execs, Upgrades atomic.Int64
+	// Execs counts the exec requests served; Upgrades the WebSocket upgrades;
+	// SPDY the requests that asked for an SPDY upgrade (the fake refuses them).
+	Execs, Upgrades, SPDY atomic.Int64
+	// refuseWS makes the fake answer WebSocket upgrades with 400, as a server
+	// or proxy without WebSocket exec would.
+	refuseWS atomic.Bool
 }
+
+// RefuseWebSocket makes the exec endpoint refuse WebSocket upgrades (true) or
+// serve them (false).
+func (c *Cluster) RefuseWebSocket(refuse bool) { c.refuseWS.Store(refuse) }
 
 // podRT is a pod's local "container": its directories and running execs.
 type podRT struct {
@@ -288,7 +296,10 @@ func (c *Cluster) serveExec(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("pod %s: container %q is not running", name, q.Get("container"))))
 		return
 	}
-	if !wsstream.IsWebSocketRequest(r) {
+	if strings.HasPrefix(strings.ToLower(r.Header.Get("Upgrade")), "spdy") {
+		c.SPDY.Add(1)
+	}
+	if !wsstream.IsWebSocketRequest(r) || c.refuseWS.Load() {
 		writeStatus(w, apierrors.NewBadRequest("this fake speaks only WebSocket exec"))
 		return
 	}
