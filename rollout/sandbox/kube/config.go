@@ -176,8 +176,10 @@ type Limits struct {
 	// CPU is the container's cpu limit. Default [DefaultCPU].
 	CPU string
 	// Memory is the container's memory limit, held by the kernel for the whole
-	// container: past it the OOM killer acts and the command is reported with
-	// [Result.MemoryLimitHit]. Default [DefaultMemory].
+	// container: past it the OOM killer kills a process (the command's result
+	// shows the 137 of SIGKILL) or, where the node kills whole containers
+	// (cgroup v2's memory.oom.group), the sandbox ends ([EndMemory]); either way
+	// a result, never an error. Default [DefaultMemory].
 	Memory string
 	// EphemeralStorage is the container's ephemeral-storage limit (its writable
 	// layer, logs and the helper's emptyDir), held by the kubelet's eviction after

@@ -29,7 +29,9 @@
 // it, FIFOs, devices) are the helper's, in the pod, as the bubblewrap sandbox's are
 // on the host; a call whose context ends sends a second exec that kills its
 // command, and a command whose exec stream breaks is killed by the helper when its
-// held stdin ends. At most Config.MaxExecs streams are open at once; the client's
+// held stdin ends (seen on the test cluster: containerd ends an exec's stdin when
+// its stream drops, so an env process SIGKILLed mid-group leaves no command
+// running, and its pods end after IdleExit). At most Config.MaxExecs streams are open at once; the client's
 // QPS and Burst are raised to Config.QPS and Config.Burst (client-go's 5 and 10
 // throttle a group's start).
 //

@@ -274,3 +274,32 @@ func leaseObj(name string, renew metav1.MicroTime, secs int32) *coordinationv1.L
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &renew, LeaseDurationSeconds: &secs},
 	}
 }
+
+// TestPrestartPrunesEnded: prestarted pods that ended while they waited (their idle
+// exit) give their room in the pool back, and are not handed out.
+func TestPrestartPrunesEnded(t *testing.T) {
+	f, c := newFactory(t, func(cfg *kube.Config) { cfg.MaxIdle = 2 })
+	spec := rollout.SandboxSpec{Image: "agenticopd.local/repo:1", WorkDir: "/testbed"}
+	f.Prestart(t.Context(), spec, 2)
+	pods := waitPods(t, c, func(p []corev1.Pod) bool {
+		return len(p) == 2 && p[0].Status.Phase == corev1.PodRunning && p[1].Status.Phase == corev1.PodRunning
+	})
+	idle := corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "sandbox",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}}}
+	if err := c.SetStatus(t.Context(), pods[0].Name, idle); err != nil {
+		t.Fatal(err)
+	}
+	// The factory's watch sees the end; a take of the ended pod starts a new one.
+	sb, err := f.NewSandboxFor(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if sb.(*kube.Sandbox).Pod() == pods[0].Name {
+		t.Fatal("an ended pod was handed out")
+	}
+	f.Prestart(t.Context(), spec, 5)
+	if n := kube.PoolSize(f); n > 2 {
+		t.Errorf("pool size %d over MaxIdle 2", n)
+	}
+}

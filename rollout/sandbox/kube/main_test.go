@@ -52,7 +52,15 @@ func TestMain(m *testing.M) {
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
 			// client-go's WebSocket heartbeat ends at its next tick after the stream.
-			goleak.IgnoreTopFunction("k8s.io/client-go/tools/remotecommand.(*heartbeat).start")); err != nil {
+			goleak.IgnoreTopFunction("k8s.io/client-go/tools/remotecommand.(*heartbeat).start"),
+			// client-go's process-wide TLS transport cache rotates client
+			// certificates (the real cluster's kubeconfig) in goroutines it never
+			// stops.
+			goleak.IgnoreAnyFunction("k8s.io/client-go/transport.(*dynamicClientCert).run"),
+			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
+			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*Typed[...]).Get"),
+			goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.PollImmediateUntil"),
+			goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/util/wait.PollImmediateUntilWithContext.poller.func1.1")); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

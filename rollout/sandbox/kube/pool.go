@@ -63,6 +63,30 @@ func (p *pool) take(key string) (string, bool) {
 	return name, true
 }
 
+// prune removes the pods for which gone says true, and returns them.
+func (p *pool) prune(gone func(name string) bool) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for key, names := range p.idle {
+		kept := names[:0]
+		for _, n := range names {
+			if gone(n) {
+				out = append(out, n)
+				p.count--
+				continue
+			}
+			kept = append(kept, n)
+		}
+		if len(kept) == 0 {
+			delete(p.idle, key)
+		} else {
+			p.idle[key] = kept
+		}
+	}
+	return out
+}
+
 // size is the number of pods in the pool and being created for it.
 func (p *pool) size() int {
 	p.mu.Lock()
@@ -86,6 +110,10 @@ func (f *Factory) Prestart(_ context.Context, spec rollout.SandboxSpec, n int) {
 		return
 	}
 	key := poolKey(p.Image, p.WorkDir, p.Network)
+	// Pods that ended while they waited (their idle exit) give their room back.
+	for _, name := range f.pool.prune(f.podEnded) {
+		f.deletePod(name)
+	}
 	n = f.pool.reserve(n, f.cfg.MaxIdle)
 	for range n {
 		ok := f.goBackground(func() {
@@ -103,6 +131,19 @@ func (f *Factory) Prestart(_ context.Context, spec rollout.SandboxSpec, n int) {
 			f.pool.release()
 		}
 	}
+}
+
+// podEnded reports whether the watch saw pod name end or go.
+func (f *Factory) podEnded(name string) bool {
+	p, deleted, _ := f.watch.get(name)
+	if deleted {
+		return true
+	}
+	if p == nil {
+		return false
+	}
+	ph := classify(p).phase
+	return ph != phasePending && ph != phaseReady
 }
 
 // goBackground runs fn in a goroutine the factory waits for at Close; false when the
