@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ const cleanupTimeout = 30 * time.Second
 type Factory struct {
 	cfg         Config
 	client      kubernetes.Interface
+	httpClient  *http.Client // the clientset's (nil with Config.Client)
 	exec        *execer
 	watch       *podWatch
 	holder      string
@@ -74,8 +76,13 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 	rc := rest.CopyConfig(cfg.REST)
 	rc.QPS, rc.Burst = max(rc.QPS, cfg.QPS), max(rc.Burst, cfg.Burst)
 	client := cfg.Client
+	var hc *http.Client
 	if client == nil {
-		c, err := kubernetes.NewForConfig(rc)
+		var err error
+		if hc, err = rest.HTTPClientFor(rc); err != nil {
+			return nil, configError("REST: %v", err)
+		}
+		c, err := kubernetes.NewForConfigAndClient(rc, hc)
 		if err != nil {
 			return nil, configError("REST: %v", err)
 		}
@@ -88,7 +95,7 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 	var id [5]byte
 	_, _ = rand.Read(id[:])
 	f := &Factory{
-		cfg: cfg, client: client, exec: ex, holder: holderIdentity(),
+		cfg: cfg, client: client, httpClient: hc, exec: ex, holder: holderIdentity(),
 		leaseName: "agenticopd-" + hex.EncodeToString(id[:]),
 		limiter:   flowcontrol.NewTokenBucketRateLimiter(cfg.CreateQPS, cfg.CreateBurst),
 		pool:      newPool(),
@@ -96,6 +103,9 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 	}
 	f.own, err = createLease(ctx, client, cfg.Namespace, f.leaseName, f.holder, cfg.LeaseDuration, time.Now())
 	if err != nil {
+		if hc != nil {
+			hc.CloseIdleConnections()
+		}
 		return nil, err
 	}
 	res, err := Sweep(ctx, client, cfg.Namespace)
@@ -104,6 +114,9 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		f.policyErr = err
 		if !apierrors.IsForbidden(err) {
 			f.deleteLease()
+			if hc != nil {
+				hc.CloseIdleConnections()
+			}
 			return nil, err
 		}
 	}
@@ -375,6 +388,11 @@ func (f *Factory) Close() error {
 	}
 	if err := f.deleteLeaseCtx(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	if f.httpClient != nil {
+		// client-go caches transports process-wide; their idle connections
+		// would outlive the factory.
+		f.httpClient.CloseIdleConnections()
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("kube: close: %w", errors.Join(errs...))

@@ -60,7 +60,11 @@ func TestMain(m *testing.M) {
 			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
 			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*Typed[...]).Get"),
 			goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.PollImmediateUntil"),
-			goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/util/wait.PollImmediateUntilWithContext.poller.func1.1")); err != nil {
+			goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/util/wait.PollImmediateUntilWithContext.poller.func1.1"),
+			// Its cached transports keep HTTP/2 connections to the real API
+			// server (x/net's, which http.Transport.CloseIdleConnections does not
+			// reach).
+			goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop")); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
