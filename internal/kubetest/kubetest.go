@@ -71,6 +71,10 @@ var cluster struct {
 	guardIn io.WriteCloser // closing it makes the guard run down
 }
 
+// beforeUp is nil but in this package's tests, which set it to see the machine as it is after
+// start took the lock and before it brings a cluster up.
+var beforeUp func()
+
 // Cluster returns the running test cluster, starting it on the process's first call (and on
 // the first call after [Down]): it waits for the machine lock, builds the Kubernetes binaries
 // unless they are cached (5-10 minutes on 2 cores the first time), starts the cluster (about
@@ -193,6 +197,9 @@ func start(tb testing.TB) (*Env, error) {
 		}
 	}
 
+	if beforeUp != nil {
+		beforeUp()
+	}
 	guard, guardIn, err := startGuard(lock, script, work)
 	if err != nil {
 		return nil, err

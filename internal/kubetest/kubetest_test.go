@@ -40,7 +40,11 @@ const (
 // OCI layout, execs in them through the API server, breaks a memory limit, and takes the
 // cluster down again, checking that the machine is as it was before.
 func TestCluster(t *testing.T) {
-	before, snapErr := snapshot()
+	// The machine as it is before up, with the lock held: not while another process's
+	// cluster runs.
+	var before *machine
+	var snapErr error
+	defer kubetest.SetBeforeUp(func() { before, snapErr = snapshot() })()
 	env := kubetest.Cluster(t)
 	require.NoError(t, snapErr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -119,7 +123,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("down", func(t *testing.T) {
-		if !strings.HasPrefix(env.Owner, "go test") {
+		if before == nil {
 			t.Skipf("the cluster was started by %s: not this test's to take down", env.Owner)
 		}
 		t0 := time.Now()
