@@ -42,8 +42,8 @@ type Env struct {
 	// Kubeconfig is the path of the admin's kubeconfig (a system:masters client
 	// certificate), valid while the cluster runs.
 	Kubeconfig string
-	// Config is the admin's client configuration, read from Kubeconfig. Copy it
-	// (rest.CopyConfig) before changing it.
+	// Config is the admin's client configuration, read from Kubeconfig, with QPS 500 and
+	// Burst 1000. Copy it (rest.CopyConfig) before changing it.
 	Config *rest.Config
 	// Work is the cluster's work directory (AGENTICOPD_KUBE_WORK, by default
 	// /var/tmp/agenticopd-kube): binaries, build cache, the run's state and logs/.
@@ -183,7 +183,7 @@ func start(tb testing.TB) (*Env, error) {
 		if !strings.HasPrefix(owner, testOwner) {
 			tb.Logf("kubetest: using the cluster started by %s", owner)
 			env.Owner = owner
-			if env.Config, err = clientcmd.BuildConfigFromFlags("", env.Kubeconfig); err != nil {
+			if env.Config, err = restConfig(env.Kubeconfig); err != nil {
 				return nil, err
 			}
 			cluster.lock, ok = lock, true
@@ -210,7 +210,7 @@ func start(tb testing.TB) (*Env, error) {
 	env.Owner = owner
 	out, err := runScript(lock, script, []string{"AGENTICOPD_KUBE_OWNER=" + owner}, "up")
 	if err == nil {
-		env.Config, err = clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
+		env.Config, err = restConfig(env.Kubeconfig)
 	}
 	if err != nil {
 		guardIn.Close() // the guard undoes whatever up did
@@ -221,6 +221,17 @@ func start(tb testing.TB) (*Env, error) {
 	tb.Logf("kubetest: cluster up in %.1fs: %s", time.Since(t0).Seconds(), strings.Join(lines(out, "kube: "), "; "))
 	cluster.lock, ok = lock, true
 	return env, nil
+}
+
+// restConfig reads the admin's kubeconfig, with client-side rate limits far above client-go's
+// defaults (5 requests/s, bursts of 10): the cluster is the tests' own.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	return cfg, nil
 }
 
 // takeLock opens the machine lock and waits for it, saying who holds it while it waits.
