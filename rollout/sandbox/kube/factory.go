@@ -236,6 +236,14 @@ func (f *Factory) createPod(ctx context.Context, p podParams) (string, error) {
 		f.forgetPod(p.Name)
 		return "", fmt.Errorf("kube: create pod: %w", err)
 	}
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		// Close may have listed its pods before this one existed.
+		f.deletePod(p.Name)
+		return "", ErrClosed
+	}
 	return p.Name, nil
 }
 
@@ -365,15 +373,18 @@ func (f *Factory) Close() error {
 		return nil
 	}
 	f.closed = true
-	var names []string
-	for n := range f.live {
-		names = append(names, n)
-	}
 	f.mu.Unlock()
 	if f.cancel != nil {
 		f.cancel()
 	}
 	f.wg.Wait()
+	// A create under way when Close began deletes its own pod (createPod).
+	f.mu.Lock()
+	var names []string
+	for n := range f.live {
+		names = append(names, n)
+	}
+	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var errs []error

@@ -232,3 +232,37 @@ func TestPodLost(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupConcurrent: a group's sandboxes start, run and close at once on one
+// factory (one watch, many waiters).
+func TestGroupConcurrent(t *testing.T) {
+	f, c := newFactory(t, nil)
+	const g = 16
+	f.Prestart(t.Context(), rollout.SandboxSpec{}, g/2)
+	errs := make(chan error, g)
+	for i := range g {
+		go func() {
+			sb, err := f.NewSandbox(t.Context())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer sb.Close()
+			res, err := sb.Run(t.Context(), rollout.Command{Shell: "echo " + strconv.Itoa(i)})
+			if err == nil && strings.TrimSpace(string(res.Stdout)) != strconv.Itoa(i) {
+				err = errors.New("stdout " + string(res.Stdout))
+			}
+			errs <- err
+		}()
+	}
+	for range g {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	// Prestarted pods no NewSandbox took stay in the pool until Close.
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitPods(t, c, func(p []corev1.Pod) bool { return len(p) == 0 })
+}
