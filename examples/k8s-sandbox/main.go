@@ -62,6 +62,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	taskFile := fl.String("tasks", filepath.Join("testdata", "swe", "tasks.jsonl"), "the SWE-bench rows of the toy repository")
 	groupSize := fl.Int("group-size", 2, "rollouts in the group")
 	trustPolicy := fl.Bool("trust-network-policy", false, "the cluster's network plugin enforces NetworkPolicy (else a sandbox without network needs pods that have only a loopback interface)")
+	cpu := fl.String("cpu", "250m", "each pod's cpu limit and request (a group holds 2×group-size pods at once: its rollouts and their gradings)")
+	memory := fl.String("memory", "512Mi", "each pod's memory limit and request")
 	out := fl.String("o", "", "also write the group as an Atropos JSON line to this file")
 	if err := fl.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -88,6 +90,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	f, err := kube.New(ctx, kube.Config{
 		REST: rest, Namespace: *namespace, HelperImage: *helperImage,
 		ImagePullPolicy: corev1.PullPolicy(*pullPolicy), TrustNetworkPolicy: *trustPolicy,
+		Limits: kube.Limits{CPU: *cpu, Memory: *memory},
 	})
 	if err != nil {
 		return err
