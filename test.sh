@@ -19,6 +19,20 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 # The report's browser test loads a page in Debian's headless Chromium.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# The Kubernetes sandbox's real-cluster tests (internal/kubetest) run as root, as CI runs:
+# a single-node cluster from Debian's etcd, containerd, runc and CNI plugins, and
+# Kubernetes built from the Go module proxy. AGENTICOPD_KUBE=off leaves them out.
+kube=no
+if [ "$(id -u)" -eq 0 ] && [ "${AGENTICOPD_KUBE:-}" != off ]; then
+  kube=yes
+  command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+  command -v containerd >/dev/null 2>&1 || need+=(containerd)
+  command -v runc >/dev/null 2>&1 || need+=(runc)
+  [ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
+  command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  command -v openssl >/dev/null 2>&1 || need+=(openssl)
+  command -v pgrep >/dev/null 2>&1 || need+=(procps)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     SUDO=()
@@ -69,6 +83,15 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # The browser test must run here, not skip: it fails when Chromium cannot be found.
 export AGENTICOPD_REQUIRE_CHROMIUM=1
+if [ "$kube" = yes ]; then
+  # Built before the tests (5 to 10 minutes cold on two cores, cached after), so that it
+  # is not counted in a package's time limit; and whatever a killed test left running is
+  # taken down at the end.
+  trap 'internal/kubetest/cluster/cluster.sh down >/dev/null 2>&1 || true' EXIT
+  internal/kubetest/cluster/cluster.sh build
+else
+  echo "test.sh: the Kubernetes sandbox's real-cluster tests are skipped (they need root; AGENTICOPD_KUBE=off also skips them); run them with: sudo env \"PATH=\$PATH\" go test -count=1 ./internal/kubetest/... ./rollout/sandbox/kube/... ./examples/k8s-sandbox/"
+fi
 # A package may take long on a loaded machine (the image tests unpack a 270 MB root): the
 # limit is the run's, not go test's 10-minute default per package.
 go test -race -count=1 -timeout 30m ./...
