@@ -247,6 +247,7 @@ var testDirs = []string{"tests", "test", "testing"}
 
 // isTestPath reports a path pytest or unittest would collect or load as a test (in or
 // named as a test directory, named test_*.py or *_test.py, or conftest.py anywhere),
+// a repository's own test runner (bin/test, runtests.py anywhere),
 // one that configures the test run (pytest.ini, .pytest.ini, pytest.toml,
 // .pytest.toml, tox.ini), Python's start-up (sitecustomize, usercustomize, in any
 // importable form) or git's view of files (.gitattributes).
@@ -254,6 +255,11 @@ func isTestPath(p string) bool {
 	base := path.Base(p)
 	if base == "conftest.py" || strings.HasPrefix(base, "test_") && strings.HasSuffix(base, ".py") ||
 		strings.HasSuffix(base, "_test.py") {
+		return true
+	}
+	if p == "bin/test" || base == "runtests.py" {
+		// A repository's own test runner (sympy's bin/test and
+		// sympy/utilities/runtests.py, django's tests/runtests.py).
 		return true
 	}
 	switch base {

@@ -72,6 +72,8 @@ func TestFilterDiff(t *testing.T) {
 			kept: fix, discarded: []string{"toycalc/__pycache__/arith.cpython-311.pyc"}},
 		{name: "packaging metadata, whatever the case of its suffix", diff: section("zz.DIST-INFO/entry_points.txt", true) + section("zz.Egg-Info/PKG-INFO", true) + fix,
 			kept: fix, discarded: []string{"zz.DIST-INFO/entry_points.txt", "zz.Egg-Info/PKG-INFO"}},
+		{name: "a repository's own test runner", diff: section("sympy/utilities/runtests.py", false) + fix + section("bin/test", false),
+			kept: fix, discarded: []string{"sympy/utilities/runtests.py", "bin/test"}, testEdits: 2},
 		{name: "sitecustomize and usercustomize as packages", diff: section("sitecustomize/__init__.py", true) + fix + section("usercustomize/__init__.py", true),
 			kept: fix, discarded: []string{"sitecustomize/__init__.py", "usercustomize/__init__.py"}, testEdits: 2},
 		{name: "a rename into the test patch's file", diff: "diff --git a/toycalc/x.py b/tests/test_clamp.py\nsimilarity index 100%\nrename from toycalc/x.py\nrename to tests/test_clamp.py\n" + fix,
