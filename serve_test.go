@@ -394,8 +394,15 @@ func TestServeBeforeTheFirstRegistration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A short StatusTimeout where nothing answers; a longer one where the API
+			// answers, so that a status poll slowed by a loaded machine is not taken for
+			// an API that answers nothing.
+			timeout := 10 * time.Second
+			if tt.dead {
+				timeout = 2 * time.Second
+			}
 			s := newServing(t, atropos.RetryConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
-				func(c *agenticopd.Config) { c.StatusTimeout = 2 * time.Second })
+				func(c *agenticopd.Config) { c.StatusTimeout = timeout })
 			url := s.api.URL()
 			if tt.dead {
 				url = deadURL(t)
