@@ -33,11 +33,20 @@ const (
 // helperVolumeSize bounds the emptyDir the helper is copied into.
 const helperVolumeSize = "64Mi"
 
-// The init container's resources: it copies one static binary.
+// The init container's resources: it copies one static binary. Each is lowered to
+// the sandbox's own limit where that is smaller.
 const (
 	initCPU    = "100m"
 	initMemory = "64Mi"
 )
+
+// smaller returns the smaller of two quantities.
+func smaller(a, b resource.Quantity) resource.Quantity {
+	if b.Cmp(a) < 0 {
+		return b
+	}
+	return a
+}
 
 // owner is the factory's Lease, which owns every object the factory makes.
 type owner struct {
@@ -122,9 +131,11 @@ func buildPod(cfg Config, p podParams) *corev1.Pod {
 		corev1.ResourceMemory:           resource.MustParse(cfg.Limits.Memory),
 		corev1.ResourceEphemeralStorage: resource.MustParse(cfg.Limits.EphemeralStorage),
 	}
+	// A pod reserves the larger of its init container's request and its main
+	// container's: the copy's never exceeds the sandbox's own.
 	initLimits := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse(initCPU),
-		corev1.ResourceMemory: resource.MustParse(initMemory),
+		corev1.ResourceCPU:    smaller(resource.MustParse(initCPU), limits[corev1.ResourceCPU]),
+		corev1.ResourceMemory: smaller(resource.MustParse(initMemory), limits[corev1.ResourceMemory]),
 	}
 	volSize := resource.MustParse(helperVolumeSize)
 	pod := &corev1.Pod{

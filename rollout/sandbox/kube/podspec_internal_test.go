@@ -96,6 +96,13 @@ func TestBuildPod(t *testing.T) {
 				corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("3Gi"),
 				corev1.ResourceEphemeralStorage: resource.MustParse("10Gi")}},
 		}},
+		{"a sandbox smaller than the helper's copy", func(c *Config) { c.Limits = Limits{CPU: "25m", Memory: "32Mi", EphemeralStorage: "1Gi"} }, nil, []check{
+			// The pod reserves max(init, main): the init container never raises it.
+			{"init limits", func(p *corev1.Pod) any { return init(p).Resources.Limits }, corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("25m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+			{"init requests", func(p *corev1.Pod) any { return init(p).Resources.Requests }, corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("25m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+		}},
 		{"runtime class and user namespaces", func(c *Config) { c.RuntimeClassName = "gvisor"; c.UserNamespaces = true }, nil, []check{
 			{"runtime class", func(p *corev1.Pod) any { return p.Spec.RuntimeClassName }, ptr("gvisor")},
 			{"hostUsers false", func(p *corev1.Pod) any { return p.Spec.HostUsers }, ptr(false)},
