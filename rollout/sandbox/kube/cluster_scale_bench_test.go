@@ -39,14 +39,13 @@ func rusageCPU(b *testing.B) time.Duration {
 
 // BenchmarkClusterInFlight runs 64 rollouts at once from this process: each makes
 // a sandbox (a main container of 64Mi and 25m cpu, so that 64 would fit the node's
-// 2 cpus; the init container's fixed 100m request makes the pod's 100m, and 20
-// fit), waits for the others (a group starts together; after inFlightStall without
+// 2 cpus: the init container asks for no more than that), waits for the others (a group starts together; after inFlightStall without
 // one more sandbox it goes on with those open), runs 15 short commands (sleep 0.2
 // and true, alternately: the node's cpu is not what is measured) and closes it. It
 // reports the sandboxes open at once, this process's cpu per rollout and per
 // command, and rollouts per second over the whole group (pod starts and deletes
-// included). The cpu=100m case gives the main container the 100m the pod reserves
-// anyway, to tell the container's cpu quota from the node's.
+// included). The cpu=100m case holds 20 at once on 2 cpus: the rest wait for the
+// node.
 func BenchmarkClusterInFlight(b *testing.B) {
 	for _, cpu := range []string{"25m", "100m"} {
 		b.Run("cpu="+cpu, func(b *testing.B) { benchInFlight(b, cpu) })
