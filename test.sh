@@ -94,4 +94,9 @@ else
 fi
 # A package may take long on a loaded machine (the image tests unpack a 270 MB root): the
 # limit is the run's, not go test's 10-minute default per package.
-go test -race -count=1 -timeout 30m ./...
+# The real-cluster tests run after the others, on their own: the cluster and its pods
+# take memory and cores the repository-image tests also need.
+AGENTICOPD_KUBE=off go test -race -count=1 -timeout 30m ./...
+if [ "$kube" = yes ]; then
+  go test -race -count=1 -timeout 30m ./internal/kubetest/... ./rollout/sandbox/kube/... ./examples/k8s-sandbox/
+fi
