@@ -149,15 +149,18 @@ type quotaState struct {
 	walking bool
 }
 
-// checkQuota checks the workspace unless a walked workspace was checked too recently
-// for the CPU budget (maxWalkShare), in which case it reports the last verdict. It
+// checkQuota checks the workspace unless a walked workspace was found within its quota
+// too recently for the CPU budget (maxWalkShare), in which case it reports that. It
 // returns the verdict and how long to wait before the next check.
 func (s *Sandbox) checkQuota(pids func() []int) (bool, time.Duration) {
 	q := &s.quota
 	q.mu.Lock()
 	if !s.mounted {
 		wait := maxWalkShare*q.cost - time.Since(q.at)
-		if q.walking || (wait > 0 && !q.over) {
+		// Only a verdict of within quota is reused: one of over quota is walked
+		// again (also beside a walk still running, which may have begun before the
+		// agent freed the space), so that it never outlives the files it counted.
+		if !q.over && (q.walking || wait > 0) {
 			over := q.over
 			q.mu.Unlock()
 			return over, max(DiskCheckInterval, wait)
