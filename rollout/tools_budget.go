@@ -7,6 +7,8 @@ import (
 	"regexp/syntax"
 	"sync"
 	"time"
+
+	"github.com/agentic-opd/agenticopd/internal/filesearch"
 )
 
 // The host-side file tools (read_file, write_file, patch, search_files) run in the
@@ -29,7 +31,7 @@ const (
 	searchMaxWork = 1 << 27
 	// searchMaxPatternInsts is the largest compiled pattern search_files runs;
 	// searchMaxPatternLen the longest pattern text it compiles.
-	searchMaxPatternInsts = 1000
+	searchMaxPatternInsts = filesearch.MaxPatternInsts
 	searchMaxPatternLen   = 4096
 	// rolloutMaxFileBytes bounds the bytes the file tools read and write over one
 	// rollout; rolloutMaxMatchWork the instruction-bytes search_files matches over
@@ -235,7 +237,7 @@ func compileSearch(pattern string) (*lineMatcher, error) {
 	}
 	// Refused before it is compiled when even a loose bound is far over the cap: a
 	// pattern of a few bytes can compile to millions of instructions of host memory.
-	if progSize(parsed) > progSizeBound {
+	if filesearch.ProgSize(parsed) > 8*searchMaxPatternInsts { // where ProgSize saturates
 		return nil, tooLarge(fmt.Sprintf("more than %d", searchMaxPatternInsts))
 	}
 	// The same steps as regexp.Compile, to learn the program's exact size.
@@ -255,42 +257,4 @@ func compileSearch(pattern string) (*lineMatcher, error) {
 		n = 1
 	}
 	return newLineMatcher(re, n, parsed), nil
-}
-
-// progSizeBound is where progSize saturates: eight times searchMaxPatternInsts, so
-// that a pattern it lets through compiles to a few hundred KiB at most, and one the
-// exact count would accept is never refused on the looser bound.
-const progSizeBound = 8 * searchMaxPatternInsts
-
-// progSize is a loose upper bound of the instructions re compiles to, with repeats
-// expanded as Simplify expands them; it saturates just past progSizeBound.
-func progSize(re *syntax.Regexp) int64 {
-	const over = progSizeBound + 1
-	sum := func(subs []*syntax.Regexp) int64 {
-		var n int64
-		for _, s := range subs {
-			n = min(n+progSize(s), over)
-		}
-		return n
-	}
-	var n int64
-	switch re.Op {
-	case syntax.OpLiteral:
-		n = int64(len(re.Rune)) + 1
-	case syntax.OpConcat:
-		n = sum(re.Sub) + 1
-	case syntax.OpAlternate:
-		n = sum(re.Sub) + int64(len(re.Sub))
-	case syntax.OpCapture, syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
-		n = sum(re.Sub) + 2
-	case syntax.OpRepeat:
-		times := int64(re.Max)
-		if times < 0 {
-			times = int64(re.Min) + 1
-		}
-		n = min(times*(sum(re.Sub)+2), over)
-	default:
-		n = sum(re.Sub) + 1
-	}
-	return min(n, over)
 }
