@@ -60,11 +60,12 @@ for p in list(sys.path) + os.environ.get('PYTHONPATH', '').split(os.pathsep):
 sys.stdout.write('\n'.join(sorted(names)) + '\n')
 `
 
-// listEveryPython runs listModules with every Python of the image it can find: the
+// listEveryPython is a script that runs listModules with every Python of the image it can find: the
 // one on PATH, and those of conda environments and other usual places, since the
 // test command may activate another than the one on PATH (SWE-bench's images run
 // their tests in a conda environment). What they list is taken together.
-var listEveryPython = `seen=
+func listEveryPython() string {
+	return `seen=
 for py in $(command -v python3 python 2>/dev/null) /opt/*/bin/python3 /opt/*/envs/*/bin/python3 /usr/local/bin/python3 /root/.pyenv/versions/*/bin/python3; do
   [ -x "$py" ] || continue
   r=$(readlink -f "$py") || continue
@@ -73,6 +74,7 @@ for py in $(command -v python3 python 2>/dev/null) /opt/*/bin/python3 /opt/*/env
   "$py" -I -c ` + quote(listModules) + ` || true
 done
 `
+}
 
 // checkBase returns the image's checked-out commit, after checking that it is the
 // task's BaseCommit (when the task names one): a row whose base commit is another
@@ -126,7 +128,7 @@ printf '` + `\0/\0` + `'
 printf '` + `\0/\0` + `'
 `
 	if python {
-		script += listEveryPython
+		script += listEveryPython()
 	}
 	out, err := listOut(ctx, gs, script, nil)
 	if err != nil {
