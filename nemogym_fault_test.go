@@ -178,7 +178,7 @@ func waitRollouts(t *testing.T, s *nemogym.Server) {
 }
 
 // A model server that stalls, under a RolloutTimeout: the rollout fails as
-// timeout_exceeded (a 500 for NeMo RL) and its sandbox is released.
+// timeout_exceeded, terminal (a 500 for NeMo RL), and its sandbox is released.
 func TestNemoGymRolloutTimeout(t *testing.T) {
 	for _, failures := range []nemogym.Failures{nemogym.FailStatus, nemogym.FailRow} {
 		t.Run(fmt.Sprint(failures), func(t *testing.T) {
@@ -198,6 +198,7 @@ func TestNemoGymRolloutTimeout(t *testing.T) {
 				var res map[string]json.RawMessage
 				require.NoError(t, json.Unmarshal(body, &res))
 				require.JSONEq(t, `"timeout_exceeded"`, string(res["_ng_failure_class"]))
+				require.JSONEq(t, `true`, string(res["_ng_failure_terminal"]), "NeMo Gym treats the class as terminal")
 			}
 			waitRollouts(t, rig.agent)
 			sbs.mu.Lock()

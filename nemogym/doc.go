@@ -32,7 +32,8 @@
 // answers 200 with reward 0, _ng_failure_class ("rollout_failed", or "bad_row" with
 // _ng_failure_terminal) and error, which the collector writes to its failures file
 // and retries on resume. Config.RolloutTimeout, off by default as in NeMo Gym, bounds
-// a rollout; one past it fails with class "timeout_exceeded".
+// a rollout; one past it fails with class "timeout_exceeded" and
+// _ng_failure_terminal, as NeMo Gym treats that class: resume does not run it again.
 //
 // The same /run can arrive twice (NeMo Gym's client re-sends a request whose
 // connection dropped, forever): see [Server] for what happens then. A rollout whose

@@ -27,7 +27,8 @@ const (
 	// FailRow answers 200 with a failure row (reward 0, _ng_failure_class, error), as
 	// NeMo Gym's standalone collector wants: any other status aborts its whole run.
 	// Failed rollouts get class "rollout_failed" and are retried on resume; bad rows
-	// get "bad_row" and _ng_failure_terminal.
+	// get "bad_row" and rollouts past Config.RolloutTimeout "timeout_exceeded", both
+	// with _ng_failure_terminal (never retried).
 	FailRow
 )
 
@@ -55,7 +56,7 @@ type Config struct {
 	// first. 0 means 64 MiB, negative keeps none.
 	KeepBytes int64
 	// RolloutTimeout bounds one rollout, from its start to its answer; a rollout
-	// past it fails (500, or class "timeout_exceeded"). 0 means no bound: NeMo Gym's
+	// past it fails (500, or class "timeout_exceeded", terminal). 0 means no bound: NeMo Gym's
 	// collector has none, and a stalled model server then holds the rollout (and its
 	// sandbox) until the client goes away.
 	RolloutTimeout time.Duration
@@ -285,7 +286,9 @@ func (s *Server) failure(row *Row, class string, err error) (int, []byte) {
 		b, _ := json.Marshal(err.Error()) // a JSON string, as Python servers answer a 500
 		return http.StatusInternalServerError, b
 	}
-	res := &Result{FailureClass: class, Error: err.Error(), Terminal: bad}
+	// NeMo Gym never retries a rollout past its deadline (timeout_exceeded is one of
+	// its terminal classes), nor a row that cannot be used.
+	res := &Result{FailureClass: class, Error: err.Error(), Terminal: bad || class == ClassTimeout}
 	if bad {
 		res.FailureClass = ClassBadRow
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -91,6 +92,10 @@ func TestServerFailures(t *testing.T) {
 	failing := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
 		return nemogym.Outcome{}, errors.New("sandbox: no room")
 	})
+	stalled := nemogym.RunnerFunc(func(ctx context.Context, _ tasks.Task) (nemogym.Outcome, error) {
+		<-ctx.Done() // a model server that never answers
+		return nemogym.Outcome{}, ctx.Err()
+	})
 	weighted := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
 		o := oneTurn()
 		o.Components = map[string]float64{"correctness": 1, "efficiency": 1, "tool_use": 1} // unweighted parts
@@ -103,24 +108,29 @@ func TestServerFailures(t *testing.T) {
 		row      string
 		status   int
 		class    string
+		terminal bool
+		timeout  time.Duration
 	}{
-		{"extra params key, NeMo RL", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q","seed":1},"task_id":"t"}`, 422, ""},
-		{"extra params key, standalone", nil, nemogym.FailRow, `{"responses_create_params":{"input":"q","seed":1},"task_id":"t"}`, 200, nemogym.ClassBadRow},
-		{"no params", nil, nemogym.FailStatus, `{"task_id":"t"}`, 422, ""},
-		{"no task", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q"}}`, 422, ""},
-		{"unknown task", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q"},"task_id":"nope"}`, 422, ""},
-		{"streaming", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q","stream":true},"task_id":"t"}`, 422, ""},
-		{"not JSON", nil, nemogym.FailStatus, `{`, 422, ""},
-		{"rollout failed, NeMo RL", failing, nemogym.FailStatus, goodRow, 500, ""},
-		{"rollout failed, standalone", failing, nemogym.FailRow, goodRow, 200, nemogym.ClassRolloutFailed},
-		{"reward is not the sum of its parts", weighted, nemogym.FailStatus, goodRow, 500, ""},
+		{"extra params key, NeMo RL", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q","seed":1},"task_id":"t"}`, 422, "", false, 0},
+		{"extra params key, standalone", nil, nemogym.FailRow, `{"responses_create_params":{"input":"q","seed":1},"task_id":"t"}`, 200, nemogym.ClassBadRow, true, 0},
+		{"no params", nil, nemogym.FailStatus, `{"task_id":"t"}`, 422, "", false, 0},
+		{"no task", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q"}}`, 422, "", false, 0},
+		{"unknown task", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q"},"task_id":"nope"}`, 422, "", false, 0},
+		{"streaming", nil, nemogym.FailStatus, `{"responses_create_params":{"input":"q","stream":true},"task_id":"t"}`, 422, "", false, 0},
+		{"not JSON", nil, nemogym.FailStatus, `{`, 422, "", false, 0},
+		{"rollout failed, NeMo RL", failing, nemogym.FailStatus, goodRow, 500, "", false, 0},
+		{"rollout failed, standalone", failing, nemogym.FailRow, goodRow, 200, nemogym.ClassRolloutFailed, false, 0},
+		{"past RolloutTimeout, NeMo RL", stalled, nemogym.FailStatus, goodRow, 500, "", false, time.Millisecond},
+		{"past RolloutTimeout, standalone", stalled, nemogym.FailRow, goodRow, 200, nemogym.ClassTimeout, true, time.Millisecond},
+		{"reward is not the sum of its parts", weighted, nemogym.FailStatus, goodRow, 500, "", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runner := tc.runner
 			if runner == nil {
 				runner = nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) { return oneTurn(), nil })
 			}
-			url := serve(t, nemogym.Config{Runner: runner, Failures: tc.failures, Tasks: []tasks.Task{{ID: "t", Statement: "s"}}})
+			url := serve(t, nemogym.Config{Runner: runner, Failures: tc.failures, RolloutTimeout: tc.timeout,
+				Tasks: []tasks.Task{{ID: "t", Statement: "s"}}})
 			status, body := do(t, http.MethodPost, url+"/run", tc.row)
 			require.Equal(t, tc.status, status, body)
 			if tc.class == "" {
@@ -131,8 +141,11 @@ func TestServerFailures(t *testing.T) {
 			require.JSONEq(t, `"`+tc.class+`"`, string(res["_ng_failure_class"]))
 			require.JSONEq(t, `0`, string(res["reward"]))
 			require.Contains(t, res, "error")
-			_, terminal := res["_ng_failure_terminal"]
-			require.Equal(t, tc.class == nemogym.ClassBadRow, terminal)
+			if tc.terminal {
+				require.JSONEq(t, `true`, string(res["_ng_failure_terminal"]), "NeMo Gym must never retry it on resume")
+			} else {
+				require.NotContains(t, res, "_ng_failure_terminal")
+			}
 		})
 	}
 }
