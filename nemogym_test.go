@@ -183,7 +183,8 @@ func TestNemoGymEndToEnd(t *testing.T) {
 }
 
 // Process writes NeMo Gym rollouts lines through NemoGymOnGroup: one line per
-// rollout, grouped by task index, each passing the trainer's checks.
+// rollout, grouped by task index, each passing the trainer's checks, none carrying
+// the task's hidden tests.
 func TestProcessWritesNemoGymLines(t *testing.T) {
 	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(answerScript("nemo")))
 	var buf bytes.Buffer
@@ -198,6 +199,15 @@ func TestProcessWritesNemoGymLines(t *testing.T) {
 	var runs []nemogymtest.Run
 	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
 		require.NoError(t, nemogymtest.CheckResult(line))
+		var echoed struct {
+			Task struct {
+				ID          string  `json:"id"`
+				HiddenTests *string `json:"hidden_tests"`
+			} `json:"task"`
+		}
+		require.NoError(t, json.Unmarshal(line, &echoed))
+		require.NotEmpty(t, echoed.Task.ID)
+		require.Nil(t, echoed.Task.HiddenTests, "the hidden tests of task %s leaked into the rollouts line", echoed.Task.ID)
 		var res map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal(line, &res))
 		runs = append(runs, nemogymtest.Run{Result: res, Raw: line})

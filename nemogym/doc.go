@@ -16,7 +16,11 @@
 //
 // The row names its task under "task" ({"id", "statement", "test_code",
 // "hidden_tests", "cases": [{"input", "output"}], "difficulty", "language"}; see
-// [TaskFields]) or by "task_id" among Config.Tasks. The prompt the agent sees is the
+// [TaskFields]) or by "task_id" among Config.Tasks. What the agent is never shown
+// stays out of the echo: the answer's "task" has no "hidden_tests", "cases",
+// "reference_solution" or other "hidden_" key (see [Result]), and neither have the
+// lines [Writer] writes, so the tests that grade a rollout reach no trainer's result
+// tables, logs or rollouts files. The prompt the agent sees is the
 // Env's rendering of the task, exactly as on the Atropos path (so rewards and rows are
 // the same); responses_create_params.input is echoed, not used. The row's temperature,
 // top_p and max_output_tokens, which NeMo RL stamps into every row, are used for

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
@@ -20,8 +21,9 @@ import (
 func (r *Result) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
 
 // AppendJSON appends the result as one JSON object, on one line: the row's keys
-// (sorted, the reserved result keys left out), then responses_create_params,
-// response, reward, reward_components and the failure keys.
+// (sorted, the reserved result keys left out, and the task's hidden keys left out of
+// "task": see [Result]), then responses_create_params, response, reward,
+// reward_components and the failure keys.
 func (r *Result) AppendJSON(b []byte) ([]byte, error) {
 	if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) {
 		return nil, fmt.Errorf("nemogym: reward %v is not finite", r.Reward)
@@ -38,7 +40,11 @@ func (r *Result) AppendJSON(b []byte) ([]byte, error) {
 	for _, k := range keys {
 		b = appendString(b, k)
 		b = append(b, ':')
-		if b, err = appendRaw(b, r.Row[k]); err != nil {
+		v := r.Row[k]
+		if k == "task" {
+			v = shownTask(v)
+		}
+		if b, err = appendRaw(b, v); err != nil {
 			return nil, fmt.Errorf("nemogym: row key %q: %w", k, err)
 		}
 		b = append(b, ',')
@@ -271,4 +277,34 @@ func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, buf.Bytes()...), nil
+}
+
+// hiddenTaskKey reports whether key, a key of a row's "task" object, holds material
+// the agent is never shown (see [Result]).
+func hiddenTaskKey(key string) bool {
+	return key == "cases" || key == "reference_solution" || strings.HasPrefix(key, "hidden_")
+}
+
+// shownTask is a row's task object without its hidden keys; a value that is not an
+// object is kept as it is.
+func shownTask(raw json.RawMessage) json.RawMessage {
+	var task map[string]json.RawMessage
+	if json.Unmarshal(raw, &task) != nil || task == nil {
+		return raw
+	}
+	hidden := false
+	for k := range task {
+		if hiddenTaskKey(k) {
+			delete(task, k)
+			hidden = true
+		}
+	}
+	if !hidden {
+		return raw
+	}
+	out, err := json.Marshal(task) // keys sorted; each value as sent
+	if err != nil {
+		return json.RawMessage("{}") // never the hidden keys
+	}
+	return out
 }

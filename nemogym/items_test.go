@@ -104,6 +104,20 @@ func TestWriter(t *testing.T) {
 	require.Equal(t, "max_output_tokens", res.Response.IncompleteDetails.Reason)
 	require.Equal(t, "S", res.TaskFields.Statement)
 
+	// The task's hidden tests and graded cases stay out of the file.
+	buf.Reset()
+	hidden := tasks.Task{ID: "t", Statement: "S", TestCode: "assert True", HiddenTests: "assert LEAK_HIDDEN",
+		Cases: []tasks.Case{{Input: "1", Output: "LEAK_CASE"}}, ReferenceSolution: "LEAK_REFERENCE"}
+	require.NoError(t, w.WriteOutcome(3, 1, hidden, out))
+	require.NotContains(t, buf.String(), "LEAK_")
+	var echoed struct {
+		Task map[string]any `json:"task"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &echoed))
+	require.Equal(t, "assert True", echoed.Task["test_code"])
+	require.NotContains(t, echoed.Task, "hidden_tests")
+	require.NotContains(t, echoed.Task, "cases")
+
 	out.Components["tool_use"] = 0.15 // no longer sums to 0.5
 	require.ErrorIs(t, w.WriteOutcome(3, 2, tasks.Task{ID: "t", Statement: "S"}, out), nemogym.ErrRewardSum)
 	require.Error(t, w.WriteLine([]byte(`[1]`)))

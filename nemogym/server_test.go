@@ -180,3 +180,54 @@ func TestServerKeepsAnswersForDuplicates(t *testing.T) {
 		})
 	}
 }
+
+// hiddenRow is a row whose task carries what the agent is never shown, each marked so
+// that a leak shows in the body: hidden tests, graded cases, a reference solution and
+// a dataset's own hidden_ key; and visible keys that must be echoed.
+const hiddenRow = `{"responses_create_params":{"input":"q","temperature":1.0},
+ "task":{"id":"t","statement":"Say a.","test_code":"assert solve() == 'a'","source":"mine",
+  "hidden_tests":"assert solve() != 'LEAK-HIDDEN-TESTS'",
+  "cases":[{"input":"","output":"LEAK-CASE-OUTPUT"}],
+  "reference_solution":"LEAK-REFERENCE",
+  "hidden_fixture":"LEAK-FIXTURE"},
+ "_ng_task_index":0,"_ng_rollout_index":0}`
+
+// The answer echoes the row's task without its hidden keys, as a result and as a
+// failure row, while the runner still gets the whole task.
+func TestServerLeavesHiddenTaskKeysOut(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		failures nemogym.Failures
+	}{
+		{"answer", nil, nemogym.FailStatus},
+		{"failure row", errors.New("sandbox: no room"), nemogym.FailRow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got tasks.Task
+			runner := nemogym.RunnerFunc(func(_ context.Context, task tasks.Task) (nemogym.Outcome, error) {
+				got = task
+				if tc.err != nil {
+					return nemogym.Outcome{}, tc.err
+				}
+				return oneTurn(), nil
+			})
+			url := serve(t, nemogym.Config{Runner: runner, Failures: tc.failures})
+			status, body := do(t, http.MethodPost, url+"/run", hiddenRow)
+			require.Equal(t, 200, status, body)
+			require.Contains(t, got.HiddenTests, "LEAK-HIDDEN-TESTS", "the rollout is graded with the hidden tests")
+			require.Len(t, got.Cases, 1)
+			require.NotContains(t, body, "LEAK-")
+			var res struct {
+				Task map[string]json.RawMessage `json:"task"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(body), &res))
+			keys := make([]string, 0, len(res.Task))
+			for k := range res.Task {
+				keys = append(keys, k)
+			}
+			require.ElementsMatch(t, []string{"id", "statement", "test_code", "source"}, keys)
+			require.JSONEq(t, `"assert solve() == 'a'"`, string(res.Task["test_code"]))
+		})
+	}
+}

@@ -104,8 +104,16 @@ type Usage struct {
 // Result is the answer to one POST /run, the verify-response shape: the row's keys
 // (without the reserved result keys), the response, the reward and its parts, and,
 // for a failed rollout answered as a row, the failure keys.
+//
+// The row's "task" is echoed without what the agent is never shown:
+// "hidden_tests", "cases" (the graded input/output cases), "reference_solution" and
+// every key that begins with "hidden_" (a dataset's own hidden material), so that
+// the tests that grade a rollout do not travel into a trainer's result tables, its
+// logs or the rollouts files. A rollouts line fed back as a row therefore runs its
+// task without them: send the dataset rows, not the answers.
 type Result struct {
-	// Row holds the request row's other keys, echoed (task fields, indices, agent_ref).
+	// Row holds the request row's other keys, echoed (task fields, indices,
+	// agent_ref); the task's hidden keys are left out when it is written.
 	Row map[string]json.RawMessage
 	// ResponsesCreateParams echoes the request's params.
 	ResponsesCreateParams json.RawMessage

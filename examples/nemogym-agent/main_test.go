@@ -50,6 +50,12 @@ func TestOfflineRunPassesTheTrainersChecks(t *testing.T) {
 	for sc.Scan() {
 		lines++
 		require.NoError(t, nemogymtest.CheckResult(sc.Bytes()))
+		var line struct {
+			Task map[string]json.RawMessage `json:"task"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line))
+		require.Contains(t, line.Task, "statement")
+		require.NotContains(t, line.Task, "hidden_tests", "the hidden tests leaked into the rollouts file")
 	}
 	require.NoError(t, sc.Err())
 	require.Equal(t, 8, lines)
