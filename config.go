@@ -58,7 +58,8 @@ type Config struct {
 	JudgeModel judge.ChatModel
 	// SandboxFactory makes one sandbox per rollout, and one more per verification
 	// for the tests. Its sandboxes must implement [rollout.Starter] (a wrapper must
-	// forward Start), or every verification fails with [reward.ErrNoStarter]. Nil
+	// forward Start, and Restore and Dir() where the wrapped sandbox has them), or
+	// every verification fails with [reward.ErrNoStarter]. Nil
 	// means the bubblewrap sandbox with its defaults (rollout/sandbox/bwrap), created and
 	// probed on first use. A factory that implements [rollout.Prestarter] (the
 	// Kubernetes one, rollout/sandbox/kube) is asked, each time the env draws a
@@ -70,8 +71,10 @@ type Config struct {
 	// package images' Cache is one) to the default sandbox factory. A repository task
 	// needs a SandboxFactory that implements [rollout.SpecFactory] with an image
 	// source: the default one with Images set, or one of the caller's (then Images
-	// must be nil: NewEnv refuses both). Nil with the default factory: the rollouts
-	// of repository tasks fail with an error that says so.
+	// must be nil: NewEnv refuses both; a wrapper of the caller's must forward
+	// NewSandboxFor). NewEnv refuses a Dataset or EvalTasks holding a repository
+	// task when neither is there; tasks of a Config.Tasks source cannot be seen
+	// ahead, and their rollouts then fail with [ErrNoSpecFactory].
 	Images bwrap.RootSource
 	// Reward scores a verified rollout. Nil means [reward.Default] with Weights.
 	Reward reward.Reward
@@ -256,7 +259,11 @@ func (c Config) validate() error {
 	}
 	if c.Images != nil && c.SandboxFactory != nil {
 		return fmt.Errorf("%w: Images configures the default sandbox factory and would be ignored beside a SandboxFactory; "+
-			"give the image source to your factory (bwrap.Config.Images) and leave Images nil", ErrInvalidConfig)
+			"give the image source to your factory (bwrap.Config.Images) and leave Images nil; a wrapper of that factory "+
+			"must forward NewSandboxFor (rollout.SpecFactory)", ErrInvalidConfig)
+	}
+	if err := c.checkRepoSandboxes(); err != nil {
+		return err
 	}
 	if c.EvalSplitRatio >= 1 {
 		return fmt.Errorf("%w: EvalSplitRatio is %v; want [0, 1)", ErrInvalidConfig, c.EvalSplitRatio)
@@ -276,6 +283,42 @@ func (c Config) validate() error {
 	if mm := p.Mismatches(); len(mm) > 0 && !c.AllowLogprobMismatch {
 		return fmt.Errorf("%w: sampling with %s makes the policy's reported logprobs (raw in vLLM by default) differ from the distribution the tokens are drawn from, so the trainer's inference_logprobs would be wrong; use Temperature 1 with no truncation and no penalty, or set AllowLogprobMismatch to accept it",
 			ErrInvalidConfig, strings.Join(mm, ", "))
+	}
+	return nil
+}
+
+// checkRepoSandboxes refuses a configuration whose Dataset or EvalTasks hold a
+// repository task that the sandbox factory cannot serve: a SandboxFactory that does
+// not implement [rollout.SpecFactory] (a wrapper that does not forward
+// NewSandboxFor), or the default factory without Images. Without this the first
+// repository rollout would fail, long after start. Tasks from Config.Tasks (a
+// Source) cannot be seen here; their rollouts fail with [ErrNoSpecFactory].
+func (c Config) checkRepoSandboxes() error {
+	var repo *tasks.Task
+	for _, ts := range [][]tasks.Task{c.Dataset, c.EvalTasks} {
+		for i := range ts {
+			if ts[i].Repo != nil {
+				repo = &ts[i]
+				break
+			}
+		}
+		if repo != nil {
+			break
+		}
+	}
+	switch {
+	case repo == nil:
+		return nil
+	case c.SandboxFactory == nil && c.Images == nil:
+		return fmt.Errorf("%w: task %s is a repository task, whose sandboxes are made from its image (%s): "+
+			"set Images (an images.Cache) for the default sandbox factory", ErrInvalidConfig, repo.ID, repo.Repo.Image)
+	case c.SandboxFactory == nil:
+		return nil
+	}
+	if _, ok := c.SandboxFactory.(rollout.SpecFactory); !ok {
+		return fmt.Errorf("%w: task %s is a repository task, whose sandboxes are made from its image (%s), but the "+
+			"SandboxFactory (%T) does not implement rollout.SpecFactory: a wrapper must forward NewSandboxFor to the "+
+			"factory it wraps (one with an image source: bwrap.Config.Images)", ErrInvalidConfig, repo.ID, repo.Repo.Image, c.SandboxFactory)
 	}
 	return nil
 }

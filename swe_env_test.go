@@ -232,3 +232,47 @@ func TestRepositoryTaskNeedsASpecFactory(t *testing.T) {
 	require.ErrorIs(t, err, agenticopd.ErrNoSpecFactory)
 	require.ErrorContains(t, err, "set Config.Images")
 }
+
+// specFactory is a plain factory that also makes sandboxes for images: NewEnv takes it
+// for repository tasks.
+type specFactory struct{ rollout.SandboxFactoryFunc }
+
+func (specFactory) NewSandboxFor(context.Context, rollout.SandboxSpec) (rollout.Sandbox, error) {
+	return nil, context.Canceled
+}
+
+func TestNewEnvRefusesAFactoryThatCannotServeRepositoryTasks(t *testing.T) {
+	sim := vllmtest.NewServer(t)
+	ts, err := tasks.LoadSWE(filepath.Join("testdata", "swe", "tasks.jsonl"), tasks.SWEConfig{})
+	require.NoError(t, err)
+	plain := rollout.SandboxFactoryFunc(func(context.Context) (rollout.Sandbox, error) { return nil, context.Canceled })
+	mixed := append(tasks.Builtin(), ts[0])
+
+	for _, tc := range []struct {
+		name string
+		cfg  agenticopd.Config
+		want string // "" when NewEnv takes it
+	}{
+		{"a wrapper that does not forward NewSandboxFor", agenticopd.Config{Dataset: mixed, SandboxFactory: plain},
+			"SandboxFactory (rollout.SandboxFactoryFunc) does not implement rollout.SpecFactory: a wrapper must forward NewSandboxFor"},
+		{"the same for eval tasks only", agenticopd.Config{EvalTasks: ts[:1], SandboxFactory: plain},
+			"task agentic-opd__swe-toy-1 is a repository task"},
+		{"the default factory without Images", agenticopd.Config{Dataset: mixed},
+			"set Images (an images.Cache) for the default sandbox factory"},
+		{"the default factory with Images", agenticopd.Config{Dataset: mixed, Images: &images.Cache{}}, ""},
+		{"a factory for images", agenticopd.Config{Dataset: mixed, SandboxFactory: specFactory{plain}}, ""},
+		{"a plain factory and no repository task", agenticopd.Config{Dataset: tasks.Builtin(), SandboxFactory: plain}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Policy, cfg.DisableOPD, cfg.EvalSize = sim.Client(), true, tasks.NoEval
+			_, err := agenticopd.NewEnv(cfg)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, agenticopd.ErrInvalidConfig)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}

@@ -4,6 +4,17 @@
 // that matches the deny list (for example "pip install") is not run: the agent gets a
 // tool result that says why, which the model can read and act on.
 //
+// A wrapper forwards what the env and the verifier find by type assertion, or the
+// features behind them are lost: on the factory, NewSandboxFor
+// ([rollout.SpecFactory]: the sandboxes of repository tasks, made from their
+// images; NewEnv refuses a factory without it for a dataset that has such tasks);
+// on each sandbox, Start ([rollout.Starter]: the verifier streams the tests through
+// it), Restore ([rollout.Restorer]: the workspace is given back before grading) and
+// Dir() (the file tools accept absolute paths under the workspace). A sandbox that
+// searches files itself ([rollout.Searcher], the Kubernetes one) needs a wrapper
+// that forwards SearchFiles too; the bubblewrap one does not have it, so Audit does
+// not either (a wrapper must not claim an interface the wrapped sandbox lacks).
+//
 // It runs offline on the in-process vLLM simulator (vllmtest, a scripted test and
 // demo backend, not a language model), whose scripted student here tries once to
 // install a package before it runs the tests, reads the denial, and runs the tests
@@ -38,8 +49,9 @@ func main() { cli.Main("custom-sandbox", run) }
 // its duration and refuses the commands that contain a Deny entry. It is safe for
 // concurrent use, as a SandboxFactory must be.
 type Audit struct {
-	// Factory makes the sandboxes that run the allowed commands.
-	Factory rollout.SandboxFactory
+	// Factory makes the sandboxes that run the allowed commands: a SpecFactory, so
+	// that the sandboxes of repository tasks (NewSandboxFor) are audited too.
+	Factory rollout.SpecFactory
 	// Deny lists substrings of a command line that refuse it ("pip install").
 	Deny []string
 	// Log receives one record per command.
@@ -55,6 +67,16 @@ const DeniedExit = 126
 // NewSandbox implements rollout.SandboxFactory.
 func (a *Audit) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
 	sb, err := a.Factory.NewSandbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &audited{Sandbox: sb, a: a, id: a.sandboxes.Add(1)}, nil
+}
+
+// NewSandboxFor implements rollout.SpecFactory: the sandbox of a repository task,
+// made by the wrapped factory from the task's image, audited the same way.
+func (a *Audit) NewSandboxFor(ctx context.Context, spec rollout.SandboxSpec) (rollout.Sandbox, error) {
+	sb, err := a.Factory.NewSandboxFor(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +174,16 @@ func (s *audited) Dir() string {
 		return d.Dir()
 	}
 	return ""
+}
+
+// Restore implements rollout.Restorer: the verifier gives the workspace back to its
+// owner before it grades (what the agent's chmod took away). A wrapped sandbox
+// without Restore needs none.
+func (s *audited) Restore(ctx context.Context) error {
+	if r, ok := s.Sandbox.(rollout.Restorer); ok {
+		return r.Restore(ctx)
+	}
+	return nil
 }
 
 // installFirst wraps the scripted student: before its first test run it tries to

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,9 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/tasks"
+	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -80,4 +84,57 @@ func TestCustomSandboxTheModelReadsTheDenial(t *testing.T) {
 func TestCustomSandboxFlags(t *testing.T) {
 	clitest.CheckFlags(t, run, []string{"deny", "groups"},
 		[]clitest.BadLine{clitest.Bad("groups", "-groups", "0")})
+}
+
+// recordingFactory is a SpecFactory over another factory's plain sandboxes that
+// records the specs it was asked for.
+type recordingFactory struct {
+	rollout.SandboxFactory
+	specs []rollout.SandboxSpec
+}
+
+func (f *recordingFactory) NewSandboxFor(ctx context.Context, spec rollout.SandboxSpec) (rollout.Sandbox, error) {
+	f.specs = append(f.specs, spec)
+	return f.NewSandbox(ctx)
+}
+
+func TestAuditForwardsWhatTheEnvLooksFor(t *testing.T) {
+	ctx := context.Background()
+	base, err := cli.Sandbox(ctx, true, new(bytes.Buffer))
+	require.NoError(t, err)
+	inner := &recordingFactory{SandboxFactory: base}
+	var log bytes.Buffer
+	a := &Audit{Factory: inner, Log: slog.New(slog.NewTextHandler(&log, nil))}
+
+	var f rollout.SandboxFactory = a
+	sf, ok := f.(rollout.SpecFactory)
+	require.True(t, ok, "the factory forwards NewSandboxFor")
+	spec := rollout.SandboxSpec{Image: "oci-layout:/img", WorkDir: "/testbed"}
+	sb, err := sf.NewSandboxFor(ctx, spec)
+	require.NoError(t, err)
+	defer sb.Close()
+	assert.Equal(t, []rollout.SandboxSpec{spec}, inner.specs, "the spec reaches the wrapped factory")
+
+	_, ok = sb.(rollout.Starter)
+	assert.True(t, ok, "Start is forwarded")
+	r, ok := sb.(rollout.Restorer)
+	require.True(t, ok, "Restore is forwarded")
+	require.NoError(t, r.Restore(ctx))
+	_, ok = sb.(interface{ Dir() string })
+	assert.True(t, ok, "Dir is forwarded")
+	_, ok = sb.(rollout.Searcher)
+	assert.False(t, ok, "no Searcher: the bubblewrap sandbox has none")
+
+	res, err := sb.Run(ctx, rollout.Command{Shell: "echo ok"})
+	require.NoError(t, err)
+	assert.Equal(t, "ok\n", string(res.Stdout))
+	assert.Contains(t, log.String(), `command="echo ok"`, "a repository task's sandbox is audited too")
+
+	// NewEnv takes the wrapper for a dataset with a repository task.
+	sim := vllmtest.NewServer(t)
+	ts, err := tasks.LoadSWE(filepath.Join("..", "..", "testdata", "swe", "tasks.jsonl"), tasks.SWEConfig{})
+	require.NoError(t, err)
+	_, err = agenticopd.NewEnv(agenticopd.Config{Policy: sim.Client(), SandboxFactory: a, DisableOPD: true,
+		Dataset: append(tasks.Builtin(), ts...), EvalSize: tasks.NoEval})
+	require.NoError(t, err)
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
-	"github.com/agentic-opd/agenticopd/scorer"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
@@ -104,14 +103,12 @@ func SplitTasks(ts []tasks.Task, evalSize int, seed uint64) (train, eval []tasks
 	return train, eval, err
 }
 
-// CheckTopK asks the teacher server for k prompt logprobs once, at start-up, so that a
-// server started with a lower --max-logprobs stops the program before any rollout,
-// with an error that names flag (a [*FlagError]) and says both ways out. Other
-// failures (the server down) are returned as they are, wrapped with the URL.
+// CheckTopK checks k against the teacher server's --max-logprobs once, at start-up
+// ([vllm.CheckTopK]), so that a lower cap stops the program before any rollout, with
+// an error that names flag (a [*FlagError]) and says both ways out. Other failures
+// (the server down) are returned as they are, wrapped with the URL.
 func CheckTopK(ctx context.Context, teacher *vllm.Client, flag string, k int) error {
-	// Two ids every vocabulary has, one position scored: the cheapest request that
-	// asks for k logprobs.
-	_, err := teacher.Score(ctx, scorer.Request{K: k, Sequences: []scorer.Sequence{{Tokens: []int32{0, 0}, Positions: []int{1}}}})
+	err := vllm.CheckTopK(ctx, teacher, k)
 	var me *vllm.MaxLogprobsError
 	switch {
 	case err == nil:
