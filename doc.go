@@ -1,5 +1,6 @@
 // Package agenticopd turns agentic coding rollouts into on-policy distillation (OPD)
-// training data for Atropos trainers.
+// training data: for trainers behind the Atropos trajectory API, for NeMo RL through
+// NeMo Gym, or for a program of the caller's own.
 //
 // An [Env] runs, for each task, GroupSize agents in parallel, each in its own sandbox,
 // talking to a vLLM server with exact token ids ([rollout.Agent]). When an agent stops,

@@ -353,6 +353,7 @@ func (e *Env) collect(ctx context.Context, task tasks.Task, opts collectOptions)
 			res, err = d.Distill(ctx, trajs)
 		}
 		if err != nil {
+			e.metrics.addOPD(res.Metrics) // a request the teacher refused was still made
 			if ctx.Err() == nil {
 				e.metrics.count("env/failed_groups", 1)
 			}

@@ -774,7 +774,12 @@ func TestProcessStopsWhenTheTeacherRefusesTopK(t *testing.T) {
 	require.ErrorIs(t, err, vllm.ErrMaxLogprobs)
 	assert.Contains(t, err.Error(), "DistillTopK")
 	assert.Zero(t, out.Len(), "nothing written")
-	assert.Equal(t, float64(1), f.env.Metrics()["env/failed_groups"])
+	m := f.env.Metrics()
+	assert.Equal(t, float64(1), m["env/failed_groups"])
+	// The refused request was made: the OPD count says so, as the request count does.
+	assert.Equal(t, float64(1), m["requests/teacher_score"])
+	assert.Equal(t, m["requests/teacher_score"], m["opd/teacher_requests"])
+	assert.Positive(t, m["opd/teacher_prompt_tokens"])
 }
 
 func TestCollectGroupVerifiesEveryBuiltinTask(t *testing.T) {

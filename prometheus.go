@@ -29,9 +29,13 @@ const promNamespace = "agenticopd"
 // rate() see it before the first event; a count added later (a new reason, a new
 // name) is exported as soon as it exists, with a HELP text that names it. The
 // lifetime means of [Env.Metrics] (train/mean_reward, opd/hint_rate, …) are not
-// exported: their sums and counts are (histograms of the reward terms, counters of
-// hints and rollouts), so a query divides them over any window, e.g.
-// rate(agenticopd_train_reward_sum[10m]) / rate(agenticopd_train_reward_count[10m]).
+// exported: their sums and counts are (histograms of the reward terms and of the
+// repository tasks' test shares, counters of hints and rollouts), so a query divides
+// them over any window, e.g.
+// rate(agenticopd_train_reward_sum[10m]) / rate(agenticopd_train_reward_count[10m]);
+// the reference's totals (opd/total_hints) are the counts of their own names
+// (agenticopd_opd_hints_total). docs/metrics.md lists, for each name of
+// [Env.Metrics], the series it is exported as.
 // Histograms of request latency (agenticopd_request_duration_seconds, by role:
 // render, generate, judge_chat, teacher_score) time each call the Env makes, and
 // agenticopd_rollout_duration_seconds each rollout that ran, whatever its outcome.
@@ -230,12 +234,19 @@ func promHelps() map[string]string {
 // sums and counts give means over any window.
 type rewardHistograms struct {
 	reward, correctness, efficiency, toolUsage prometheus.Histogram
+	// f2p and p2p are the shares of a graded repository rollout's FAIL_TO_PASS and
+	// PASS_TO_PASS tests that passed (swe/f2p_rate and swe/p2p_rate as window means).
+	f2p, p2p prometheus.Histogram
 }
 
 func newRewardHistograms() *rewardHistograms {
 	h := func(name, help string) prometheus.Histogram {
+		sub := "train"
+		if strings.HasPrefix(name, "swe/") {
+			sub, name = "swe", strings.TrimPrefix(name, "swe/")
+		}
 		return prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promNamespace, Subsystem: "train", Name: name, Help: help,
+			Namespace: promNamespace, Subsystem: sub, Name: name, Help: help,
 			Buckets: []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, // tenths, written out: LinearBuckets adds float noise to the labels
 		})
 	}
@@ -244,6 +255,10 @@ func newRewardHistograms() *rewardHistograms {
 		correctness: h("correctness", "Correctness term of each training rollout (0 to 1; see package reward); a window mean near 0 or 1 means the tasks are too hard or too easy."),
 		efficiency:  h("efficiency", "Efficiency term of each training rollout's reward (fewer turns is higher)."),
 		toolUsage:   h("tool_usage", "Tool-use term of each training rollout's reward."),
+		f2p: h("swe/f2p_rate", "Share of a graded repository-task rollout's FAIL_TO_PASS tests that passed (0 to 1); "+
+			"_sum/_count over a window is swe/f2p_rate, how often the policy fixes what the task asks."),
+		p2p: h("swe/p2p_rate", "Share of a graded repository-task rollout's PASS_TO_PASS tests that passed (0 to 1); "+
+			"_sum/_count over a window is swe/p2p_rate: below 1, the policy's patches break what worked."),
 	}
 }
 
@@ -253,11 +268,15 @@ func (h *rewardHistograms) observe(rs []Rollout) {
 		h.correctness.Observe(r.Reward.Correctness)
 		h.efficiency.Observe(r.Reward.Efficiency)
 		h.toolUsage.Observe(r.Reward.ToolUsage)
+		if res := r.Verification.Repo; res != nil {
+			h.f2p.Observe(res.F2PRate)
+			h.p2p.Observe(res.P2PRate)
+		}
 	}
 }
 
 func (h *rewardHistograms) collect(ch chan<- prometheus.Metric) {
-	for _, x := range []prometheus.Histogram{h.reward, h.correctness, h.efficiency, h.toolUsage} {
+	for _, x := range []prometheus.Histogram{h.reward, h.correctness, h.efficiency, h.toolUsage, h.f2p, h.p2p} {
 		x.Collect(ch)
 	}
 }

@@ -186,7 +186,9 @@ type work struct {
 // Judge failures never fail the call: the turn gets no hint and the failure is
 // counted. Errors: ctx's; [ErrInvalidTrajectory]; a Templater or Renderer failure other
 // than template drift; a teacher failure or a teacher result that does not answer the
-// request. On error no partial result is returned.
+// request. On error no sequence is returned; after a teacher failure the result's
+// Metrics still count the request that was sent (TeacherRequests, TeacherSequences,
+// TeacherPromptTokens), so that a refused request is not a request never made.
 func (d *Distiller) Distill(ctx context.Context, trajs []*rollout.Trajectory) (Result, error) {
 	for i, t := range trajs {
 		if err := validate(t); err != nil {
@@ -223,7 +225,7 @@ func (d *Distiller) Distill(ctx context.Context, trajs []*rollout.Trajectory) (R
 	}
 	req, plans := d.build(ctx, trajs, hinted)
 	if err := d.score(ctx, req, plans, &res); err != nil {
-		return Result{}, err
+		return Result{Metrics: sent(req)}, err
 	}
 	res.Metrics = d.count(&res, req)
 	if l := d.cfg.Logger; l != nil {

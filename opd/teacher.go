@@ -284,13 +284,24 @@ func (d *Distiller) count(res *Result, req scorer.Request) Metrics {
 			m.RolloutsWithHint++
 		}
 	}
+	s := sent(req)
+	m.TeacherRequests, m.TeacherSequences, m.TeacherPromptTokens = s.TeacherRequests, s.TeacherSequences, s.TeacherPromptTokens
+	for _, s := range req.Sequences {
+		m.TeacherPositions += len(s.Positions)
+	}
+	return m
+}
+
+// sent counts the teacher request req: one request when it has a sequence, its
+// sequences and their tokens.
+func sent(req scorer.Request) Metrics {
+	var m Metrics
 	if len(req.Sequences) > 0 {
 		m.TeacherRequests = 1
 	}
 	m.TeacherSequences = len(req.Sequences)
 	for _, s := range req.Sequences {
 		m.TeacherPromptTokens += len(s.Tokens)
-		m.TeacherPositions += len(s.Positions)
 	}
 	return m
 }

@@ -81,7 +81,7 @@
 // with the operation, as in "vllm: POST /v1/completions: 400 Bad Request …". Callers
 // branch with errors.Is on [ErrMaxLogprobs] (the *[MaxLogprobsError] carries the
 // server's cap and says to start vLLM with --max-logprobs ≥ K or to lower
-// distill_topk), [ErrContextLength] and [ErrModelNotFound]. A 404 counts as
+// Config.DistillTopK), [ErrContextLength] and [ErrModelNotFound]. A 404 counts as
 // [ErrModelNotFound] when it is vLLM's NotFoundError or speaks of a model; FastAPI's
 // bare {"detail":"Not Found"} for an unknown route does not. [CheckTopK] finds a
 // teacher whose --max-logprobs is below the top-K at start-up, with one request.

@@ -100,7 +100,7 @@ func (e *MaxLogprobsError) advice() string {
 	if e.Requested > 0 {
 		k = strconv.Itoa(e.Requested)
 	}
-	return fmt.Sprintf("start vLLM with --max-logprobs %s (or more), or lower distill_topk to at most %d", k, e.Max)
+	return fmt.Sprintf("start vLLM with --max-logprobs %s (or more), or lower the top-K asked for (Config.DistillTopK in agenticopd) to at most %d", k, e.Max)
 }
 
 // Is reports whether target is [ErrMaxLogprobs].

@@ -98,7 +98,7 @@ func TestMaxLogprobsError(t *testing.T) {
 	require.Equal(t, "prompt_logprobs", ae.Param)
 	msg := err.Error()
 	require.True(t, strings.HasPrefix(msg, "vllm: POST /v1/completions: 400 Bad Request (BadRequestError): Requested prompt logprobs of 64"), msg)
-	require.Contains(t, msg, "start vLLM with --max-logprobs 64 (or more), or lower distill_topk to at most 32")
+	require.Contains(t, msg, "start vLLM with --max-logprobs 64 (or more), or lower the top-K asked for (Config.DistillTopK in agenticopd) to at most 32")
 	require.Len(t, r.requests("POST /v1/completions"), 1, "a 400 is not retried")
 
 	sample := vllm.DecodeError(400, readTestdata(t, "error_nested_sample_logprobs.json"))
