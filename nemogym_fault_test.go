@@ -207,3 +207,53 @@ func TestNemoGymRolloutTimeout(t *testing.T) {
 		})
 	}
 }
+
+// An engine whose context is shorter than its /tokenize reports refuses the first
+// prompt (NeMo Gym's model server answers an empty completion without token fields).
+// The rollout is a data failure, not a 500 that NeMo RL would retry 5 times: 422 with
+// the reason for NeMo RL, a terminal context_overflow row for the standalone
+// collector; the sandbox is released.
+func TestNemoGymContextOverflowIsADataFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures nemogym.Failures
+		driver   nemogymtest.Driver
+	}{
+		{"status for NeMo RL", nemogym.FailStatus, nemogymtest.NeMoRL},
+		{"failure row for standalone", nemogym.FailRow, nemogymtest.Standalone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner, err := bwrap.New(context.Background(), bwrap.Config{})
+			require.NoError(t, err)
+			sbs := &countingSandboxes{inner: inner}
+			rig := newNemoGymRigModel(t, func(c *nemogymtest.ModelConfig) { c.MaxModelLen = 16 },
+				func(c *agenticopd.Config) { c.SandboxFactory = sbs }, func(c *nemogym.Config) { c.Failures = tc.failures })
+			col := nemogymtest.Collector{AgentURL: rig.url, Driver: tc.driver, Temperature: 1, TopP: 1}
+			runs, failures, err := col.Run(context.Background(), nemoGymRows(tasks.Builtin()[0]), 1)
+			if tc.failures == nemogym.FailStatus {
+				var re *nemogymtest.RunError
+				require.ErrorAs(t, err, &re)
+				require.Equal(t, http.StatusUnprocessableEntity, re.Status, re.Body)
+				require.Equal(t, nemogymtest.Data, re.Class)
+				var detail struct{ Detail string }
+				require.NoError(t, json.Unmarshal([]byte(re.Body), &detail), re.Body)
+				require.Contains(t, detail.Detail, "context overflow")
+				require.Contains(t, detail.Detail, "max_model_len")
+			} else {
+				require.NoError(t, err)
+				require.Empty(t, runs)
+				require.Len(t, failures, 1)
+				res := failures[0].Result
+				require.JSONEq(t, `"context_overflow"`, string(res["_ng_failure_class"]))
+				require.JSONEq(t, `true`, string(res["_ng_failure_terminal"]))
+				require.JSONEq(t, `0`, string(res["reward"]))
+				require.Contains(t, string(res["error"]), "context overflow")
+			}
+			require.Positive(t, rig.model.Calls(), "the rollout reached the model server")
+			waitRollouts(t, rig.agent)
+			sbs.mu.Lock()
+			defer sbs.mu.Unlock()
+			require.Zero(t, sbs.open, "a sandbox stayed open")
+		})
+	}
+}

@@ -34,10 +34,19 @@ type nemoGymRig struct {
 
 func newNemoGymRig(t *testing.T, mod func(*agenticopd.Config), srvMod func(*nemogym.Config)) *nemoGymRig {
 	t.Helper()
+	return newNemoGymRigModel(t, nil, mod, srvMod)
+}
+
+// newNemoGymRigModel is newNemoGymRig with the fake model server's config changed by
+// modelMod.
+func newNemoGymRigModel(t *testing.T, modelMod func(*nemogymtest.ModelConfig), mod func(*agenticopd.Config), srvMod func(*nemogym.Config)) *nemoGymRig {
+	t.Helper()
 	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&coder{}).turn), vllmtest.WithChatScript(judgeScript))
-	model := nemogymtest.NewModelServer(t, nemogymtest.ModelConfig{
-		Backend: sim.Client(), EOS: sim.Tokenize("<|im_end|>")[0], Temperature: 1, TopP: 1,
-	})
+	mcfg := nemogymtest.ModelConfig{Backend: sim.Client(), EOS: sim.Tokenize("<|im_end|>")[0], Temperature: 1, TopP: 1}
+	if modelMod != nil {
+		modelMod(&mcfg)
+	}
+	model := nemogymtest.NewModelServer(t, mcfg)
 	tok, err := vllm.NewClient(model.URL)
 	require.NoError(t, err)
 	policy, err := nemogym.NewPolicy(nemogym.PolicyConfig{ModelURL: model.URL, Tokenizer: tok})

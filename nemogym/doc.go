@@ -87,10 +87,20 @@
 // declare). One [Session] per rollout, carried in the context, holds the bundles and
 // the model server's cookies (its endpoint affinity).
 //
-// Known limits: NeMo Gym's model server answers a context overflow with an empty
-// completion without token fields; the agent avoids it by bounding each call by the
-// context the tokenizer reports, and should it happen the rollout fails
-// ([ErrContextOverflow]) as an infrastructure failure. The reasoning a server's reasoning parser separates, and the
+// A context overflow is a data failure. NeMo Gym's model server answers a prompt
+// longer than the engine's max_model_len with an empty completion without token
+// fields; the agent avoids it by bounding each call by the context the tokenizer
+// reports, so one means the engine's context is shorter than its /tokenize says, and
+// every attempt of the row would meet it again. NeMo RL's failures.py names such a
+// prompt a data failure, and reads any 4xx but 408 and 429 as one, so the rollout is
+// not scored (a rollout cut short by the server's configuration says nothing about the
+// policy) but answered 422 with the reason under [FailStatus] (NeMo RL spends its
+// small data budget on it, 2 attempts by default, and reports it, instead of
+// retrying it 5 times as an infrastructure failure), and as a terminal failure row
+// of class "context_overflow" under [FailRow] ([ErrContextOverflow],
+// [Session.ContextOverflow]).
+//
+// Known limits: the reasoning a server's reasoning parser separates, and the
 // tool calls a tool parser extracts, are put back as <think> and Hermes <tool_call>
 // text for the agent's parser; run the trainer's vLLM without them where possible.
 //

@@ -43,6 +43,17 @@ type Session struct {
 	template    bool // SetTemplate was called
 	tools       []chat.Tool
 	templateKws map[string]any
+
+	overflow bool // a call met a context overflow
+}
+
+// ContextOverflow reports whether a model call of the rollout met a context overflow
+// ([ErrContextOverflow]). The agent server reads it when a rollout fails, since a
+// Runner may report the policy's error as text only (Env.RunOne does).
+func (s *Session) ContextOverflow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overflow
 }
 
 // SetTemplate tells the Policy the tools and chat-template kwargs the agent of this
@@ -91,7 +102,8 @@ var ErrNonContiguous = errors.New("nemogym: the model server's prompt does not e
 // answers an empty completion without token fields and finish_reason "length": NeMo
 // Gym's answer when the engine refused the prompt as longer than its context. The
 // agent bounds each call by the context the tokenizer reports, so it means the
-// trainer's engine has a shorter context than its /tokenize says.
+// trainer's engine has a shorter context than its /tokenize says. The agent server
+// answers such a rollout as a data failure (see [Server]).
 var ErrContextOverflow = errors.New("nemogym: the model server reports a context overflow (an empty completion without token fields)")
 
 // APIError is a non-2xx answer of the model server.
@@ -286,7 +298,12 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 	m := ch.Message
 	if m.PromptTokenIDs == nil && m.GenerationTokenIDs == nil && m.GenerationLogProbs == nil &&
 		ch.FinishReason == rollout.FinishLength && (m.Content == nil || *m.Content == "") {
-		return rollout.Generation{}, fmt.Errorf("%s: %w", op, ErrContextOverflow)
+		s.mu.Lock()
+		s.overflow = true
+		s.mu.Unlock()
+		return rollout.Generation{}, fmt.Errorf("%s: %w: the engine refused the %d-token prompt as longer than its context, "+
+			"which is shorter than the one its /tokenize reports (give the engine a max_model_len no shorter than that)",
+			op, ErrContextOverflow, len(req.Prompt))
 	}
 	if m.PromptTokenIDs == nil || m.GenerationTokenIDs == nil || m.GenerationLogProbs == nil {
 		return rollout.Generation{}, fmt.Errorf("%s: the answer lacks token information (prompt_token_ids, generation_token_ids, generation_log_probs come together or not at all; run the model server with return_token_id_information: true)", op)

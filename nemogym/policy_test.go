@@ -91,6 +91,7 @@ func TestPolicyRollout(t *testing.T) {
 		require.Equal(t, traj.Logprobs[turn.Start:turn.End], calls[i].GenerationLogProbs, "call %d logprobs", i)
 	}
 	require.Zero(t, r.policy.NonContiguous())
+	require.False(t, s.ContextOverflow())
 }
 
 // A server that breaks the token rules fails the rollout and is counted; nothing of
@@ -200,7 +201,9 @@ func TestPolicyUndoesServerParsers(t *testing.T) {
 // answers an empty completion without tokens; the rollout fails with a clear error.
 func TestPolicyContextOverflow(t *testing.T) {
 	r := newRig(t, func(c *nemogymtest.ModelConfig) { c.MaxModelLen = 8 }, sampling.Params{})
-	traj := r.run(t, nemogym.NewSession(nemogym.Sampling{}))
+	sess := nemogym.NewSession(nemogym.Sampling{})
+	traj := r.run(t, sess)
 	require.Equal(t, rollout.StopPolicyError, traj.Stop)
 	require.Contains(t, traj.Err, "context overflow")
+	require.True(t, sess.ContextOverflow(), "the session tells the agent server")
 }

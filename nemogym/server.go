@@ -20,15 +20,18 @@ type Failures int
 const (
 	// FailStatus (the default) answers with an HTTP status that classifies the
 	// failure, as NeMo RL reads it: 500 for a rollout that failed (the model server,
-	// the sandbox, the verifier: retried as an infrastructure failure), 422 for a row
-	// this server cannot use (a data failure). A 200 failure row would reach NeMo RL's
-	// post-processing, which rejects it as data.
+	// the sandbox, the verifier: retried as an infrastructure failure), 422 with the
+	// reason for a row this server cannot use or a prompt longer than the engine's
+	// context (data failures: NeMo RL gives them its small data budget and reports
+	// them). A 200 failure row would reach NeMo RL's post-processing, which rejects
+	// it as data.
 	FailStatus Failures = iota
 	// FailRow answers 200 with a failure row (reward 0, _ng_failure_class, error), as
 	// NeMo Gym's standalone collector wants: any other status aborts its whole run.
 	// Failed rollouts get class "rollout_failed" and are retried on resume; bad rows
-	// get "bad_row" and rollouts past Config.RolloutTimeout "timeout_exceeded", both
-	// with _ng_failure_terminal (never retried).
+	// get "bad_row", context overflows "context_overflow" and rollouts past
+	// Config.RolloutTimeout "timeout_exceeded", all three with _ng_failure_terminal
+	// (never retried).
 	FailRow
 )
 
@@ -37,6 +40,9 @@ const (
 	ClassRolloutFailed = "rollout_failed"
 	ClassBadRow        = "bad_row"
 	ClassTimeout       = "timeout_exceeded" // NeMo Gym's name for a rollout past its deadline
+	// ClassContextOverflow is a rollout whose prompt the engine refused as longer
+	// than its context ([ErrContextOverflow]): a data failure, terminal.
+	ClassContextOverflow = "context_overflow"
 )
 
 // Config configures a [Server]. The zero value of every field but Runner is a
@@ -219,11 +225,14 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 	}
 	if err != nil {
 		class := ClassRolloutFailed
-		if errors.Is(context.Cause(ctx), errRolloutTimeout) {
+		switch {
+		case errors.Is(err, ErrContextOverflow) || sess.ContextOverflow():
+			class = ClassContextOverflow
+		case errors.Is(context.Cause(ctx), errRolloutTimeout):
 			class, err = ClassTimeout, fmt.Errorf("%w (%v): %w", errRolloutTimeout, s.cfg.RolloutTimeout, err)
 		}
 		if ctx.Err() == nil || class == ClassTimeout {
-			s.log.Warn("nemogym: rollout failed", "task", row.Task.ID, "err", err)
+			s.log.Warn("nemogym: rollout failed", "task", row.Task.ID, "class", class, "err", err)
 		}
 		status, body = s.failure(row, class, err)
 	}
@@ -278,17 +287,21 @@ func (s *Server) reject(w http.ResponseWriter, row *Row, err error) {
 // failure is the answer for err under the configured reporting.
 func (s *Server) failure(row *Row, class string, err error) (int, []byte) {
 	bad := errors.Is(err, ErrBadRow)
+	// A data failure fails the same way on every attempt: a row this server cannot
+	// use, or a prompt longer than the engine's context (NeMo RL's failures.py names
+	// that one a data failure).
+	data := bad || class == ClassContextOverflow
 	if s.cfg.Failures == FailStatus {
-		if bad {
+		if data {
 			b, _ := json.Marshal(map[string]string{"detail": err.Error()})
 			return http.StatusUnprocessableEntity, b
 		}
 		b, _ := json.Marshal(err.Error()) // a JSON string, as Python servers answer a 500
 		return http.StatusInternalServerError, b
 	}
-	// NeMo Gym never retries a rollout past its deadline (timeout_exceeded is one of
-	// its terminal classes), nor a row that cannot be used.
-	res := &Result{FailureClass: class, Error: err.Error(), Terminal: bad || class == ClassTimeout}
+	// NeMo Gym never retries a terminal failure on resume: a data failure, or a
+	// rollout past its deadline (timeout_exceeded is one of its terminal classes).
+	res := &Result{FailureClass: class, Error: err.Error(), Terminal: data || class == ClassTimeout}
 	if bad {
 		res.FailureClass = ClassBadRow
 	}

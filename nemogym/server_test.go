@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -96,6 +97,9 @@ func TestServerFailures(t *testing.T) {
 		<-ctx.Done() // a model server that never answers
 		return nemogym.Outcome{}, ctx.Err()
 	})
+	overflow := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
+		return nemogym.Outcome{}, fmt.Errorf("policy: %w", nemogym.ErrContextOverflow)
+	})
 	weighted := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
 		o := oneTurn()
 		o.Components = map[string]float64{"correctness": 1, "efficiency": 1, "tool_use": 1} // unweighted parts
@@ -122,6 +126,8 @@ func TestServerFailures(t *testing.T) {
 		{"rollout failed, standalone", failing, nemogym.FailRow, goodRow, 200, nemogym.ClassRolloutFailed, false, 0},
 		{"past RolloutTimeout, NeMo RL", stalled, nemogym.FailStatus, goodRow, 500, "", false, time.Millisecond},
 		{"past RolloutTimeout, standalone", stalled, nemogym.FailRow, goodRow, 200, nemogym.ClassTimeout, true, time.Millisecond},
+		{"context overflow, NeMo RL", overflow, nemogym.FailStatus, goodRow, 422, "", false, 0},
+		{"context overflow, standalone", overflow, nemogym.FailRow, goodRow, 200, nemogym.ClassContextOverflow, true, 0},
 		{"reward is not the sum of its parts", weighted, nemogym.FailStatus, goodRow, 500, "", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
