@@ -427,7 +427,7 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 				p.kill(reasonTimeout)
 				return
 			case <-disk:
-				over, next := s.checkQuota(func() []int { return s.heldBy(pid, spec.cg) })
+				over, next := s.checkQuota(func() []int { return s.heldBy(pid, spec.cg) }, false)
 				if over {
 					p.kill(reasonDisk)
 					return
@@ -443,7 +443,7 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	// Deleted-but-open files are counted while their holders live.
 	overAtExit := false
 	if cfg.DiskQuota >= 0 {
-		overAtExit, _ = s.checkQuota(func() []int { return s.heldBy(pid, spec.cg) })
+		overAtExit, _ = s.checkQuota(func() []int { return s.heldBy(pid, spec.cg) }, true)
 	}
 	reason := p.exit()
 	if spec.cg != nil {

@@ -147,14 +147,26 @@ type quotaState struct {
 	cost    time.Duration
 	over    bool
 	walking bool
+	ended   chan struct{} // closed when the running walk ends
 }
 
 // checkQuota checks the workspace unless a walked workspace was found within its quota
 // too recently for the CPU budget (maxWalkShare), in which case it reports that. It
-// returns the verdict and how long to wait before the next check.
-func (s *Sandbox) checkQuota(pids func() []int) (bool, time.Duration) {
+// returns the verdict and how long to wait before the next check. The check at a
+// command's exit (atExit) that finds a walk running waits for it and takes its
+// verdict: that walk began while the command ran, so it saw what the command left.
+func (s *Sandbox) checkQuota(pids func() []int, atExit bool) (bool, time.Duration) {
 	q := &s.quota
 	q.mu.Lock()
+	if atExit && q.walking {
+		ended := q.ended
+		q.mu.Unlock()
+		<-ended
+		q.mu.Lock()
+		over := q.over
+		q.mu.Unlock()
+		return over, DiskCheckInterval
+	}
 	if !s.mounted {
 		wait := maxWalkShare*q.cost - time.Since(q.at)
 		// Only a verdict of within quota is reused: one of over quota is walked
@@ -167,13 +179,19 @@ func (s *Sandbox) checkQuota(pids func() []int) (bool, time.Duration) {
 		}
 	}
 	q.walking = true
+	ended := make(chan struct{})
+	q.ended = ended
 	q.mu.Unlock()
 
 	over, cost := s.overQuota(pids())
 
 	q.mu.Lock()
-	q.at, q.cost, q.over, q.walking = time.Now(), cost, over, false
+	q.at, q.cost, q.over = time.Now(), cost, over
+	if q.ended == ended {
+		q.walking = false
+	}
 	q.mu.Unlock()
+	close(ended)
 	return over, max(DiskCheckInterval, maxWalkShare*cost)
 }
 
