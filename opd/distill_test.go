@@ -636,8 +636,9 @@ func (f *strictTemplate) Render(ctx context.Context, msgs []chat.Message, gen bo
 
 // A tool call the agent could not parse keeps the text the model wrote as its
 // arguments. TaskPrompt renders the context before each hinted turn; the broken call
-// must reach the teacher as the text the model wrote, and a call marked invalid whose
-// text happens to be a JSON object must not be rendered as a call either.
+// must reach the teacher as the text the model wrote, a call marked invalid whose
+// text happens to be a JSON object must not be rendered as a call either, and the
+// readable call between them stays where the model wrote it.
 func TestDistillTaskPromptRendersUnparsableCallsAsText(t *testing.T) {
 	const broken = "\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"ls\"\n"
 	const noName = `{"arguments": {"command": "ls"}}`
@@ -667,12 +668,86 @@ func TestDistillTaskPromptRendersUnparsableCallsAsText(t *testing.T) {
 
 	want := chat.Clone(traj.Messages[:5])
 	want[0].Content += "\n\n[user's hint / instruction]\n" + hintFor["NameError: name 'x' is not defined"]
-	want[1].Content = "Looking.\n<tool_call>" + broken + "</tool_call>\n<tool_call>" + noName + "</tool_call>"
-	want[1].ToolCalls = want[1].ToolCalls[1:2]
+	want[1].Content = "Looking.\n<tool_call>" + broken + "</tool_call>\n" +
+		"<tool_call>\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>\n" +
+		"<tool_call>" + noName + "</tool_call>"
+	want[1].ToolCalls = nil
 	if diff := cmp.Diff(want, tmpl.renders[0]); diff != "" {
 		t.Errorf("rendered context (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(before, traj.Messages); diff != "" {
 		t.Errorf("the trajectory's messages changed (-before +after):\n%s", diff)
+	}
+}
+
+// A trajectory built by other means may carry calls no parser marked invalid whose
+// arguments a server cannot render (not JSON, or JSON that is not an object). Such a
+// message is written whole as text, in order: each readable call as the template
+// writes a call (a JSON string holding an object unwrapped, ", " and ": " between
+// members, string escapes kept), each unrenderable one with its arguments verbatim and
+// its name kept. A message whose calls all render stays structured.
+func TestDistillTaskPromptWritesUnrenderableArgumentsInOrder(t *testing.T) {
+	call := func(id, name, args string) chat.ToolCall {
+		return chat.ToolCall{ID: id, Type: "function", Function: chat.FunctionCall{Name: name, Arguments: args}}
+	}
+	tests := []struct {
+		name  string
+		calls []chat.ToolCall
+		want  string // the message's content; "" means it stays as it is
+	}{
+		{
+			name:  "not JSON after a string holding an object",
+			calls: []chat.ToolCall{call("c0", "terminal", `"{\"command\":\"ls\"}"`), call("c1", "terminal", "ls -la")},
+			want: "Looking.\n<tool_call>\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>\n" +
+				"<tool_call>\n{\"name\": \"terminal\", \"arguments\": ls -la}\n</tool_call>",
+		},
+		{
+			name: "a JSON array first, nested object and escapes second",
+			calls: []chat.ToolCall{call("c0", "search", `["a", "b"]`),
+				call("c1", "write_file", `{"path":"x.py","content":"a, b: \"c\"\n\u00e9<>","opts":[1,{"k":2}]}`)},
+			want: "Looking.\n<tool_call>\n{\"name\": \"search\", \"arguments\": [\"a\", \"b\"]}\n</tool_call>\n" +
+				"<tool_call>\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"x.py\", \"content\": \"a, b: \\\"c\\\"\\n\\u00e9<>\", \"opts\": [1, {\"k\": 2}]}}\n</tool_call>",
+		},
+		{
+			name:  "a JSON string that holds no object, empty arguments before it",
+			calls: []chat.ToolCall{call("c0", "list", ""), call("c1", "terminal", `"ls"`)},
+			want: "Looking.\n<tool_call>\n{\"name\": \"list\", \"arguments\": {}}\n</tool_call>\n" +
+				"<tool_call>\n{\"name\": \"terminal\", \"arguments\": \"ls\"}\n</tool_call>",
+		},
+		{
+			name:  "every call renders",
+			calls: []chat.ToolCall{call("c0", "terminal", `"{\"command\":\"ls\"}"`), call("c1", "list", `{"path": "."}`)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			results := make([]chat.Message, len(tt.calls))
+			for i := range results {
+				results[i] = tool("ok")
+			}
+			traj := newTraj(user("Write flatten(lst).")).
+				assistant(asst("Looking.", tt.calls...)).
+				then(results...).
+				assistant(asst("Running.", toolCall("terminal", `{"command":"python x.py"}`)...)).
+				then(tool("NameError: name 'x' is not defined")).
+				assistant(asst("Done.")).
+				build()
+			var calls atomic.Int64
+			tmpl := &strictTemplate{}
+			d := newDistiller(t, opd.Config{Judge: scriptedJudge(&calls), Teacher: (&fakeTeacher{}).scorer(),
+				Renderer: tmpl, Placement: opd.TaskPrompt, TopK: topK})
+			res, err := d.Distill(context.Background(), []*rollout.Trajectory{traj})
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Metrics.ScoredTurns, "turns: %+v", res.Sequences[0].Turns)
+			require.Len(t, tmpl.renders, 1)
+
+			want := chat.Clone(traj.Messages[1:2])[0]
+			if tt.want != "" {
+				want.Content, want.ToolCalls = tt.want, nil
+			}
+			if diff := cmp.Diff(want, tmpl.renders[0][1]); diff != "" {
+				t.Errorf("rendered assistant message (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

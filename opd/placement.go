@@ -1,6 +1,7 @@
 package opd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +27,9 @@ const (
 	// TaskPrompt is the reference's placement, for comparison: the hint is appended to
 	// the last user message before the turn ([AppendHint]), the enhanced context is
 	// rendered with the generation prompt by the [Renderer], and the student's own ids
-	// of the turn follow. One teacher sequence per hinted turn.
+	// of the turn follow. One teacher sequence per hinted turn. An earlier assistant
+	// turn with a tool call the agent could not parse ([rollout.Turn.InvalidCalls]) is
+	// rendered whole as text, its calls in the order the model wrote them.
 	TaskPrompt
 )
 
@@ -103,10 +106,20 @@ func AppendHint(context []chat.Message, hint string) []chat.Message {
 // text between its tags as arguments ([rollout.Turn.InvalidCalls]); a server refuses
 // to render arguments that are not JSON (vLLM parses them before the template runs),
 // and one that happens to be a JSON object would render as a call the model never
-// made. Such a call, and any call whose arguments are not a JSON object (a trajectory
-// built by other means), is taken out of ToolCalls and written into the message's
-// content as the model wrote it, in the Hermes tags the agent's default parser reads.
-// The tool message answering it stays. t.Messages itself is not modified.
+// made. An assistant message with such a call, or with any call whose arguments are
+// not a JSON object (a trajectory built by other means), is therefore written whole
+// as text, in the order the model wrote it: its content, then every call in the
+// Hermes tags the agent's default parser reads, joined by "\n" as Qwen-style
+// templates join them. The template renders content before calls, so keeping the
+// readable calls structured would move them in front of the unreadable ones, and the
+// tool messages that answer them would follow in the other order.
+//
+// An unparsable call is written as the text between its tags, as the model wrote it.
+// A readable call is written as the template writes a call,
+// "<tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>", with ARGS as the
+// message holds them (a JSON string holding an object unwrapped) spaced as
+// Python's json.dumps spaces them; a call whose arguments are not JSON at all keeps
+// them verbatim there. The tool messages stay. t.Messages itself is not modified.
 func renderable(t *rollout.Trajectory, n int) []chat.Message {
 	msgs := t.Messages[:n]
 	invalid := map[int][]int{} // message -> invalid call indices
@@ -120,31 +133,20 @@ func renderable(t *rollout.Trajectory, n int) []chat.Message {
 		if m.Role != chat.RoleAssistant || len(m.ToolCalls) == 0 {
 			continue
 		}
-		text := func(k int) bool {
-			return slices.Contains(invalid[i], k) || !argumentsRenderable(m.ToolCalls[k].Function.Arguments)
-		}
-		var b strings.Builder
-		var kept []chat.ToolCall
+		asText := false
 		for k, tc := range m.ToolCalls {
-			if !text(k) {
-				kept = append(kept, tc)
-				continue
+			if _, ok := templateArguments(tc.Function.Arguments); !ok || slices.Contains(invalid[i], k) {
+				asText = true
+				break
 			}
-			if b.Len() == 0 {
-				b.WriteString(m.Content)
-			}
-			if b.Len() > 0 {
-				b.WriteString("\n")
-			}
-			b.WriteString("<tool_call>" + tc.Function.Arguments + "</tool_call>")
 		}
-		if len(kept) == len(m.ToolCalls) {
+		if !asText {
 			continue
 		}
 		if out == nil {
 			out = chat.Clone(msgs)
 		}
-		out[i].Content, out[i].ToolCalls = b.String(), kept
+		out[i].Content, out[i].ToolCalls = turnText(m, invalid[i]), nil
 	}
 	if out == nil {
 		return msgs
@@ -152,22 +154,82 @@ func renderable(t *rollout.Trajectory, n int) []chat.Message {
 	return out
 }
 
-// argumentsRenderable reports whether args is what a server renders as a call's
-// arguments: empty, a JSON object, or a JSON string holding one (or nothing).
-func argumentsRenderable(args string) bool {
+// turnText writes an assistant message's content and tool calls as one text, in
+// order; invalid holds the indices of the calls the parser could not read.
+func turnText(m chat.Message, invalid []int) string {
+	var b strings.Builder
+	b.WriteString(m.Content)
+	for k, tc := range m.ToolCalls {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		args, ok := templateArguments(tc.Function.Arguments)
+		if slices.Contains(invalid, k) {
+			b.WriteString("<tool_call>" + tc.Function.Arguments + "</tool_call>")
+			continue
+		}
+		if !ok {
+			args = tc.Function.Arguments
+		}
+		b.WriteString("<tool_call>\n{\"name\": " + jsonString(tc.Function.Name) + ", \"arguments\": " + args + "}\n</tool_call>")
+	}
+	return b.String()
+}
+
+// templateArguments returns args as a chat template writes a call's arguments, and
+// whether a server renders them: empty (written {}), a JSON object, or a JSON string
+// holding one (or nothing). The object keeps its members, numbers and string escapes
+// as given, with the separators ", " and ": " of Python's json.dumps.
+func templateArguments(args string) (string, bool) {
 	s := strings.TrimSpace(args)
 	if s == "" {
-		return true
+		return "{}", true
 	}
 	if s[0] == '"' {
 		var inner string
 		if json.Unmarshal([]byte(s), &inner) != nil {
-			return false
+			return "", false
 		}
 		if s = strings.TrimSpace(inner); s == "" {
-			return true
+			return "{}", true
 		}
 	}
 	var obj map[string]json.RawMessage
-	return s[0] == '{' && json.Unmarshal([]byte(s), &obj) == nil
+	if s[0] != '{' || json.Unmarshal([]byte(s), &obj) != nil {
+		return "", false
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, []byte(s)) != nil {
+		return "", false
+	}
+	return pySpaced(compact.Bytes()), true
+}
+
+// pySpaced adds a space after every ',' and ':' outside strings of compact JSON.
+func pySpaced(compact []byte) string {
+	var b strings.Builder
+	inString, escaped := false, false
+	for _, c := range compact {
+		b.WriteByte(c)
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ',' || c == ':'):
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}
+
+// jsonString is s as a JSON string, with <, > and & as they are.
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
 }
