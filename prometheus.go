@@ -147,7 +147,7 @@ func promKnownReasons() []string {
 		"opd/unparsable_votes/" + judge.UnparsedRequestFailed, "opd/unparsable_votes/" + judge.UnparsedMissingChoice,
 		"opd/unparsable_votes/" + judge.UnparsedEmptyContent, "opd/unparsable_votes/" + judge.UnparsedTruncated,
 		"opd/unparsable_votes/" + judge.UnparsedUnfinished, "opd/unparsable_votes/" + judge.UnparsedOnlyThinking,
-		"opd/unparsable_votes/" + judge.UnparsedConflictingDecisions,
+		"opd/unparsable_votes/" + judge.UnparsedConflictingDecisions, "opd/unparsable_votes/" + judge.UnparsedUnknownFinish,
 	}
 }
 

@@ -57,6 +57,7 @@ func TestCollectorIsWhatPrometheusUsersExpect(t *testing.T) {
 		"cut judge answers":                       "agenticopd_judge_truncated_votes_total 0",
 		"a rollout that broke its sandbox":        "agenticopd_env_solution_sandbox_faults_total 0",
 		"a judge's thinking-only answer":          `agenticopd_opd_unparsable_votes_total{reason="only_thinking"} 0`,
+		"a judge answer of unknown end":           `agenticopd_opd_unparsable_votes_total{reason="unknown_finish"} 0`,
 		"HELP a person can act on":                "# HELP agenticopd_env_policy_failures_total Rollouts that failed because the policy server failed; check",
 		"a family's total is left to sum()":       "# TYPE agenticopd_opd_unparsable_votes_total counter",
 		"the reference's hint total, as a count":  "agenticopd_opd_hints_total 0",

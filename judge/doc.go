@@ -29,10 +29,12 @@
 //     all: without a reasoning parser a cut thought arrives as content, and a hint
 //     drafted mid-thought would be taken. It is [UnparsedTruncated]; the root package
 //     counts it as judge/truncated_votes. A choice ended for any other reason than a
-//     stop ("abort", "tool_calls", …) is [UnparsedUnfinished]. A [ChatModel] that
-//     does not report finish reasons ([ChatResponse.FinishReasons] nil) loses this
-//     check, and LLMConfig.Logger is told so once;
-//     [github.com/agentic-opd/agenticopd/vllm.Client] reports them.
+//     stop ("abort", "tool_calls", …) is [UnparsedUnfinished]. A choice whose finish
+//     reason is unknown (a server that sends finish_reason null or leaves it out, or
+//     a [ChatModel] that reports none) may have been cut just the same, so it is not
+//     read either: it is [UnparsedUnknownFinish], counted with the unparsable votes,
+//     and LLMConfig.Logger is told once. [github.com/agentic-opd/agenticopd/vllm.Client]
+//     reports the server's reasons ("" where the server gave none).
 //   - Thinking in the content is removed before parsing (see [ParseVote]): closed
 //     <think>…</think> blocks, an unclosed <think> to the end, and everything before a
 //     </think> that has no opening tag (a Qwen3-style template opens the block in the

@@ -60,9 +60,10 @@ func (f Func) Judge(ctx context.Context, turn Turn) (Hint, error) { return f(ctx
 
 // ChatModel is the chat endpoint an LLM judge talks to.
 // [github.com/agentic-opd/agenticopd/vllm.Client] implements it over
-// /v1/chat/completions. Implementations must be safe for concurrent use, and should
+// /v1/chat/completions. Implementations must be safe for concurrent use, and must
 // report each choice's finish reason ([ChatResponse.FinishReasons]): without it, the
-// LLM judge cannot tell an output cut at max_tokens from a finished one.
+// LLM judge cannot tell an output cut at max_tokens from a finished one, and reads no
+// vote from it ([UnparsedUnknownFinish]).
 type ChatModel interface {
 	// Chat sends req and returns its N choices.
 	Chat(ctx context.Context, req ChatRequest) (ChatResponse, error)
@@ -92,9 +93,9 @@ type ChatResponse struct {
 	// parser split off the content ("reasoning", or "reasoning_content" on older
 	// vLLM), "" where there was none. A judge never reads a decision from it.
 	Reasoning []string
-	// FinishReasons, when not nil, is parallel to Choices: why the server ended each
-	// choice ("stop", "length" when max_tokens cut it, or another server reason such
-	// as "abort"), "" where it did not say. The LLM judge parses only choices that
-	// stopped, or whose reason is unknown; see [UnparsedTruncated].
+	// FinishReasons is parallel to Choices: why the server ended each choice ("stop",
+	// "length" when max_tokens cut it, or another server reason such as "abort"), ""
+	// where it did not say. The LLM judge parses only choices that stopped; a choice
+	// whose reason is "" or missing may have been cut, and is [UnparsedUnknownFinish].
 	FinishReasons []string
 }

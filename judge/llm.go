@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -59,9 +60,9 @@ type LLMConfig struct {
 	// SystemPrompt replaces the built-in system message ([SystemPrompt]) when set. It
 	// must keep the output contract that [ParseVote] reads.
 	SystemPrompt string
-	// Logger receives failed requests at warn level, and once a warning that the
-	// ChatModel reports no finish reasons (so cut votes cannot be told from finished
-	// ones); nil means no logging.
+	// Logger receives failed requests at warn level, and once a warning when the
+	// ChatModel does not report why it ended a choice (such a vote is not read:
+	// [UnparsedUnknownFinish]); nil means no logging.
 	Logger *slog.Logger
 }
 
@@ -71,7 +72,7 @@ type LLMConfig struct {
 type LLM struct {
 	model ChatModel
 	cfg   LLMConfig
-	// noFinish warns once that the model reports no finish reasons.
+	// noFinish warns once that the model did not report a finish reason.
 	noFinish sync.Once
 }
 
@@ -149,7 +150,6 @@ func (l *LLM) vote(ctx context.Context, msgs []chat.Message) ([]Vote, error) {
 	for i := range resp.Choices[:min(n, len(resp.Choices))] {
 		votes = append(votes, voteOf(resp, i))
 	}
-	l.checkFinish(ctx, resp)
 	rest := make([]Vote, n-len(votes))
 	var g errgroup.Group
 	for i := range rest {
@@ -165,7 +165,6 @@ func (l *LLM) vote(ctx context.Context, msgs []chat.Message) ([]Vote, error) {
 				rest[i] = Vote{Unparsed: UnparsedMissingChoice}
 			default:
 				rest[i] = voteOf(resp, 0)
-				l.checkFinish(ctx, resp)
 			}
 			return nil
 		})
@@ -173,7 +172,9 @@ func (l *LLM) vote(ctx context.Context, msgs []chat.Message) ([]Vote, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	return append(votes, rest...), nil
+	votes = append(votes, rest...)
+	l.checkFinish(ctx, votes)
+	return votes, nil
 }
 
 func (l *LLM) request(msgs []chat.Message, n int) ChatRequest {
@@ -182,8 +183,9 @@ func (l *LLM) request(msgs []chat.Message, n int) ChatRequest {
 
 // voteOf reads choice i of resp. A choice the server did not end with a stop is not
 // parsed: cut at max_tokens it is [UnparsedTruncated], ended otherwise
-// [UnparsedUnfinished]. An empty content is [UnparsedEmptyContent], whatever reasoning
-// came with it: a decision found in reasoning is a thought, not an answer.
+// [UnparsedUnfinished], ended for a reason the server did not give (none reported, or
+// "") [UnparsedUnknownFinish]. An empty content is [UnparsedEmptyContent], whatever
+// reasoning came with it: a decision found in reasoning is a thought, not an answer.
 func voteOf(resp ChatResponse, i int) Vote {
 	raw := resp.Choices[i]
 	finish := ""
@@ -191,9 +193,11 @@ func voteOf(resp ChatResponse, i int) Vote {
 		finish = resp.FinishReasons[i]
 	}
 	switch {
+	case finish == "":
+		return Vote{Raw: raw, Unparsed: UnparsedUnknownFinish}
 	case finish == "length":
 		return Vote{Raw: raw, Unparsed: UnparsedTruncated}
-	case finish != "" && finish != "stop":
+	case finish != "stop":
 		return Vote{Raw: raw, Unparsed: UnparsedUnfinished}
 	case strings.TrimSpace(raw) == "":
 		return Vote{Raw: raw, Unparsed: UnparsedEmptyContent}
@@ -201,13 +205,15 @@ func voteOf(resp ChatResponse, i int) Vote {
 	return ParseVote(raw)
 }
 
-// checkFinish warns once when a response with choices has no finish reasons.
-func (l *LLM) checkFinish(ctx context.Context, resp ChatResponse) {
-	if l.cfg.Logger == nil || resp.FinishReasons != nil || len(resp.Choices) == 0 {
+// checkFinish warns once when a vote's finish reason was unknown.
+func (l *LLM) checkFinish(ctx context.Context, votes []Vote) {
+	if l.cfg.Logger == nil || !slices.ContainsFunc(votes, func(v Vote) bool { return v.Unparsed == UnparsedUnknownFinish }) {
 		return
 	}
 	l.noFinish.Do(func() {
-		l.cfg.Logger.WarnContext(ctx, "judge: the chat model reports no finish reasons; a vote cut at max_tokens cannot be told from a finished one and is parsed")
+		l.cfg.Logger.WarnContext(ctx, "judge: the chat model did not say why it ended a choice (finish_reason null or absent); "+
+			"such a vote may have been cut mid-thought and is not read (counted as unparsable, reason "+UnparsedUnknownFinish+"); "+
+			"judge with a server that reports finish reasons")
 	})
 }
 

@@ -52,6 +52,7 @@ func (m *fakeModel) Chat(ctx context.Context, req judge.ChatRequest) (judge.Chat
 	var resp judge.ChatResponse
 	for range n {
 		resp.Choices = append(resp.Choices, m.outputs[m.next%len(m.outputs)])
+		resp.FinishReasons = append(resp.FinishReasons, "stop")
 		m.next++
 	}
 	return resp, nil
@@ -202,7 +203,7 @@ func TestLLMMissingChoice(t *testing.T) {
 		defer mu.Unlock()
 		calls++
 		if calls == 1 {
-			return judge.ChatResponse{Choices: []string{pos1}}, nil
+			return judge.ChatResponse{Choices: []string{pos1}, FinishReasons: []string{"stop"}}, nil
 		}
 		return judge.ChatResponse{}, nil
 	})
@@ -267,6 +268,7 @@ func (m reasoningModel) Chat(_ context.Context, req judge.ChatRequest) (judge.Ch
 	for i := range req.N {
 		resp.Choices = append(resp.Choices, m.content[i%len(m.content)])
 		resp.Reasoning = append(resp.Reasoning, `The turn looks wrong, so \boxed{1} [HINT_START]Think harder about it.[HINT_END]`)
+		resp.FinishReasons = append(resp.FinishReasons, "stop")
 	}
 	return resp, nil
 }
@@ -421,9 +423,9 @@ func TestLLMFinishReasons(t *testing.T) {
 		{"stop is read", []string{"stop", "stop", "stop"}, []string{"", "", ""}},
 		{"length is never read", []string{"length", "stop", "length"}, []string{judge.UnparsedTruncated, "", judge.UnparsedTruncated}},
 		{"other reasons are unfinished", []string{"abort", "tool_calls", "content_filter"}, []string{judge.UnparsedUnfinished, judge.UnparsedUnfinished, judge.UnparsedUnfinished}},
-		{"not reported is read", nil, []string{"", "", ""}},
-		{"missing entries are not reported", []string{"length"}, []string{judge.UnparsedTruncated, "", ""}},
-		{"an empty entry is not reported", []string{"", "length", ""}, []string{"", judge.UnparsedTruncated, ""}},
+		{"not reported is never read", nil, []string{judge.UnparsedUnknownFinish, judge.UnparsedUnknownFinish, judge.UnparsedUnknownFinish}},
+		{"missing entries are unknown", []string{"length"}, []string{judge.UnparsedTruncated, judge.UnparsedUnknownFinish, judge.UnparsedUnknownFinish}},
+		{"an empty entry is unknown", []string{"", "length", "stop"}, []string{judge.UnparsedUnknownFinish, judge.UnparsedTruncated, ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -449,6 +451,8 @@ func TestLLMWarnsOnceWithoutFinishReasons(t *testing.T) {
 		want   int // warnings
 	}{
 		{"not reported", nil, 1},
+		{"one entry empty", []string{"stop", "", "stop"}, 1},
+		{"one entry missing", []string{"stop", "stop"}, 1},
 		{"reported", []string{"stop", "stop", "stop"}, 0},
 	}
 	for _, tt := range tests {
@@ -460,7 +464,7 @@ func TestLLMWarnsOnceWithoutFinishReasons(t *testing.T) {
 				_, err := j.Judge(context.Background(), turn)
 				require.NoError(t, err)
 			}
-			require.Equal(t, tt.want, strings.Count(buf.String(), "reports no finish reasons"), buf.String())
+			require.Equal(t, tt.want, strings.Count(buf.String(), "did not say why it ended a choice"), buf.String())
 		})
 	}
 }

@@ -35,6 +35,12 @@ const (
 	// or the max_tokens cut ("abort", "error", "tool_calls", "content_filter"), so its
 	// content is not a finished answer.
 	UnparsedUnfinished = "unfinished"
+	// UnparsedUnknownFinish: the server did not say why it ended the choice
+	// (finish_reason null or absent, or a [ChatModel] that reports no finish reasons),
+	// so the choice may have been cut at max_tokens mid-thought; it is not read,
+	// whatever it holds, as [UnparsedTruncated] is not. Judge with a server that reports
+	// finish reasons (vLLM does).
+	UnparsedUnknownFinish = "unknown_finish"
 	// UnparsedOnlyThinking: the output is all thinking: nothing but white space is
 	// left outside its <think>…</think> blocks (see [ParseVote]).
 	UnparsedOnlyThinking = "only_thinking"
@@ -78,7 +84,8 @@ const (
 // reference.
 //
 // ParseVote sees the text only; the LLM judge also refuses choices that the server did
-// not end with a stop ([UnparsedTruncated], [UnparsedUnfinished]) before parsing.
+// not end with a stop, or did not say how it ended ([UnparsedTruncated],
+// [UnparsedUnfinished], [UnparsedUnknownFinish]), before parsing.
 func ParseVote(raw string) Vote {
 	ans, thought := answer(raw)
 	v := Vote{Raw: raw, Hint: lastHint(ans)}

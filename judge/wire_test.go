@@ -1,9 +1,11 @@
 package judge_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,11 +24,18 @@ import (
 const draft = `The test output shows fizzbuzz(0) failed. Maybe \boxed{1} [HINT_START]Return an empty list for n = 0 before looping.[HINT_END] But wait, the assistant could not know the spec yet, so perhaps`
 
 // wireChoice is the message every choice of a fake vLLM answer carries; a nil content or
-// reasoning is sent as null.
+// reasoning is sent as null. finish is sent as a string, except the values finishNull
+// and finishOmitted.
 type wireChoice struct {
 	content, reasoning *string
 	finish             string
 }
+
+// Finish reasons of a server that does not say why it ended a choice.
+const (
+	finishNull    = "<null>"    // "finish_reason": null
+	finishOmitted = "<omitted>" // no "finish_reason" member
+)
 
 // draftHint is the hint in draft.
 const draftHint = "Return an empty list for n = 0 before looping."
@@ -62,10 +71,17 @@ func vllmChat(t *testing.T, choice wireChoice, ignoreN bool, requests *atomic.In
 			b, _ := json.Marshal(*s)
 			return string(b)
 		}
+		finish := fmt.Sprintf(`,"finish_reason":%q`, choice.finish)
+		switch choice.finish {
+		case finishNull:
+			finish = `,"finish_reason":null`
+		case finishOmitted:
+			finish = ""
+		}
 		var choices []string
 		for i := range n {
-			choices = append(choices, fmt.Sprintf(`{"index":%d,"message":{"role":"assistant","content":%s,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],"reasoning_content":%s},"logprobs":null,"finish_reason":%q,"stop_reason":null,"token_ids":null}`,
-				i, null(choice.content), null(choice.reasoning), choice.finish))
+			choices = append(choices, fmt.Sprintf(`{"index":%d,"message":{"role":"assistant","content":%s,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],"reasoning_content":%s},"logprobs":null%s,"stop_reason":null,"token_ids":null}`,
+				i, null(choice.content), null(choice.reasoning), finish))
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-8d1f0c2e","object":"chat.completion","created":1730000000,"model":"judge","choices":[%s],"service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":312,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null},"prompt_logprobs":null,"prompt_token_ids":null,"kv_transfer_params":null}`,
@@ -119,6 +135,51 @@ func TestLLMCutOrThinkingIsNeverAVote(t *testing.T) {
 				t.Errorf("reasons (-want +got):\n%s", diff)
 			}
 			require.Equal(t, tt.wantHint, h.Text)
+		})
+	}
+}
+
+// TestLLMUnknownFinishReasonIsNeverAVote puts the judge behind a server that does not
+// say why it ended a choice (finish_reason null, or no finish_reason at all) over
+// loopback HTTP. Its content may have been cut mid-thought, as in draft, or look like a
+// finished answer: no vote is read from either, each is counted as unknown_finish, and
+// the logger is warned once for all the calls.
+func TestLLMUnknownFinishReasonIsNeverAVote(t *testing.T) {
+	tests := []struct {
+		name     string
+		choice   wireChoice
+		ignoreN  bool
+		wantReqs int32
+	}{
+		{"null, a thought cut mid-way", wireChoice{content: str(draft), finish: finishNull}, false, 1},
+		{"omitted, a thought cut mid-way", wireChoice{content: str(draft), finish: finishOmitted}, false, 1},
+		{"null, a complete-looking answer", wireChoice{content: str(pos1), finish: finishNull}, false, 1},
+		{"omitted, a complete-looking answer", wireChoice{content: str(pos1), finish: finishOmitted}, false, 1},
+		{"omitted, server ignores n", wireChoice{content: str(draft), finish: finishOmitted}, true, 3},
+		{"empty string", wireChoice{content: str(draft), finish: ""}, false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var requests atomic.Int32
+			c, err := vllm.NewClient(vllmChat(t, tt.choice, tt.ignoreN, &requests), vllm.WithModel("judge"), vllm.WithRetryMax(0))
+			require.NoError(t, err)
+			var log bytes.Buffer
+			j := newLLM(t, c, judge.LLMConfig{Selection: judge.LongestPositive, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			for range 2 {
+				h, err := j.Judge(context.Background(), turn)
+				require.NoError(t, err)
+				require.Empty(t, h.Text, "no hint from a choice that may have been cut")
+				require.Len(t, h.Votes, 3)
+				for i, v := range h.Votes {
+					require.Equal(t, judge.UnparsedUnknownFinish, v.Unparsed, "vote %d", i)
+					require.Zero(t, v.Score, "vote %d", i)
+					require.Empty(t, v.Hint, "vote %d", i)
+					require.Equal(t, *tt.choice.content, v.Raw, "vote %d keeps the output", i)
+				}
+			}
+			require.Equal(t, 2*tt.wantReqs, requests.Load())
+			require.Equal(t, 1, strings.Count(log.String(), "level=WARN"), log.String())
+			require.Contains(t, log.String(), "did not say why it ended a choice")
 		})
 	}
 }

@@ -84,7 +84,8 @@ type ChatChoice struct {
 	// ContentNull is true when the server sent "content": null (a reasoning parser
 	// found no answer after the reasoning, or the message is only tool calls).
 	ContentNull bool `json:"-"`
-	// FinishReason is "stop", "length" or "tool_calls".
+	// FinishReason is "stop", "length" or "tool_calls" ("abort" and others on some
+	// servers); "" when the server sent null or no finish_reason.
 	FinishReason string `json:"finish_reason"`
 	// StopReason is the stop token id (a JSON number) or stop string that ended the
 	// choice, or nil.

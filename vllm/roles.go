@@ -138,7 +138,9 @@ func equalIDs(a, b []int32) bool {
 // choices in one request, with max_tokens, every sampling field of req.Sampling and
 // chat_template_kwargs (an empty object when nil). The reply may hold fewer choices
 // than asked for. A choice's reasoning ("reasoning", or "reasoning_content" on older
-// servers) goes to Reasoning, never to Choices; its finish_reason to FinishReasons.
+// servers) goes to Reasoning, never to Choices; its finish_reason to FinishReasons,
+// "" where the server sent null or no finish_reason (the LLM judge then reads no vote
+// from the choice: [judge.UnparsedUnknownFinish]).
 func (c *Client) Chat(ctx context.Context, req judge.ChatRequest) (judge.ChatResponse, error) {
 	const path = "/v1/chat/completions"
 	if req.MaxTokens < 1 {

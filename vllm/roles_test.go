@@ -164,6 +164,21 @@ func TestChatReasoning(t *testing.T) {
 	require.Equal(t, []bool{true, true, false}, []bool{resp.Choices[0].ContentNull, resp.Choices[1].ContentNull, resp.Choices[2].ContentNull})
 }
 
+// A server that sends finish_reason null, or none, leaves the reason unknown: "", in
+// its place, for the judge to refuse.
+func TestChatUnknownFinishReason(t *testing.T) {
+	const body = `{"choices":[
+		{"index":0,"message":{"role":"assistant","content":"\\boxed{1}"},"finish_reason":null},
+		{"index":1,"message":{"role":"assistant","content":"\\boxed{-1}"}},
+		{"index":2,"message":{"role":"assistant","content":"\\boxed{-1}"},"finish_reason":"stop"}]}`
+	r := newReplay(t, map[string]route{"POST /v1/chat/completions": {body: body}})
+	c := newTestClient(t, r.srv.URL, vllm.WithModel("m"))
+	got, err := c.Chat(bg, judge.ChatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "judge"}}, N: 3, Sampling: sampling.Neutral(0.7), MaxTokens: 8})
+	require.NoError(t, err)
+	require.Equal(t, []string{"", "", "stop"}, got.FinishReasons)
+	require.Equal(t, []string{`\boxed{1}`, `\boxed{-1}`, `\boxed{-1}`}, got.Choices)
+}
+
 // teacher is a fake /v1/completions for scoring: at position j ≥ 1 of a prompt it
 // ranks ids 1000+j+r (r = 1…vocab) with logprob -r/2, sends them in reverse rank order,
 // and puts the actual prompt token first with rank 999 when it is not among the
