@@ -226,7 +226,7 @@ func TestNemoGymContextOverflowIsADataFailure(t *testing.T) {
 			inner, err := bwrap.New(context.Background(), bwrap.Config{})
 			require.NoError(t, err)
 			sbs := &countingSandboxes{inner: inner}
-			rig := newNemoGymRigModel(t, func(c *nemogymtest.ModelConfig) { c.MaxModelLen = 16 },
+			rig := newNemoGymRigWith(t, rigMods{model: func(c *nemogymtest.ModelConfig) { c.MaxModelLen = 16 }},
 				func(c *agenticopd.Config) { c.SandboxFactory = sbs }, func(c *nemogym.Config) { c.Failures = tc.failures })
 			col := nemogymtest.Collector{AgentURL: rig.url, Driver: tc.driver, Temperature: 1, TopP: 1}
 			runs, failures, err := col.Run(context.Background(), nemoGymRows(tasks.Builtin()[0]), 1)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"testing"
@@ -34,22 +35,32 @@ type nemoGymRig struct {
 
 func newNemoGymRig(t *testing.T, mod func(*agenticopd.Config), srvMod func(*nemogym.Config)) *nemoGymRig {
 	t.Helper()
-	return newNemoGymRigModel(t, nil, mod, srvMod)
+	return newNemoGymRigWith(t, rigMods{}, mod, srvMod)
 }
 
-// newNemoGymRigModel is newNemoGymRig with the fake model server's config changed by
-// modelMod.
-func newNemoGymRigModel(t *testing.T, modelMod func(*nemogymtest.ModelConfig), mod func(*agenticopd.Config), srvMod func(*nemogym.Config)) *nemoGymRig {
+// rigMods change the fake model server's config and the policy's in a rig.
+type rigMods struct {
+	model  func(*nemogymtest.ModelConfig)
+	policy func(*nemogym.PolicyConfig)
+}
+
+// newNemoGymRigWith is newNemoGymRig with the model server and the policy changed by
+// rm.
+func newNemoGymRigWith(t *testing.T, rm rigMods, mod func(*agenticopd.Config), srvMod func(*nemogym.Config)) *nemoGymRig {
 	t.Helper()
 	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&coder{}).turn), vllmtest.WithChatScript(judgeScript))
 	mcfg := nemogymtest.ModelConfig{Backend: sim.Client(), EOS: sim.Tokenize("<|im_end|>")[0], Temperature: 1, TopP: 1}
-	if modelMod != nil {
-		modelMod(&mcfg)
+	if rm.model != nil {
+		rm.model(&mcfg)
 	}
 	model := nemogymtest.NewModelServer(t, mcfg)
 	tok, err := vllm.NewClient(model.URL)
 	require.NoError(t, err)
-	policy, err := nemogym.NewPolicy(nemogym.PolicyConfig{ModelURL: model.URL, Tokenizer: tok})
+	pcfg := nemogym.PolicyConfig{ModelURL: model.URL, Tokenizer: tok}
+	if rm.policy != nil {
+		rm.policy(&pcfg)
+	}
+	policy, err := nemogym.NewPolicy(pcfg)
 	require.NoError(t, err)
 	t.Cleanup(policy.CloseIdleConnections)
 	cfg := agenticopd.Config{Policy: policy, Teacher: sim.Client(), JudgeModel: sim.Client(), GroupSize: 4, DistillTopK: topK, MaxRollouts: 8}
@@ -240,4 +251,55 @@ func TestNemoGymCustomTools(t *testing.T) {
 	runs, _, err := col.Run(context.Background(), nemoGymRows(tasks.Builtin()[0]), 1)
 	require.NoError(t, err)
 	require.NoError(t, nemogymtest.CheckResult(runs[0].Raw))
+}
+
+// Every model call of a rollout whose row gives an id goes under NeMo Gym's
+// /ng-rollout/<id>/ path prefix (real HTTP to the fake model server, which strips it
+// and records the id), so that NeMo Gym's capture can attribute it; without an id
+// (NeMo RL's rows), or with NoRolloutPrefix, the calls have no prefix.
+func TestNemoGymModelCallsCarryTheRolloutPrefix(t *testing.T) {
+	params := map[string]any{"input": "x", "temperature": 1.0, "top_p": 1.0}
+	task := tasks.Builtin()[0]
+	for _, tc := range []struct {
+		name     string
+		noPrefix bool
+		driver   nemogymtest.Driver
+		row      map[string]any // sent alone when set, else the collector sends 2 repeats
+		want     []string       // the ids the calls carry, each at least once
+	}{
+		{name: "standalone collector", driver: nemogymtest.Standalone, want: []string{"0-0", "0-1"}},
+		{name: "explicit id, second attempt", row: map[string]any{"responses_create_params": params, "task_id": task.ID,
+			"_ng_rollout_id": "step12.t0", "_ng_task_index": 0, "_ng_rollout_index": 0, "_ng_attempt_index": 1},
+			want: []string{"step12.t0-a1"}},
+		{name: "NeMo RL rows have no id", driver: nemogymtest.NeMoRL, want: []string{""}},
+		{name: "NoRolloutPrefix", noPrefix: true, driver: nemogymtest.Standalone, want: []string{""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newNemoGymRigWith(t, rigMods{policy: func(c *nemogym.PolicyConfig) { c.NoRolloutPrefix = tc.noPrefix }},
+				func(c *agenticopd.Config) { c.DisableOPD = true }, nil)
+			if tc.row != nil {
+				status, body, err := postRun(context.Background(), rig.url, tc.row)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, status, string(body))
+				require.NoError(t, nemogymtest.CheckResult(body))
+			} else {
+				col := nemogymtest.Collector{AgentURL: rig.url, Driver: tc.driver, Temperature: 1, TopP: 1}
+				runs, failures, err := col.Run(context.Background(), nemoGymRows(task), 2)
+				require.NoError(t, err)
+				require.Empty(t, failures)
+				require.Len(t, runs, 2)
+			}
+			ids := rig.model.RolloutIDs()
+			require.Len(t, ids, int(rig.model.Calls()), "every chat call is recorded")
+			seen := map[string]int{}
+			for _, id := range ids {
+				seen[id]++
+			}
+			got := make([]string, 0, len(seen))
+			for id := range seen {
+				got = append(got, id)
+			}
+			require.ElementsMatch(t, tc.want, got, "calls per id: %v", seen)
+		})
+	}
 }

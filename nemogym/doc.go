@@ -87,6 +87,15 @@
 // declare). One [Session] per rollout, carried in the context, holds the bundles and
 // the model server's cookies (its endpoint affinity).
 //
+// When the row gives a rollout id (_ng_rollout_id, or _ng_task_index and
+// _ng_rollout_index as NeMo Gym's collector sends them; "-a<n>" for a later attempt:
+// [Row.RolloutID]), every model call of the rollout goes under NeMo Gym's per-rollout
+// path prefix, ModelURL/ng-rollout/<id>/v1/chat/completions, which NeMo Gym's servers
+// strip and its opt-in capture attributes the call by; a row without one (NeMo RL's)
+// gets plain paths, and an _ng_rollout_id NeMo Gym would refuse is a bad row.
+// PolicyConfig.NoRolloutPrefix turns the prefix off for a ModelURL that is not a NeMo
+// Gym model server.
+//
 // A context overflow is a data failure. NeMo Gym's model server answers a prompt
 // longer than the engine's max_model_len with an empty completion without token
 // fields; the agent avoids it by bounding each call by the context the tokenizer

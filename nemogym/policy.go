@@ -45,6 +45,8 @@ type Session struct {
 	templateKws map[string]any
 
 	overflow bool // a call met a context overflow
+
+	rolloutID string // the row's rollout id, "" for none
 }
 
 // ContextOverflow reports whether a model call of the rollout met a context overflow
@@ -135,6 +137,11 @@ type PolicyConfig struct {
 	Tools []chat.Tool
 	// ChatTemplateKwargs are sent with every call, as Tools.
 	ChatTemplateKwargs map[string]any
+	// NoRolloutPrefix leaves NeMo Gym's /ng-rollout/<id>/ path prefix off the model
+	// calls of rollouts whose row gives an id: set it when ModelURL is not a NeMo Gym
+	// model server (which strips the prefix, and with its opt-in capture attributes
+	// the call to the rollout), such as a trainer's server called directly.
+	NoRolloutPrefix bool
 	// HTTPClient sends the model calls; nil means a client of its own without
 	// timeouts (a call lasts as long as generation does; ctx bounds it), keeping up
 	// to 256 idle connections for 4 s.
@@ -158,6 +165,12 @@ type PolicyConfig struct {
 // reasoning parser, when on, are undone: the text the agent parses is the content
 // with the reasoning in <think> tags before it and each tool call as a Hermes
 // <tool_call> block after it.
+//
+// When the rollout's row gives an id ([Row.RolloutID]), every model call goes to
+// ModelURL + "/ng-rollout/<id>/v1/chat/completions", the per-rollout path prefix
+// that NeMo Gym's model server strips and its opt-in capture (eval model-call
+// capture, training-token capture) attributes calls by; without an id, or with
+// PolicyConfig.NoRolloutPrefix, to ModelURL + "/v1/chat/completions".
 //
 // Generate needs the rollout's [Session] in ctx. A Policy is safe for concurrent use.
 type Policy struct {
@@ -469,7 +482,11 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessag
 
 func (p *Policy) post(ctx context.Context, s *Session, body []byte) ([]byte, error) {
 	const op = "nemogym: POST /v1/chat/completions"
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.ModelURL+"/v1/chat/completions", bytes.NewReader(body))
+	url := p.cfg.ModelURL + "/v1/chat/completions"
+	if s.rolloutID != "" && !p.cfg.NoRolloutPrefix {
+		url = p.cfg.ModelURL + "/ng-rollout/" + s.rolloutID + "/v1/chat/completions"
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

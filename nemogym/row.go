@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -34,6 +35,12 @@ type Row struct {
 	TaskIndex, RolloutIndex *int64
 	// Attempt is _ng_attempt_index, 0 when absent.
 	Attempt int64
+	// RolloutID is the rollout's id as NeMo Gym derives it: _ng_rollout_id when the
+	// row has one, else "<_ng_task_index>-<_ng_rollout_index>" when it has both,
+	// with "-a<n>" appended for an _ng_attempt_index n ≥ 1; "" when the row gives
+	// none (NeMo RL's rows, which have no rollout index). The model calls of the
+	// rollout carry it in NeMo Gym's /ng-rollout/<id>/ path prefix (see [Policy]).
+	RolloutID string
 	// Task is the task the row names.
 	Task tasks.Task
 }
@@ -107,12 +114,40 @@ func ParseRow(body []byte, known []tasks.Task) (*Row, error) {
 			return nil, fmt.Errorf("%w: _ng_attempt_index is not an integer", ErrBadRow)
 		}
 	}
+	if err := r.readRolloutID(); err != nil {
+		return nil, err
+	}
 	t, err := rowTask(r.Fields, known)
 	if err != nil {
 		return nil, err
 	}
 	r.Task = t
 	return r, nil
+}
+
+// rolloutIDPattern is what NeMo Gym accepts as a rollout id: one path segment that
+// survives a round trip and does not begin with a dot.
+var rolloutIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// readRolloutID sets RolloutID. An explicit id that NeMo Gym would refuse is a bad
+// row, not an id rewritten into another (its captures could not be found under it).
+func (r *Row) readRolloutID() error {
+	if v, ok := r.Fields["_ng_rollout_id"]; ok && string(v) != "null" {
+		var id string
+		if err := json.Unmarshal(v, &id); err != nil || !rolloutIDPattern.MatchString(id) {
+			return fmt.Errorf("%w: _ng_rollout_id is %s; want a string of letters, digits, dots, dashes and underscores that begins with a letter or digit",
+				ErrBadRow, v)
+		}
+		r.RolloutID = id
+	} else if r.TaskIndex != nil && r.RolloutIndex != nil {
+		r.RolloutID = fmt.Sprintf("%d-%d", *r.TaskIndex, *r.RolloutIndex)
+	} else {
+		return nil
+	}
+	if r.Attempt > 0 {
+		r.RolloutID += fmt.Sprintf("-a%d", r.Attempt)
+	}
+	return nil
 }
 
 func (r *Row) readSampling() error {

@@ -60,3 +60,43 @@ func FuzzParseRow(f *testing.F) {
 		}
 	})
 }
+
+// The rollout id is NeMo Gym's: the explicit _ng_rollout_id, else task-rollout, with
+// -a<n> for a later attempt; none without both indices; a malformed explicit id is a
+// bad row.
+func TestParseRowRolloutID(t *testing.T) {
+	const params = `"responses_create_params":{"input":"q"},"task_id":"k"`
+	known := []tasks.Task{{ID: "k", Statement: "known"}}
+	for _, tc := range []struct{ name, keys, want string }{
+		{"indices", `"_ng_task_index":7,"_ng_rollout_index":2`, "7-2"},
+		{"indices, attempt 0", `"_ng_task_index":7,"_ng_rollout_index":2,"_ng_attempt_index":0`, "7-2"},
+		{"indices, attempt 2", `"_ng_task_index":7,"_ng_rollout_index":2,"_ng_attempt_index":2`, "7-2-a2"},
+		{"explicit", `"_ng_rollout_id":"run1.task_7-r2","_ng_task_index":7,"_ng_rollout_index":2`, "run1.task_7-r2"},
+		{"explicit, attempt 1", `"_ng_rollout_id":"abc","_ng_attempt_index":1`, "abc-a1"},
+		{"explicit null", `"_ng_rollout_id":null,"_ng_task_index":0,"_ng_rollout_index":0`, "0-0"},
+		{"task index only (NeMo RL)", `"_ng_task_index":3,"_rowidx":5`, ""},
+		{"none", `"x":1`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := nemogym.ParseRow([]byte(`{`+params+`,`+tc.keys+`}`), known)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, r.RolloutID)
+		})
+	}
+	for name, id := range map[string]string{
+		"a number":       `12`,
+		"empty":          `""`,
+		"a leading dot":  `".x"`,
+		"a leading dash": `"-x"`,
+		"a slash":        `"a/b"`,
+		"a space":        `"a b"`,
+		"a path escape":  `"..%2f"`,
+		"not ASCII":      `"é"`,
+		"an object":      `{"id":"a"}`,
+		"a trailing \\n": `"a\n"`,
+	} {
+		_, err := nemogym.ParseRow([]byte(`{`+params+`,"_ng_rollout_id":`+id+`}`), known)
+		require.True(t, errors.Is(err, nemogym.ErrBadRow), "%s: %v", name, err)
+		require.ErrorContains(t, err, "_ng_rollout_id", name)
+	}
+}

@@ -217,6 +217,7 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 		defer cancel()
 	}
 	sess := NewSession(row.Sampling)
+	sess.rolloutID = row.RolloutID
 	out, err := s.cfg.Runner.RunOne(WithSession(ctx, sess), row.Task)
 	var body []byte
 	status := http.StatusOK

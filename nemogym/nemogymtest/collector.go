@@ -228,7 +228,7 @@ func (c *Collector) send(ctx context.Context, i int, row map[string]any) (Run, e
 		if err := json.Unmarshal(raw, &res); err != nil || res == nil {
 			return Run{}, &RunError{Row: i, Status: resp.StatusCode, Class: Data, Body: "the answer is not a JSON object"}
 		}
-		for _, k := range []string{"_ng_task_index", "_ng_rollout_index", "agent_ref", "_ng_attempt_index"} {
+		for _, k := range []string{"_ng_task_index", "_ng_rollout_index", "agent_ref", "_ng_attempt_index", "_ng_rollout_id"} {
 			if v, ok := row[k]; ok {
 				b, _ := json.Marshal(v)
 				res[k] = b

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -73,7 +74,9 @@ type Answer struct {
 //     that fills the context: an empty completion without token fields,
 //     finish_reason "length" (NeMo RL's 400 as Gym's model server answers it);
 //   - the answer carries the three token fields on the message, logprobs floored at
-//     −9999 (content is the generated text as is: no tool-call parser).
+//     −9999 (content is the generated text as is: no tool-call parser);
+//   - a path under NeMo Gym's per-rollout prefix, /ng-rollout/<id>/..., is served as
+//     the path without it, and the id is recorded ([ModelServer.RolloutIDs]).
 //
 // Fault injection: [ModelServer.SetError], [ModelServer.Stall]. It is safe for
 // concurrent use; Close it (NewModelServer registers that with the test).
@@ -89,6 +92,7 @@ type ModelServer struct {
 
 	calls    atomic.Int64
 	mu       sync.Mutex
+	ids      []string // each chat call's rollout id, "" for none
 	emitted  map[[32]byte]bool
 	errs     []int
 	stall    chan struct{}
@@ -152,6 +156,20 @@ func (m *ModelServer) Close() {
 // Calls returns the number of chat completion requests received.
 func (m *ModelServer) Calls() int64 { return m.calls.Load() }
 
+// RolloutIDs returns the rollout id each chat completion request carried in its
+// /ng-rollout/<id>/ path prefix, in the order they arrived; "" for a request
+// without the prefix.
+func (m *ModelServer) RolloutIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.ids)
+}
+
+// rolloutPrefix matches NeMo Gym's per-rollout path prefix: the id is one segment of
+// letters, digits, dots, dashes and underscores that begins with a letter or digit,
+// and a path must follow it.
+var rolloutPrefix = regexp.MustCompile(`^/ng-rollout/([A-Za-z0-9][A-Za-z0-9._-]*)(/.*)$`)
+
 // SetError makes the next calls answer with the given statuses, one per call, in
 // order, before any work (as an upstream failure reaches the agent).
 func (m *ModelServer) SetError(statuses ...int) {
@@ -181,6 +199,13 @@ func (m *ModelServer) Stall() (release func()) {
 }
 
 func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
+	// NeMo Gym's servers strip the per-rollout prefix before routing (a path whose
+	// id does not match is routed as it is: not found).
+	id := ""
+	if p := rolloutPrefix.FindStringSubmatch(r.URL.Path); p != nil {
+		id = p[1]
+		r.URL.Path, r.URL.RawPath = p[2], ""
+	}
 	switch {
 	case r.URL.Path == "/" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -189,6 +214,9 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
 		m.inflight.Add(1)
 		defer m.inflight.Done()
+		m.mu.Lock()
+		m.ids = append(m.ids, id)
+		m.mu.Unlock()
 		m.chat(w, r)
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})

@@ -154,3 +154,27 @@ func TestCollectorExpand(t *testing.T) {
 		require.Equal(t, 64, p["max_output_tokens"])
 	}
 }
+
+// NeMo Gym's per-rollout prefix is stripped and its id recorded; a path whose id
+// NeMo Gym would not match is not found.
+func TestModelServerRolloutPrefix(t *testing.T) {
+	m := newModel(t)
+	for _, tc := range []struct {
+		prefix string
+		status int
+	}{
+		{"", 200},
+		{"/ng-rollout/7-2", 200},
+		{"/ng-rollout/run.1_x-a2", 200},
+		{"/ng-rollout/.hidden", 404},
+		{"/ng-rollout/", 404},
+	} {
+		status, _, raw := post(t, m.URL+tc.prefix, request(user("hi")))
+		require.Equal(t, tc.status, status, "%q: %s", tc.prefix, raw)
+	}
+	require.Equal(t, []string{"", "7-2", "run.1_x-a2"}, m.RolloutIDs())
+	resp, err := http.Get(m.URL + "/ng-rollout/7-2/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode, "the readiness path under the prefix")
+}
