@@ -388,7 +388,7 @@ func (e *Env) runRollout(ctx context.Context, agent *rollout.Agent, task tasks.T
 	sb, err := factory.NewSandbox(ctx)
 	if err != nil {
 		e.metrics.count("env/sandbox_failures", 1)
-		return Rollout{}, fmt.Errorf("%w: sandbox: %w", ErrRolloutFailed, err)
+		return Rollout{}, fmt.Errorf("%w: the rollout's sandbox: %w", ErrRolloutFailed, err)
 	}
 	defer sb.Close()
 	if !task.HasTests() {

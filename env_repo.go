@@ -29,7 +29,7 @@ func repoSpec(r *tasks.Repo) rollout.SandboxSpec {
 func (e *Env) runRepoRollout(ctx context.Context, agent *rollout.Agent, task tasks.Task, factory rollout.SandboxFactory) (Rollout, error) {
 	sf, ok := factory.(rollout.SpecFactory)
 	if !ok {
-		return Rollout{}, fmt.Errorf("task %s: %w", task.ID, ErrNoSpecFactory)
+		return Rollout{}, ErrNoSpecFactory // the caller names the task
 	}
 	spec := repoSpec(task.Repo)
 	sb, err := sf.NewSandboxFor(ctx, spec)

@@ -37,7 +37,7 @@ func VerifyPatch(ctx context.Context, fresh rollout.SandboxFactory, t tasks.Task
 	}
 	sb, err := fresh.NewSandbox(ctx)
 	if err != nil {
-		return Verification{Rule: RuleSandboxError}, fmt.Errorf("reward: sandbox: %w", err)
+		return Verification{Rule: RuleSandboxError}, fmt.Errorf("reward: the sandbox to apply the patch in: %w", err)
 	}
 	defer sb.Close()
 	if err := PrepareRepo(ctx, sb, t.Repo); err != nil {

@@ -21,8 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
-	"slices"
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
@@ -100,9 +98,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		fmt.Fprintf(stdout, "  %-24s %g\n", k, m[k])
-	}
+	cli.PrintMetrics(stdout, m, 24)
 	fmt.Fprintf(stdout, "wrote %s/metrics.json and %s/samples.jsonl\n", *out, *out)
 	return nil
 }

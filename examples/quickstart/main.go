@@ -26,10 +26,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -181,10 +179,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	progress.Close()
 
 	fmt.Fprintf(stdout, "\nwrote %d groups to %s\nand the HTML inspector to %s (open it in a browser)\n\nmetrics:\n", *groups, path, cfg.ReportPath)
-	m := env.Metrics()
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		fmt.Fprintf(stdout, "  %-40s %g\n", k, m[k])
-	}
+	cli.PrintMetrics(stdout, env.Metrics(), 40)
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
+	"github.com/agentic-opd/agenticopd/internal/printcheck"
 	"github.com/agentic-opd/agenticopd/report"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -72,6 +73,8 @@ func TestQuickstartWritesValidGroupsWithRows(t *testing.T) {
 	assert.Greater(t, metrics, strings.LastIndex(text, "\ngroup: task "), "the metrics come last")
 	assert.Contains(t, text[metrics:], "train/mean_reward")
 	assert.Contains(t, text[metrics:], "opd/total_scored_turns")
+	assert.Empty(t, printcheck.FloatNoise(text), "figures print as decimals")
+	assert.Empty(t, printcheck.RepeatedPrefix(text))
 }
 
 // TestQuickstartTeacherShowsASignal: offline, the frozen-teacher simulator differs

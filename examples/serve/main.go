@@ -316,7 +316,7 @@ func serve(ctx context.Context, o options, stdout io.Writer, log *slog.Logger) (
 
 // logGroup logs one finished group at info level.
 func logGroup(log *slog.Logger, g *agenticopd.Group) {
-	attrs := []any{"task", g.Task.ID, "scores", g.Data.Scores, "hints", g.Metrics["opd/total_hints"]}
+	attrs := []any{"task", g.Task.ID, "scores", cli.Figures(g.Data.Scores), "hints", g.Metrics["opd/total_hints"]}
 	if g.Dropped != "" {
 		log.Info("group dropped", append(attrs, "reason", g.Dropped)...)
 		return
@@ -377,7 +377,7 @@ func or(a, b string) string {
 func logMetrics(log *slog.Logger, m map[string]float64) {
 	attrs := make([]slog.Attr, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		attrs = append(attrs, slog.Float64(k, m[k]))
+		attrs = append(attrs, slog.Float64(k, cli.Figure(m[k])))
 	}
 	log.LogAttrs(context.Background(), slog.LevelInfo, "metrics", attrs...)
 }

@@ -42,7 +42,7 @@ import (
 func main() { cli.Main("validate-tasks", run) }
 
 // ErrInvalidTasks is returned when some task failed a check (exit status 1).
-var ErrInvalidTasks = errors.New("validate-tasks: some tasks failed validation")
+var ErrInvalidTasks = errors.New("some tasks failed validation")
 
 // failure is one line of -out.
 type failure struct {
