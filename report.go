@@ -2,6 +2,7 @@ package agenticopd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -120,10 +121,11 @@ func detokenizer(p any) report.Detokenizer {
 // processReport is the page Process writes to Config.ReportPath. Its first failure
 // stops the page; Process returns it after writing every group.
 type processReport struct {
-	path string
-	f    *os.File
-	rw   *report.Writer
-	err  error
+	path   string
+	f      *os.File
+	rw     *report.Writer
+	err    error
+	groups int // groups on the page
 }
 
 // openReport creates the page at path, or returns nil for path "".
@@ -151,16 +153,35 @@ func (r *processReport) add(ctx context.Context, g *Group, log *slog.Logger) {
 	if err := r.rw.Add(ctx, g.Report()); err != nil {
 		r.err = err
 		log.Warn("report: the page stops here", "path", r.path, "err", err)
+		return
 	}
+	r.groups++
 }
 
-// close finishes the page and returns its first failure.
-func (r *processReport) close() error {
+// close finishes the page and returns its first failure. When the run failed (runErr)
+// or the page did, the page is closed as the page of a failed run, and says why.
+func (r *processReport) close(ctx context.Context, runErr error) error {
 	if r == nil {
 		return nil
 	}
+	var cause error
+	switch {
+	case runErr != nil && ctx.Err() != nil && errors.Is(runErr, ctx.Err()):
+		cause = fmt.Errorf("stopped by its caller before all groups were written (%w)", runErr)
+	case runErr != nil:
+		cause = runErr
+	}
+	if r.err != nil {
+		cause = errors.Join(cause, fmt.Errorf("the page stopped after %d groups: %w", r.groups, r.err))
+	}
+	var err error
+	if cause != nil {
+		err = r.rw.CloseWithError(cause)
+	} else {
+		err = r.rw.Close()
+	}
 	if r.err == nil {
-		r.err = r.rw.Close()
+		r.err = err
 	}
 	if err := r.f.Close(); r.err == nil {
 		r.err = err

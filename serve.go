@@ -360,7 +360,10 @@ func (l *serveLoop) maybeFlush(ctx context.Context) {
 // With Config.ReportPath set, Process also writes an HTML page of the groups it wrote
 // there (package report), in the same order, token text from the policy's
 // detokenizer. A failure of the page (the file, a detokenize request) does not stop
-// the groups: Process writes them all, then returns an error that says so.
+// the groups: Process writes them all, then returns an error that says so. Whatever
+// ends Process, the page is closed: when Process fails (its error, ctx's end, a
+// failure of the page), the page says at its top that the run failed, and why; the
+// page of a process killed before it could close it says that it is incomplete.
 func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 	switch {
 	case n < 0:
@@ -438,12 +441,13 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 		})
 	}
 	err = eg.Wait()
-	repErr := rep.close()
+	if err == nil && written < n {
+		err = fmt.Errorf("agenticopd: process: %d of %d groups written; last failure: %w", written, n, lastErr)
+	}
+	repErr := rep.close(ctx, err)
 	switch {
 	case err != nil:
 		return err
-	case written < n:
-		return fmt.Errorf("agenticopd: process: %d of %d groups written; last failure: %w", written, n, lastErr)
 	case repErr != nil:
 		return fmt.Errorf("%w (all %d groups were written to w)", repErr, n)
 	}

@@ -48,10 +48,14 @@
 // entry count and lowest logprob (for the bound and "n of K shown"): 8 rollouts of
 // 16k tokens, every position scored, make a page of about 16 MB (TestPageSize8x16k).
 //
-// # Streaming
+// # Streaming, and pages that are not complete
 //
 // A [Writer] writes each group as it is added, keeping only the token texts, so a
-// long run's page costs no memory per group; [Write] is the one-call form. Groups
+// long run's page costs no memory per group; [Write] is the one-call form. A page
+// never looks complete when it is not: until [Writer.Close] its top says that it is
+// incomplete (the page of a program killed mid-run keeps saying so, and its tokens
+// show as ids), and [Writer.CloseWithError] closes the page of a run that failed with
+// "The run failed", the reason and the number of groups it holds at its top. Groups
 // from JSON Lines come in through [FromScoredData]; the root package's
 // Group.Report gives the richer view of a group it collected (segments, hints, the
 // score's breakdown).

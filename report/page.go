@@ -30,6 +30,9 @@ var pageTmpl = template.Must(template.New("page").Parse(`
 <body>
 <header>
 <h1>{{.Title}}</h1>
+<div id="run-status"><p class="status incomplete">This page is incomplete: the program writing it has not
+finished, or it stopped before closing the page. The groups below are those written so far, and
+their tokens show as ids until the page is closed.</p></div>
 <p class="legend">
 <span class="t k0">prompt and template</span>
 <span class="t k1">generated</span>
@@ -78,6 +81,15 @@ its tokens.
 
 {{- define "tail" -}}
 </main>
+{{- if .Failed}}
+<section class="status failed" id="run-failed" role="alert">
+<h2>The run failed</h2>
+<p class="reason">{{.Failed}}</p>
+<p>Groups written before it failed, all on this page: {{.Groups}}.</p>
+</section>
+{{- else}}
+<style>#run-status .incomplete { display: none; }</style>
+{{- end}}
 <div id="tip" hidden></div>
 <script type="application/json" id="vocab">{{.Vocab}}</script>
 <script>{{.JS}}</script>

@@ -184,5 +184,13 @@
       });
     }
   };
+  // A page closed by a failed run says so at its top, where its notice of being
+  // incomplete was (without the script, that notice stays and the failure is at the end).
+  var failed = document.getElementById('run-failed');
+  if (failed) {
+    var status = document.getElementById('run-status');
+    status.querySelector('.incomplete').hidden = true;
+    status.appendChild(failed);
+  }
   document.documentElement.dataset.ready = '1';
 })();

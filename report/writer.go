@@ -56,13 +56,18 @@ var ErrClosed = errors.New("report: writer closed")
 // Writer writes one page to an io.Writer, group by group: the groups' data are
 // written as they are added, and the token texts, shared by all groups, when the
 // Writer is closed. A Writer is not safe for concurrent use. The caller closes the
-// underlying io.Writer after Close.
+// underlying io.Writer after Close or CloseWithError.
+//
+// Until it is closed the page says at its top that it is incomplete, so that the page
+// of a program that died (killed, out of memory) never looks complete; Close removes
+// that notice, and CloseWithError replaces it with the failure.
 type Writer struct {
 	out    *bufio.Writer
 	opts   Options
 	vocab  map[int32]string
 	groups int
-	err    error
+	err    error // the first failure of Add or of the page's writes; ErrClosed once closed
+	closed bool
 }
 
 // NewWriter writes the page's head to w and returns a Writer for its groups.
@@ -130,11 +135,39 @@ func (w *Writer) Add(ctx context.Context, g Group) error {
 }
 
 // Close writes the token texts and the page's script, and flushes. It does not close
-// the underlying io.Writer.
+// the underlying io.Writer. After a failed Add it returns that failure and writes
+// nothing: close such a page with CloseWithError.
 func (w *Writer) Close() error {
 	if w.err != nil {
 		return w.err
 	}
+	return w.finish("")
+}
+
+// CloseWithError closes the page as the page of a run that failed with cause: at its
+// top (at its end without the page's script) the page says "The run failed", gives
+// cause's message and the number of groups it holds; the token texts of those
+// groups and the script are written as by Close. It also closes a page whose Add
+// failed (cause then says why; the groups added before stay). A nil cause is Close.
+// It returns an error when the page could not be written, and [ErrClosed] after
+// Close or CloseWithError.
+func (w *Writer) CloseWithError(cause error) error {
+	switch {
+	case cause == nil:
+		return w.Close()
+	case w.closed:
+		return ErrClosed
+	}
+	reason := cause.Error()
+	if reason == "" {
+		reason = "(an error without a message)"
+	}
+	return w.finish(reason)
+}
+
+// finish writes the page's tail; failed is the reason of a failed run, or "".
+func (w *Writer) finish(failed string) error {
+	w.closed = true
 	vocab := make(map[string]string, len(w.vocab))
 	for id, s := range w.vocab {
 		vocab[strconv.Itoa(int(id))] = s
@@ -146,9 +179,10 @@ func (w *Writer) Close() error {
 	}
 	err = pageTmpl.ExecuteTemplate(w.out, "tail", struct {
 		Groups int
+		Failed string
 		Vocab  template.JS
 		JS     template.JS
-	}{w.groups, template.JS(b), template.JS(pageJS)})
+	}{w.groups, failed, template.JS(b), template.JS(pageJS)})
 	if err == nil {
 		err = w.out.Flush()
 	}

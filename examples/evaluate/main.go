@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	cfg := agenticopd.Config{Seed: *seed, DisableOPD: true}
 	log := slog.New(slog.NewTextHandler(stdout, nil))
+	cfg.Logger = log
 	ts, err := cli.LoadTasks(ctx, *spec, *hfCache, cli.HFToken(*hfToken), log)
 	if err != nil {
 		return err

@@ -17,6 +17,11 @@
 // With -vllm-url the same program runs against a real vLLM server (started with
 // --max-logprobs at least -topk).
 //
+// Logs (log/slog, JSON with -log-json) go to stdout with the groups, as serve's do: a
+// group that failed and why, a judge or a teacher request that failed. When the run fails (a server that died, SIGINT), report.html is
+// closed and says at its top that the run failed and why; groups.jsonl keeps the
+// groups written before, and is removed when there is none; the error says which.
+//
 //	go run ./examples/quickstart -out opd-out -groups 2
 package main
 
@@ -61,9 +66,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	judgeURL := fs.String("judge-url", "", "vLLM server of the judge (default: the policy)")
 	topK := fs.Int("topk", 50, "teacher top-K per scored token")
 	seed := fs.Uint64("seed", 1, "seed for the task order and the split")
+	logJSON := fs.Bool("log-json", false, "write logs as JSON lines")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
+	stdout = cli.Locked(stdout) // the logs and the groups' lines share it
+	log := cli.Logger(stdout, *logJSON)
 	if err := errors.Join(cli.AtLeast("groups", *groups, 1), cli.AtLeast("group-size", *groupSize, 1), cli.AtLeast("topk", *topK, 1),
 		cli.URL("vllm-url", *vllmURL), cli.URL("teacher-url", *teacherURL), cli.URL("judge-url", *judgeURL)); err != nil {
 		return err
@@ -121,6 +129,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		GroupSize:   *groupSize,
 		DistillTopK: *topK,
 		Seed:        *seed,
+		Logger:      log,
 
 		SandboxFactory: sandboxes,
 	}
@@ -169,18 +178,35 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := env.Process(ctx, *groups, f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
+	err = env.Process(ctx, *groups, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	progress.Close()
+	if err != nil {
+		return failed(err, path, cfg.ReportPath, progress.Groups(), *groups)
+	}
 
 	fmt.Fprintf(stdout, "\nwrote %d groups to %s\nand the HTML inspector to %s (open it in a browser)\n\nmetrics:\n", *groups, path, cfg.ReportPath)
 	cli.PrintMetrics(stdout, env.Metrics(), 40)
 	return nil
+}
+
+// failed is the error of a run that failed with err after written of n groups: it
+// says what is left on disk. groups.jsonl without a group is removed; report.html was
+// closed by Process, saying that the run failed and why.
+func failed(err error, groups, page string, written, n int) error {
+	says := ""
+	if _, serr := os.Stat(page); serr == nil {
+		says = "; " + page + " says the run failed, and why"
+	}
+	if written > 0 {
+		return fmt.Errorf("%w\n%d of %d groups were written to %s%s", err, written, n, groups, says)
+	}
+	if rerr := os.Remove(groups); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		return errors.Join(err, fmt.Errorf("no group was written, and the empty %s could not be removed: %w", groups, rerr))
+	}
+	return fmt.Errorf("%w\nno group was written (the empty %s was removed)%s", err, groups, says)
 }
 
 func printGroup(w io.Writer, g *agenticopd.Group) {

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
@@ -80,6 +81,30 @@ type FlagError struct {
 // Error implements error.
 func (e *FlagError) Error() string {
 	return fmt.Sprintf("-%s %v: must be %s", e.Flag, e.Value, e.Reason)
+}
+
+// Logger is the programs' logger: log/slog records on w, as text, or as JSON lines
+// with asJSON (their -log-json flag), at info level and above.
+func Logger(w io.Writer, asJSON bool) *slog.Logger {
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// Locked returns a writer that passes each Write to w under a lock, for a program
+// whose logger and own lines share stdout: a test's buffer then sees whole writes.
+func Locked(w io.Writer) io.Writer { return &lockedWriter{w: w} }
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // AtLeast returns a [*FlagError] for flag name when v < lo, and nil otherwise.

@@ -3,7 +3,9 @@ package agenticopd_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,4 +48,25 @@ func TestErrorsNameEachLayerOnce(t *testing.T) {
 			assert.Contains(t, printed, "task "+c.task.ID+":", "the task is named")
 		})
 	}
+}
+
+// TestProcessClosesThePageOfAFailedRun: when Process fails, the page at ReportPath is
+// closed and says at its top that the run failed, and why.
+func TestProcessClosesThePageOfAFailedRun(t *testing.T) {
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(answerScript("page")))
+	failing := rollout.SandboxFactoryFunc(func(context.Context) (rollout.Sandbox, error) {
+		return nil, errors.New("sandbox: new: no space left on device")
+	})
+	path := filepath.Join(t.TempDir(), "report.html")
+	env := fastEnv(t, sim.Client(), func(c *agenticopd.Config) { c.SandboxFactory = failing; c.ReportPath = path })
+	var out strings.Builder
+	err := env.Process(context.Background(), 2, &out)
+	require.Error(t, err)
+	page, rerr := os.ReadFile(path)
+	require.NoError(t, rerr)
+	text := string(page)
+	assert.True(t, strings.HasSuffix(strings.TrimSpace(text), "</html>"), "the page is closed")
+	assert.Contains(t, text, "The run failed")
+	assert.Contains(t, text, "0 of 2 groups written")
+	assert.Contains(t, text, "no space left on device", "and why")
 }
