@@ -60,7 +60,7 @@ its tokens.
 <thead><tr><th>rollout</th><th>score</th>{{range .Breakdown}}<th>{{.}}</th>{{end}}<th>tokens</th><th>generated</th><th>scored</th><th>outside top-K</th><th>hints</th><th>mean Δ logprob (in top-K)</th>{{range .Info}}<th>{{.}}</th>{{end}}</tr></thead>
 <tbody>
 {{- range .Seqs}}
-<tr data-seq="{{.Index}}"><td><a href="#seq-{{$.Index}}-{{.Index}}">{{.Label}}</a></td><td class="score">{{.Score}}</td>{{range .Breakdown}}<td class="term">{{.}}</td>{{end}}<td class="tokens">{{.Tokens}}</td><td class="generated">{{.Generated}}</td><td class="scored">{{.Scored}}</td><td class="outside">{{.Outside}}</td><td class="hints">{{.Hints}}</td><td class="delta">{{.Delta}}</td>{{range .Info}}<td>{{.}}</td>{{end}}</tr>
+<tr data-seq="{{.Index}}"><td><a href="#seq-{{$.Index}}-{{.Index}}">{{.Label}}</a></td><td class="score">{{.Score}}</td>{{range .Breakdown}}<td class="term">{{.}}</td>{{end}}<td class="tokens">{{.Tokens}}</td><td class="generated">{{.Generated}}</td><td class="scored">{{.Scored}}</td><td class="outside">{{.Outside}}</td><td class="hints"{{if eq .Hints "–"}} title="not in the source: JSON Lines of groups carry no hints"{{end}}>{{.Hints}}</td><td class="delta">{{.Delta}}</td>{{range .Info}}<td>{{.}}</td>{{end}}</tr>
 {{- end}}
 </tbody>
 </table>
@@ -71,7 +71,7 @@ its tokens.
 {{- end}}
 {{- range .Seqs}}
 <details class="seq" id="seq-{{$.Index}}-{{.Index}}" data-group="{{$.Index}}" data-seq="{{.Index}}">
-<summary>{{.Label}}: score {{.Score}}, {{.Tokens}} tokens, {{.Scored}} scored ({{.Outside}} outside the teacher's top-K), {{.Hints}} hints</summary>
+<summary>{{.Label}}: score {{.Score}}, {{.Tokens}} tokens, {{.Scored}} scored ({{.Outside}} outside the teacher's top-K), {{if eq .Hints "–"}}hints unknown{{else}}{{.Hints}} hints{{end}}</summary>
 <div class="toks"></div>
 </details>
 {{- end}}
@@ -98,10 +98,10 @@ its tokens.
 {{end}}`))
 
 type seqView struct {
-	Index                                     int
-	Label, Score, Delta                       string
-	Tokens, Generated, Scored, Outside, Hints int
-	Breakdown, Info                           []string
+	Index                              int
+	Label, Score, Delta, Hints         string // Hints is "–" when unknown
+	Tokens, Generated, Scored, Outside int
+	Breakdown, Info                    []string
 }
 
 type groupMetric struct{ Name, Value string }
@@ -149,6 +149,14 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'f', 3, 64)
 }
 
+// hintCount is the page's hint count of s: "–" when its source does not say.
+func hintCount(s *encodedSeq) string {
+	if s.hintsUnknown {
+		return "–"
+	}
+	return strconv.Itoa(len(s.hints))
+}
+
 func groupView(index int, g Group, seqs []encodedSeq, data template.JS) groupPage {
 	p := groupPage{Index: index, Title: g.Title, Note: g.Note, Data: data,
 		Breakdown: names(seqs, func(s *encodedSeq) []Term { return s.breakdown }),
@@ -162,7 +170,7 @@ func groupView(index int, g Group, seqs []encodedSeq, data template.JS) groupPag
 		p.Seqs = append(p.Seqs, seqView{
 			Index: i, Label: s.label, Score: num(s.score), Delta: num(s.figures.MeanDelta),
 			Tokens: len(s.tokens), Generated: s.generated, Scored: s.figures.Scored, Outside: s.figures.OutsideTopK,
-			Hints:     len(s.hints),
+			Hints:     hintCount(s),
 			Breakdown: values(s.breakdown, p.Breakdown), Info: values(s.info, p.Info),
 		})
 	}

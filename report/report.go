@@ -87,12 +87,17 @@ type Sequence struct {
 	Rows *atropos.DistillRows
 	// Hints are the hints given for this rollout's turns.
 	Hints []Hint
+	// HintsUnknown says that the source does not tell which hints the rollout had
+	// (JSON Lines of groups carry none: see [FromScoredData]): the page then shows the
+	// hint count as unknown ("–"), never as 0.
+	HintsUnknown bool
 }
 
 // FromScoredData returns the page's view of an Atropos group as read from JSON Lines:
 // tokens, masks, scores, inference logprobs (the student's) and distill rows (the
 // teacher's). Such a group carries no segment table and no hints, so kinds follow the
-// rule of [Sequence.Kinds] and no hint is shown; ref_logprobs, when present and not
+// rule of [Sequence.Kinds], no hint is shown and the hint count is unknown
+// ([Sequence.HintsUnknown]: the table says "–", not 0); ref_logprobs, when present and not
 // the masked sentinel, are taken as the teacher's logprobs of the sampled tokens (the
 // library's TeacherLogprobsAsRef).
 func FromScoredData(title string, g *atropos.ScoredDataGroup) Group {
@@ -102,6 +107,8 @@ func FromScoredData(title string, g *atropos.ScoredDataGroup) Group {
 			Label:  "sequence " + strconv.Itoa(s),
 			Tokens: make([]int32, len(g.Tokens[s])),
 			Masked: make([]bool, len(g.Tokens[s])),
+
+			HintsUnknown: true,
 		}
 		if s < len(g.Scores) {
 			seq.Score = g.Scores[s]

@@ -257,6 +257,7 @@ type encodedSeq struct {
 
 	generated       int
 	hints           []Hint
+	hintsUnknown    bool
 	label           string
 	score           float64
 	breakdown, info []Term
@@ -283,7 +284,7 @@ func encodeSeq(s *Sequence, topK int) (encodedSeq, error) {
 	e := encodedSeq{
 		tokens: s.Tokens, flags: make([]uint8, n), student: make([]uint16, n), teacher: make([]uint16, n),
 		bound: make([]uint16, n), entries: make([]uint16, n), topN: make([]uint8, n), figures: figures,
-		label: s.Label, score: s.Score, breakdown: s.Breakdown, info: s.Info,
+		label: s.Label, score: s.Score, breakdown: s.Breakdown, info: s.Info, hintsUnknown: s.HintsUnknown,
 	}
 	for _, h := range s.Hints {
 		if h.Pos < 0 || h.Pos > n {

@@ -6,6 +6,11 @@
 // or, for groups the simulator produced (the quickstart's offline run), from the
 // simulator's (-simulator). With neither the page shows token ids.
 //
+// Every figure of the page comes from the file, by the same code as the page a run
+// writes from memory (report.Sequence.Figures). What the file does not carry is not
+// made up: JSON Lines of groups hold no hints, so the hints column says "–"
+// (unknown), and the score's breakdown and the rollouts' turns are not shown.
+//
 //	go run ./examples/inspect -in opd-out/groups.jsonl -out report.html -simulator
 package main
 

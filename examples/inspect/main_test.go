@@ -72,7 +72,7 @@ func TestInspectCountsTokensOutsideTheTopK(t *testing.T) {
 			require.NoError(t, run(context.Background(), []string{"-in", in, "-out", out}, new(bytes.Buffer)))
 			page, err := os.ReadFile(out)
 			require.NoError(t, err)
-			assert.Contains(t, string(page), `<td class="scored">2</td><td class="outside">1</td><td class="hints">0</td><td class="delta">0.300</td>`,
+			assert.Contains(t, string(page), `<td class="scored">2</td><td class="outside">1</td><td class="hints" title="not in the source: JSON Lines of groups carry no hints">–</td><td class="delta">0.300</td>`,
 				"2 scored, 1 outside the top-K, mean Δ over position 3 alone: -0.1 - -0.4")
 		})
 	}
