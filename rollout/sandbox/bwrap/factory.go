@@ -54,10 +54,14 @@ var _ rollout.SandboxFactory = (*Factory)(nil)
 
 // New checks cfg, then runs a probe: a trivial Python command in a fresh workspace,
 // through bubblewrap with the full flag list, as the sandbox uid (or unconfined, when
-// cfg.Unconfined is set). It returns a [*ProbeError] when the probe fails: wrapping
-// [ErrBwrapNotFound] (the message says how to install bubblewrap and mentions the
-// unconfined opt-in), [ErrNamespacesDenied] (the kernel refused the namespaces), or
-// [ErrProbeFailed]. A bad cfg gives an error wrapping [ErrInvalidConfig].
+// cfg.Unconfined is set). With cfg.Images set, and without root, it also tries what
+// an image sandbox needs of the host (a tmpfs and an overlay mounted in a user
+// namespace; see the package documentation, Image sandboxes). It returns a
+// [*ProbeError] when the probe fails: wrapping [ErrBwrapNotFound] (the message says
+// how to install bubblewrap and mentions the unconfined opt-in),
+// [ErrNamespacesDenied] (the kernel refused the namespaces), [ErrImageUnsupported]
+// (the host cannot run image sandboxes, and why), or [ErrProbeFailed]. A bad cfg
+// gives an error wrapping [ErrInvalidConfig].
 //
 // Unlike most constructors New does I/O, on purpose: a Factory exists only when it
 // can run commands, so a broken host fails at start-up with an error that says what
@@ -95,6 +99,9 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 				err = nil
 			}
 		}
+	}
+	if err == nil && cfg.Images != nil && !cfg.Unconfined && !f.asRoot {
+		err = imageSupport(f.asRoot, kernelRelease(), checkImagesNS(ctx, cfg.BaseDir, cfg.BwrapPath))
 	}
 	if err != nil {
 		cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: probe failed", slog.Any("error", err))
@@ -264,7 +271,14 @@ func (f *Factory) create(ctx context.Context, img *imageState) (*Sandbox, error)
 		}
 	}
 	sb := &Sandbox{f: f, dir: dir, ws: ws, bind: ws, procs: map[*proc]struct{}{}, lock: lock, img: img}
-	if img != nil {
+	if img != nil && !f.asRoot {
+		sb.holder, sb.mounted, err = f.mountImageNS(ctx, dir, img, f.copyImageWorkspaces)
+		if err != nil {
+			_ = sb.release()
+			return nil, fmt.Errorf("sandbox: new: %w", err)
+		}
+		sb.ws = sb.holder.ws
+	} else if img != nil {
 		sb.mounted, err = f.mountImage(dir, img, f.copyImageWorkspaces)
 		if err != nil {
 			_ = sb.release()
@@ -376,7 +390,9 @@ func (s *Sandbox) release() error {
 		errs = append(errs, s.cg.remove())
 	}
 	if s.img != nil {
-		errs = append(errs, unmountImage(s.dir))
+		if s.holder == nil { // without root its mounts end with the holder's namespace
+			errs = append(errs, unmountImage(s.dir))
+		}
 		defer s.img.release() // after its files are no longer mounted
 	} else if s.mounted || s.overlaid {
 		errs = append(errs, unmountWorkspace(s.bind))

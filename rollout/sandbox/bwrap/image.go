@@ -55,9 +55,11 @@ type RootSource interface {
 var ErrNoImages = errors.New("sandbox: the spec names an image but Config.Images is nil: set Config.Images to a RootSource (package images' Cache is one)")
 
 // ErrImageUnsupported is returned by [Factory.NewSandboxFor] for a spec that names an
-// image on a factory that cannot run one: unconfined, or not running as root (an
-// image sandbox's overlays are mounted on the host).
-var ErrImageUnsupported = errors.New("sandbox: image sandboxes need bubblewrap and a library running as root")
+// image on an unconfined factory, and wrapped by the [*ProbeError] of [New] when
+// Config.Images is set on a host that cannot run image sandboxes (without root: no
+// user namespaces, or a kernel that refuses overlayfs in one; the error says which
+// and what to do).
+var ErrImageUnsupported = errors.New("sandbox: this host cannot run image sandboxes")
 
 var _ rollout.SpecFactory = (*Factory)(nil)
 
@@ -110,8 +112,8 @@ func (f *Factory) NewSandboxFor(ctx context.Context, spec rollout.SandboxSpec) (
 		return sb, nil
 	}
 	switch {
-	case f.cfg.Unconfined || !f.asRoot:
-		return nil, fmt.Errorf("%w (image %s)", ErrImageUnsupported, spec.Image)
+	case f.cfg.Unconfined:
+		return nil, fmt.Errorf("%w: an unconfined factory runs none (image %s)", ErrImageUnsupported, spec.Image)
 	case f.cfg.Images == nil:
 		return nil, ErrNoImages
 	}

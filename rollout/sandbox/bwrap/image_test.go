@@ -218,7 +218,7 @@ func TestNewSandboxForRefuses(t *testing.T) {
 		want string
 		is   error
 	}{
-		{"unconfined", unconfined, rollout.SandboxSpec{Image: "bad-user"}, "need bubblewrap", bwrap.ErrImageUnsupported},
+		{"unconfined", unconfined, rollout.SandboxSpec{Image: "bad-user"}, "unconfined factory runs none", bwrap.ErrImageUnsupported},
 		{"no image source", without, rollout.SandboxSpec{Image: "x"}, "Config.Images is nil", bwrap.ErrNoImages},
 		{"unknown image", withImages, rollout.SandboxSpec{Image: "nope"}, `no image "nope"`, nil},
 		{"workdir is a file", withImages, rollout.SandboxSpec{Image: "file-workdir"}, "not a directory", nil},

@@ -277,6 +277,36 @@ func tailBytes(b []byte, n int) []byte {
 	return b
 }
 
+// goCacheDirs makes in base a Go build cache's upper layer and work directory, the
+// upper layer holding the directories of the warm cache lower ("" for none), owned
+// by uid and gid.
+func goCacheDirs(base, lower string, uid, gid int) error {
+	upper, work := filepath.Join(base, goCacheUpper), filepath.Join(base, goCacheWork)
+	for _, d := range []string{upper, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if lower != "" {
+		ents, err := os.ReadDir(lower)
+		if err != nil {
+			return fmt.Errorf("the warm Go build cache: %w", err)
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				p := filepath.Join(upper, e.Name())
+				if err := os.Mkdir(p, 0o755); err != nil {
+					return err
+				}
+				if err := os.Chown(p, uid, gid); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return os.Chown(upper, uid, gid)
+}
+
 // sealGoCache makes the directory a warm-up wrote a cache no sandbox can change:
 // everything the library's (root's), directories 0755, files 0444 with
 // goWarmMtime; anything but a regular file or a directory removed. It works
@@ -328,8 +358,12 @@ func sealGoCache(dir string) error {
 }
 
 func sealEntry(r *os.Root, p string, mode fs.FileMode) error {
-	if err := r.Lchown(p, 0, 0); err != nil {
-		return err
+	// Without root the files stay the library's uid's, which is the code's too:
+	// they are safe as an overlay's lower layer, which no sandbox writes.
+	if os.Geteuid() == 0 {
+		if err := r.Lchown(p, 0, 0); err != nil {
+			return err
+		}
 	}
 	return r.Chmod(p, mode)
 }
@@ -393,33 +427,13 @@ func (f *Factory) mountGoCache(dir string, img *imageState, layers string, tmpfs
 			return fmt.Errorf("mounting the Go build cache's tmpfs: %w", err)
 		}
 	}
-	upper, work := filepath.Join(base, goCacheUpper), filepath.Join(base, goCacheWork)
-	for _, d := range []string{upper, work} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return err
-		}
+	if err := goCacheDirs(base, gc.lower, f.uid(), f.gid()); err != nil {
+		return err
 	}
+	upper, work := filepath.Join(base, goCacheUpper), filepath.Join(base, goCacheWork)
 	lower := filepath.Join(layers, "empty")
 	if gc.lower != "" {
 		lower = gc.lower
-		ents, err := os.ReadDir(gc.lower)
-		if err != nil {
-			return fmt.Errorf("the warm Go build cache: %w", err)
-		}
-		for _, e := range ents {
-			if e.IsDir() {
-				p := filepath.Join(upper, e.Name())
-				if err := os.Mkdir(p, 0o755); err != nil {
-					return err
-				}
-				if err := os.Chown(p, f.uid(), f.gid()); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if err := os.Chown(upper, f.uid(), f.gid()); err != nil {
-		return err
 	}
 	if err := mountOverlay(target, lower, upper, work); err != nil {
 		return fmt.Errorf("the Go build cache: %w", err)

@@ -42,10 +42,17 @@ const holderStart = 30 * time.Second
 type overlayHolder struct {
 	cmd   *exec.Cmd
 	stdin *os.File // the library's end of the holder's standard input
+	out   *bufio.Reader
+	outR  *os.File
+	// stderr is what the holder's commands said, for errors.
+	stderr *bytes.Buffer
 	// ws is the overlaid workspace as the host reaches it: /proc/<pid>/root/<dir>/workspace.
 	// The library never reaps the holder before stop, so if it dies its pid stays a
 	// zombie's and cannot name another process.
 	ws string
+	// root is /proc/<pid>/root, where the host reaches the holder's mounts.
+	root     string
+	deadline time.Time
 }
 
 // startHolder makes the overlay's layers in dir and starts the holder of its
@@ -56,6 +63,19 @@ func startHolder(ctx context.Context, dir string) (*overlayHolder, error) {
 			return nil, err
 		}
 	}
+	h, err := startHolderScript(ctx, dir, holderScript, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mounting the workspace's overlay in a user namespace: %w", err)
+	}
+	return h, nil
+}
+
+// startHolderScript starts a holder running script (sh -c) in dir, in a user and
+// mount namespace of its own where the library's uid is root, with env added to its
+// environment, and returns once the script printed its first "ready" line.
+// The script reads a line from its standard input before each further step
+// ([overlayHolder.step]) and ends by waiting for its standard input to end.
+func startHolderScript(ctx context.Context, dir, script string, env []string) (*overlayHolder, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -66,33 +86,53 @@ func startHolder(ctx context.Context, dir string) (*overlayHolder, error) {
 		inW.Close()
 		return nil, err
 	}
-	defer outR.Close()
-	var stderr bytes.Buffer
+	stderr := &bytes.Buffer{}
 	cmd := exec.Command(unsharePath, "--user", "--map-root-user", "--mount", "--propagation", "private",
-		"--", "/bin/sh", "-c", holderScript)
-	cmd.Dir, cmd.Env = dir, []string{"PATH=/usr/bin:/bin"}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, &stderr
+		"--", "/bin/sh", "-c", script)
+	cmd.Dir, cmd.Env = dir, append([]string{"PATH=/usr/bin:/bin"}, env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
 	// No Pdeathsig: it would fire when the OS thread that started the holder ends,
 	// not the process. The pipe ends with the process, and cat with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		inW.Close()
 		outW.Close()
-		return nil, fmt.Errorf("starting the workspace's namespace: %w", err)
+		outR.Close()
+		return nil, fmt.Errorf("starting the sandbox's namespace: %w", err)
 	}
 	outW.Close()
-	h := &overlayHolder{cmd: cmd, stdin: inW, ws: "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/root" + filepath.Join(dir, "workspace")}
-	deadline := time.Now().Add(holderStart)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	root := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/root"
+	h := &overlayHolder{cmd: cmd, stdin: inW, out: bufio.NewReader(outR), outR: outR, stderr: stderr,
+		ws: root + filepath.Join(dir, "workspace"), root: root}
+	h.deadline = time.Now().Add(holderStart)
+	if d, ok := ctx.Deadline(); ok && d.Before(h.deadline) {
+		h.deadline = d
 	}
-	_ = outR.SetReadDeadline(deadline)
-	line, err := bufio.NewReader(outR).ReadString('\n')
-	if err != nil || line != "ready\n" {
-		_ = h.stop()
-		return nil, fmt.Errorf("mounting the workspace's overlay in a user namespace: %v: %s", errOr(err, "not ready"), bytes.TrimSpace(stderr.Bytes()))
+	if err := h.ready(); err != nil {
+		return nil, err
 	}
 	return h, nil
+}
+
+// ready waits for the holder's next "ready" line. When the script fails instead, it
+// stops the holder and returns what the script said.
+func (h *overlayHolder) ready() error {
+	_ = h.outR.SetReadDeadline(h.deadline)
+	line, err := h.out.ReadString('\n')
+	if err != nil || line != "ready\n" {
+		_ = h.stop() // its standard error is complete once it is waited for
+		return fmt.Errorf("%v: %s", errOr(err, "not ready"), bytes.TrimSpace(h.stderr.Bytes()))
+	}
+	return nil
+}
+
+// step lets the holder's script go on to its next step and waits until it is done.
+func (h *overlayHolder) step() error {
+	if _, err := h.stdin.Write([]byte("\n")); err != nil {
+		_ = h.stop()
+		return fmt.Errorf("%v: %s", err, bytes.TrimSpace(h.stderr.Bytes()))
+	}
+	return h.ready()
 }
 
 func errOr(err error, msg string) error {
@@ -105,6 +145,7 @@ func errOr(err error, msg string) error {
 // stop ends the holder (the overlay goes with its namespace) and waits for it.
 func (h *overlayHolder) stop() error {
 	h.stdin.Close()
+	h.outR.Close()
 	done := make(chan error, 1)
 	go func() { done <- h.cmd.Wait() }()
 	select {

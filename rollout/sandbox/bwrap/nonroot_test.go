@@ -1,0 +1,175 @@
+package bwrap_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentic-opd/agenticopd/images"
+	"github.com/agentic-opd/agenticopd/images/imagestest"
+	"github.com/agentic-opd/agenticopd/internal/testuser"
+	"github.com/agentic-opd/agenticopd/rollout"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
+)
+
+// imageRefEnv passes the test image's reference to a test run again as another user.
+const imageRefEnv = "AGENTICOPD_TEST_IMAGE_REF"
+
+// TestImageSandboxWithoutRoot pulls the toy repository's image into a cache and runs
+// its tests in image sandboxes as an ordinary user (uid 1000), and checks what holds
+// there as it does as root: the working directory an overlay of the image's (no
+// copy), the root read-only, no network, no host path in mountinfo, a change that
+// stays in its sandbox, the disk quota a tmpfs's, the process limit per sandbox, and
+// nothing left once the sandboxes close.
+func TestImageSandboxWithoutRoot(t *testing.T) {
+	if dir, ok := testuser.Dir(); ok {
+		imageSandboxWithoutRoot(t, dir, os.Getenv(imageRefEnv))
+		return
+	}
+	ref := imagestest.SWERef(t) // packed and served by this process, as root
+	out := testuser.Run(t, testuser.Options{Env: []string{imageRefEnv + "=" + ref}})
+	t.Logf("as uid %d:\n%s", testuser.UID, out)
+}
+
+func imageSandboxWithoutRoot(t *testing.T, dir, ref string) {
+	require.Equal(t, testuser.UID, os.Geteuid())
+	// The registry is the calling process's: its connections are closed here.
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	cache, err := images.NewCache(images.CacheConfig{Dir: filepath.Join(dir, "images"), Transport: tr})
+	require.NoError(t, err)
+	base := filepath.Join(dir, "sandboxes")
+	require.NoError(t, os.Mkdir(base, 0o755))
+	f := newFactory(t, bwrap.Config{Images: cache, BaseDir: base, DiskQuota: 32 << 20,
+		Limits: bwrap.Limits{Processes: 40}})
+	require.Equal(t, bwrap.CgroupNone, f.Enforcement().Cgroup, "no cgroup without root")
+
+	sbs := make([]*bwrap.Sandbox, 2)
+	for i := range sbs {
+		sb, err := f.NewSandboxFor(t.Context(), rollout.SandboxSpec{Image: ref})
+		require.NoError(t, err)
+		sbs[i] = sb.(*bwrap.Sandbox)
+	}
+	sb := sbs[0]
+	require.False(t, bwrap.ImageCopied(sb), "the working directory is an overlay of the image's")
+	require.Equal(t, "/testbed", sb.Dir())
+	res := run(t, sb, "id -u && git status --porcelain && git log --oneline | wc -l && python3 -B -m pytest -q -p no:cacheprovider >/dev/null; echo pytest=$?", time.Minute)
+	require.Equal(t, "0\n1\npytest=0\n", string(res.Stdout), "stderr %s", res.Stderr)
+
+	// A change by the file tools and one by the code stay in this sandbox.
+	require.NoError(t, sb.WriteFile("note.txt", []byte("mine\n")))
+	res = run(t, sb, "cat note.txt && echo changed >> README.md 2>/dev/null || echo changed > README.md; git status --porcelain | sort", time.Minute)
+	require.Equal(t, "mine\n", strings.SplitN(string(res.Stdout), "\n", 2)[0]+"\n", "stderr %s", res.Stderr)
+	require.Contains(t, string(res.Stdout), "?? note.txt")
+	res = run(t, sbs[1], "git status --porcelain; ls note.txt 2>&1", time.Minute)
+	require.Equal(t, "ls: cannot access 'note.txt': No such file or directory\n", string(res.Stdout))
+
+	// Read-only root, no network, no host path inside.
+	res = run(t, sb, "touch /usr/x 2>&1; touch /x 2>&1; grep -c : /proc/net/dev; cat /proc/self/mountinfo", time.Minute)
+	out := string(res.Stdout)
+	require.Contains(t, out, "touch: cannot touch '/usr/x': Read-only file system")
+	require.Contains(t, out, "touch: cannot touch '/x': Read-only file system")
+	require.Contains(t, out, "\n1\n", "one interface (lo)")
+	require.NotContains(t, out, dir, "a host path in mountinfo")
+
+	// The disk quota: the workspace's layer is a tmpfs of DiskQuota bytes.
+	res2, err := sb.RunDetailed(t.Context(), rollout.Command{Shell: "head -c 48000000 /dev/zero > big; echo rc=$?", Timeout: time.Minute})
+	require.NoError(t, err)
+	require.True(t, res2.DiskQuotaExceeded, "stdout %s stderr %s", res2.Stdout, res2.Stderr)
+
+	// The process limit holds per sandbox: two sandboxes fork up to it at once.
+	const forks = `python3 -c '
+import os, time
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except OSError:
+    pass
+print(n)
+'`
+	counts := make([]int, 2)
+	var wg sync.WaitGroup
+	for i, s := range sbs {
+		wg.Go(func() {
+			res, err := s.Run(t.Context(), rollout.Command{Shell: forks, Timeout: time.Minute})
+			if err == nil {
+				counts[i], _ = strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+			}
+		})
+	}
+	wg.Wait()
+	for i, n := range counts {
+		require.Greater(t, n, 20, "sandbox %d forked", i)
+		require.Less(t, n, 40, "sandbox %d forked", i)
+	}
+
+	for _, s := range sbs {
+		require.NoError(t, s.Close())
+	}
+	left, err := os.ReadDir(base)
+	require.NoError(t, err)
+	require.Empty(t, left, "sandbox directories left")
+	require.Equal(t, int64(1), cache.Stats().Unpacks)
+}
+
+// baseDirEnv passes a base directory to a test run again as another user.
+const baseDirEnv = "AGENTICOPD_TEST_BASE_DIR"
+
+// TestImageSandboxesRefusedAtStart runs as an ordinary user whose base directory is
+// on a file system no overlay can be stacked on (an overlay of an overlay, at the
+// kernel's stacking limit), as on a kernel without overlayfs in user namespaces:
+// plain sandboxes work (their workspace bound as a directory), and a factory for
+// images is refused by New with the reason, not at its first image.
+func TestImageSandboxesRefusedAtStart(t *testing.T) {
+	if _, ok := testuser.Dir(); ok {
+		base := os.Getenv(baseDirEnv)
+		f := newFactory(t, bwrap.Config{BaseDir: base})
+		res := run(t, newSandbox(t, f), "echo plain", time.Minute)
+		require.Equal(t, "plain\n", string(res.Stdout))
+
+		_, err := bwrap.New(t.Context(), bwrap.Config{BaseDir: base, Images: &imageSource{}})
+		require.ErrorIs(t, err, bwrap.ErrImageUnsupported)
+		var pe *bwrap.ProbeError
+		require.ErrorAs(t, err, &pe)
+		require.Contains(t, pe.Err.Error(), "overlay")
+		require.Contains(t, pe.Advice, "the kernel refused one whose lower layer is on the file system of Config.BaseDir")
+		t.Logf("refused: %v", err)
+		return
+	}
+	// Two overlays stacked: a third, the image sandbox's, is over the kernel's limit.
+	dir := reachableDir(t)
+	for _, d := range []string{"l", "u1", "w1", "a", "u2", "w2", "base"} {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o755))
+	}
+	p := func(d string) string { return filepath.Join(dir, d) }
+	require.NoError(t, unix.Mount("overlay", p("a"), "overlay", 0, "lowerdir="+p("l")+",upperdir="+p("u1")+",workdir="+p("w1")))
+	t.Cleanup(func() { _ = unix.Unmount(p("a"), unix.MNT_DETACH) })
+	require.NoError(t, unix.Mount("overlay", p("base"), "overlay", 0, "lowerdir="+p("a")+",upperdir="+p("u2")+",workdir="+p("w2")))
+	t.Cleanup(func() { _ = unix.Unmount(p("base"), unix.MNT_DETACH) })
+	require.NoError(t, os.Chown(p("base"), testuser.UID, testuser.GID))
+	t.Log(testuser.Run(t, testuser.Options{Env: []string{baseDirEnv + "=" + p("base")}}))
+}
+
+// TestImageSandboxesRefusedWithoutUserNamespaces runs as an ordinary user where no
+// user namespace can be made: New refuses, whether or not images are asked for.
+func TestImageSandboxesRefusedWithoutUserNamespaces(t *testing.T) {
+	if dir, ok := testuser.Dir(); ok {
+		_, err := bwrap.New(t.Context(), bwrap.Config{BaseDir: dir, Images: &imageSource{}})
+		require.ErrorIs(t, err, bwrap.ErrNamespacesDenied)
+		t.Logf("refused: %v", err)
+		return
+	}
+	t.Log(testuser.Run(t, testuser.Options{LimitUserNamespaces: true}))
+}
