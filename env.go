@@ -93,7 +93,12 @@ type Rollout struct {
 var ErrRolloutFailed = errors.New("agenticopd: rollout failed")
 
 // NewEnv returns an Env for cfg. It does no I/O: the sandbox is created and probed,
-// and the chat template calibrated, on first use.
+// and the chat template calibrated, on first use. One exception: with Config.Images
+// set (and no SandboxFactory) the default sandbox factory is created and probed at
+// once, image sandboxes included, so that a host that cannot run them (without root:
+// no user namespaces, or a kernel that refuses overlayfs in one) is refused here with
+// the reason, wrapping [bwrap.ErrImageUnsupported] or another [bwrap.ProbeError]
+// kind, not at the first repository rollout.
 //
 // A Config it cannot use (no Policy, a negative size or duration) gives an error
 // wrapping [ErrInvalidConfig].
@@ -140,6 +145,11 @@ func NewEnv(cfg Config) (*Env, error) {
 		}
 	}
 	e.rollouts = semaphore.NewWeighted(int64(cfg.MaxRollouts))
+	if cfg.Images != nil && cfg.SandboxFactory == nil {
+		if _, err := e.sandboxes(context.Background()); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 

@@ -4,7 +4,10 @@
 // change is graded (reward.VerifyPatch). Datasets have broken instances (gold patches
 // that fail, tests that already pass, tests that need the network); training on them
 // is noise. The tasks that fail either check are written to -out, one JSON object a
-// line with the reason, and the program exits with status 1 when there is any.
+// line with the reason, and the program exits with status 1 when there is any. A host
+// that cannot run the tasks' image sandboxes (without root: no user namespaces, or a
+// kernel that refuses overlayfs in one) is refused before any task, with the reason
+// and exit status 2: no task is marked failing for it.
 //
 //	go run ./examples/validate-tasks -tasks swe-bench-lite.jsonl -concurrency 4 -out failing.jsonl
 //
@@ -91,7 +94,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	f, err := bwrap.New(ctx, bwrap.Config{Images: cache})
 	if err != nil {
-		return fmt.Errorf("the tasks' code runs only in the bubblewrap sandbox: %w", err)
+		return fmt.Errorf("%w: the tasks' code runs only in bubblewrap sandboxes of their images: %w", cli.ErrSetup, err)
 	}
 	fails, err := validate(ctx, f, ts, *concurrency, reward.RepoOptions{TestTimeout: *testTimeout}, stdout)
 	if err != nil {

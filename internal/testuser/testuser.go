@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // UID and GID are the ids the test runs as: an ordinary user's.
@@ -61,16 +63,7 @@ func Run(t *testing.T, opts Options) string {
 	if strings.Contains(t.Name(), "/") {
 		t.Fatalf("testuser: %s: only a top-level test can run again", t.Name())
 	}
-	dir := t.TempDir()
-	// The test's temporary directories are root's, 0700: the user must reach its own.
-	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chown(dir, UID, GID); err != nil {
-		t.Fatal(err)
-	}
+	dir := reachableDir(t)
 	bin := filepath.Join(dir, "test.bin")
 	if err := copyExecutable(bin); err != nil {
 		t.Fatalf("testuser: copying the test binary: %v", err)
@@ -113,6 +106,48 @@ func Run(t *testing.T, opts Options) string {
 		t.Fatalf("testuser: %s did not run as uid %d:\n%s", t.Name(), UID, out)
 	}
 	return string(out)
+}
+
+// reachableDir is a new temporary directory of t's that UID owns and reaches (the
+// test's temporary directories are root's, 0700).
+func reachableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(dir, UID, GID); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// NoOverlayDir returns a directory, owned by [UID], on a file system on which no
+// overlay can be mounted: an overlay of an overlay, at the kernel's limit of stacked
+// file systems. A sandbox whose base directory is there meets what a kernel without
+// overlayfs in user namespaces gives an ordinary user. It is unmounted when t ends.
+func NoOverlayDir(t *testing.T) string {
+	t.Helper()
+	dir := reachableDir(t)
+	p := func(d string) string { return filepath.Join(dir, d) }
+	for _, d := range []string{"l", "u1", "w1", "a", "u2", "w2", "base"} {
+		if err := os.Mkdir(p(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []struct{ target, lower, upper, work string }{{"a", "l", "u1", "w1"}, {"base", "a", "u2", "w2"}} {
+		opts := "lowerdir=" + p(m.lower) + ",upperdir=" + p(m.upper) + ",workdir=" + p(m.work)
+		if err := unix.Mount("overlay", p(m.target), "overlay", 0, opts); err != nil {
+			t.Fatalf("testuser: mounting an overlay: %v", err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(p(m.target), unix.MNT_DETACH) })
+	}
+	if err := os.Chown(p("base"), UID, GID); err != nil {
+		t.Fatal(err)
+	}
+	return p("base")
 }
 
 // copyExecutable copies the running test binary to bin, mode 0755.

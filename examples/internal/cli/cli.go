@@ -35,18 +35,24 @@ func Main(name string, run func(ctx context.Context, args []string, stdout io.Wr
 }
 
 // ExitCode is the exit status for run's error: 0 for nil and for -h (flag.ErrHelp),
-// 2 for a bad flag ([FlagError], or the flag package's own parse errors), 1 otherwise.
+// 2 for a bad flag ([FlagError], or the flag package's own parse errors) and for a
+// host the program cannot run on ([ErrSetup]), 1 otherwise.
 func ExitCode(err error) int {
 	var fe *FlagError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.As(err, &fe), errors.Is(err, errParse):
+	case errors.As(err, &fe), errors.Is(err, errParse), errors.Is(err, ErrSetup):
 		return 2
 	default:
 		return 1
 	}
 }
+
+// ErrSetup is wrapped by run's error when the program cannot do its work on this
+// host as it is set up (no sandbox for the tasks' code, for example): it stops
+// before producing any result, and says why.
+var ErrSetup = errors.New("cannot run on this host")
 
 // errParse marks the flag package's parse errors ("invalid value … for flag -x").
 var errParse = errors.New("bad flag")

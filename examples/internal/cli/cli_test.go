@@ -25,6 +25,7 @@ func TestExitCode(t *testing.T) {
 		"help":       {fmt.Errorf("x: %w", flag.ErrHelp), 0},
 		"flag value": {cli.AtLeast("groups", 0, 1), 2},
 		"joined":     {errors.Join(nil, cli.AtLeast("topk", -1, 1)), 2},
+		"setup":      {fmt.Errorf("%w: no sandbox", cli.ErrSetup), 2},
 		"other":      {errors.New("boom"), 1},
 	} {
 		t.Run(name, func(t *testing.T) { assert.Equal(t, tc.want, cli.ExitCode(tc.err)) })

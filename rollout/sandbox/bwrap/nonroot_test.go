@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
@@ -148,18 +147,8 @@ func TestImageSandboxesRefusedAtStart(t *testing.T) {
 		t.Logf("refused: %v", err)
 		return
 	}
-	// Two overlays stacked: a third, the image sandbox's, is over the kernel's limit.
-	dir := reachableDir(t)
-	for _, d := range []string{"l", "u1", "w1", "a", "u2", "w2", "base"} {
-		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o755))
-	}
-	p := func(d string) string { return filepath.Join(dir, d) }
-	require.NoError(t, unix.Mount("overlay", p("a"), "overlay", 0, "lowerdir="+p("l")+",upperdir="+p("u1")+",workdir="+p("w1")))
-	t.Cleanup(func() { _ = unix.Unmount(p("a"), unix.MNT_DETACH) })
-	require.NoError(t, unix.Mount("overlay", p("base"), "overlay", 0, "lowerdir="+p("a")+",upperdir="+p("u2")+",workdir="+p("w2")))
-	t.Cleanup(func() { _ = unix.Unmount(p("base"), unix.MNT_DETACH) })
-	require.NoError(t, os.Chown(p("base"), testuser.UID, testuser.GID))
-	t.Log(testuser.Run(t, testuser.Options{Env: []string{baseDirEnv + "=" + p("base")}}))
+	base := testuser.NoOverlayDir(t)
+	t.Log(testuser.Run(t, testuser.Options{Env: []string{baseDirEnv + "=" + base}}))
 }
 
 // TestImageSandboxesRefusedWithoutUserNamespaces runs as an ordinary user where no
