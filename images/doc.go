@@ -111,7 +111,8 @@
 // (the tree is mounted read-only, so write bits do not let the sandbox write).
 // Without root, the tree belongs to the process's uid, which the sandbox then runs
 // as too. How a sandbox reaches the tree is its own business (the bubblewrap
-// sandbox mounts it as root, so Dir may be under a 0700 directory).
+// sandbox mounts it as root, or without root in a user namespace as the process's
+// uid, so Dir may be under a 0700 directory of the process's uid).
 //
 // What a `docker exec` gives that a root lacks (/etc/hosts with localhost, HOME,
 // HOSTNAME, a login shell's environment) is the sandbox's to supply; this package

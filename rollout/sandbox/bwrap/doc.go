@@ -133,9 +133,9 @@
 // [rollout.SandboxSpec] naming an image it asks Config.Images (a [RootSource], such
 // as package images' Cache) for the image's unpacked root and runs every command of
 // the sandbox over it, with the same bubblewrap flags, cgroup, rlimits, timeouts,
-// output caps and kills as above. It needs the library to run as root and
-// bubblewrap ([ErrImageUnsupported] otherwise; [ErrNoImages] without
-// Config.Images). What changes:
+// output caps and kills as above. It needs bubblewrap and either root or a kernel
+// that lets an ordinary user mount overlayfs in a user namespace (see Without root
+// below; [ErrNoImages] without Config.Images). What changes:
 //
 //   - the root is the image's, read-only: an overlay the library mounts in the
 //     sandbox's directory, the image's root below (never written), a small upper
@@ -189,6 +189,71 @@
 // workspace's upper layer (over an empty lower layer), owned by the sandbox uid, and
 // the root is the image's with its files owned as on the host (a 0700 directory of
 // root's is then closed to the code). BenchmarkImageWorkspace10k measures both.
+//
+// Without root: the same file systems, in a namespace of the sandbox's own. An
+// ordinary user cannot mount on the host, so each image sandbox gets a user and
+// mount namespace of its own, where the library's uid is root, held for the
+// sandbox's life by a small process (the holder: unshare(1), then a /bin/sh script
+// of mount(8) commands, then cat(1) on a pipe the library holds, so that it ends
+// with the sandbox or with the library's process, as for the walked workspaces of
+// Storage). The script mounts the layers' tmpfs; the library writes the upper
+// layers through /proc/<holder>/root (the root's mount points and /etc/hosts, a
+// copied working directory); the script then mounts the two overlays (and the Go
+// build cache's), with userxattr. The image's root and working directory are
+// opened by the script as descriptors, by paths the library resolved inside the
+// image through an [os.Root], and named /proc/self/fd/N in the mount options, as
+// when the library mounts them as root (an overlay takes lower layers only from its
+// own mount namespace, so the library's descriptors cannot be passed); the layers
+// are named relative to the sandbox's directory, so mountinfo inside shows no host
+// path. Each command enters the holder's namespaces with nsenter(1), then prlimit(1)
+// and bwrap run there with the flag list above, over the same paths; the host-side
+// file methods reach the workspace through /proc/<holder>/root ([Sandbox.HostDir]).
+// This was preferred to re-executing the library's own binary as a mount helper
+// (that would take over the caller's program at start-up) and to bubblewrap's
+// overlay options (0.10 and later; Debian 12 ships 0.8): it reuses the holder the
+// walked workspaces already have, at the cost of one sh, one cat and a few mount(8)
+// runs per sandbox.
+//
+// What holds as root holds without root: the read-only root, the workspace an
+// overlay of the image's working directory (no copy), no network, the namespaces,
+// capabilities and flags of every command, the rlimits, timeouts, output caps and
+// kills, the storage bound (the layers' tmpfs of Config.DiskQuota bytes is mounted
+// in the holder's namespace, which a user namespace allows, so the kernel refuses
+// writes past it as for root), no host path in mountinfo, nothing left after Close
+// (the mounts end with the holder's namespace) or after a SIGKILL of the library
+// (the holder's pipe ends, and the next [New] removes the directories). What
+// differs, and why:
+//
+//   - the host uid is the library's own, not Config.UID (there is no credential to
+//     drop), as for every sandbox without root;
+//   - no cgroup, unless Config.CgroupParent names one delegated to the user: memory
+//     and processes are then held per process by the rlimits ([Enforcement]), and
+//     the pages of the layers' tmpfs are bounded by Config.DiskQuota rather than
+//     counted in Limits.Memory. RLIMIT_NPROC still counts per sandbox: prlimit sets
+//     it inside the holder's user namespace, before bwrap makes its own, and the
+//     kernel holds a process to the limit in every user namespace above it;
+//   - no idmapped mounts (the kernel allows them only to root of the file system's
+//     user namespace): the image's files are shown as the library's uid has them.
+//     An image cache the same user unpacked (package images' Cache without root
+//     keeps the files the user's) gives what the idmapped mounts give as root: the
+//     code, as the image's user, owns every file, root's 0700 /root included. Files
+//     of other owners show as the overflow id with their modes, and a working
+//     directory the library's uid does not own is copied into the workspace (said
+//     once at warn level);
+//   - a warm Go build cache stays the library's uid's, which is also the code's:
+//     it is still never written, being only ever an overlay's lower layer.
+//
+// [New] with Config.Images set and without root tries this once in Config.BaseDir
+// (a tmpfs and an overlay mounted in a user namespace, and bubblewrap started
+// inside it) and fails with a [*ProbeError] wrapping [ErrImageUnsupported] that
+// says why and what to do: no user namespaces (or no nested one), a kernel before
+// 5.11 (the first with overlayfs in user namespaces), an overlay the kernel refused
+// over Config.BaseDir's file system, or unshare, nsenter and mount missing. So a
+// program is refused at start, never at its first image. Tested on Linux 6.18 with
+// bubblewrap 0.8.0 as uid 1000 (TestImageSandboxWithoutRoot). Kernels 5.11 to 6.5
+// were not tried: their tmpfs has no user extended attributes, which overlayfs
+// keeps its own in with userxattr (Config.DisableWorkspaceMount puts the layers on
+// Config.BaseDir's disk instead).
 //
 // Nothing is left behind: Close unmounts the overlays and the tmpfs, removes the
 // sandbox's directory and cgroups, and calls the root's Release once; a removal
