@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/images"
@@ -53,9 +55,11 @@ func imageSandboxWithoutRoot(t *testing.T, dir, ref string) {
 
 	sbs := make([]*bwrap.Sandbox, 2)
 	for i := range sbs {
+		start := time.Now()
 		sb, err := f.NewSandboxFor(t.Context(), rollout.SandboxSpec{Image: ref})
 		require.NoError(t, err)
 		sbs[i] = sb.(*bwrap.Sandbox)
+		t.Logf("image sandbox %d made in %v (the first unpacks the image)", i, time.Since(start))
 	}
 	sb := sbs[0]
 	require.False(t, bwrap.ImageCopied(sb), "the working directory is an overlay of the image's")
@@ -161,4 +165,60 @@ func TestImageSandboxesRefusedWithoutUserNamespaces(t *testing.T) {
 		return
 	}
 	t.Log(testuser.Run(t, testuser.Options{LimitUserNamespaces: true}))
+}
+
+// TestGoBuildCacheWithoutRoot: as an ordinary user, a Go repository's image sandboxes
+// share a build cache warmed once (the warm-up's GOCACHE bound from the image
+// cache's directory, then the warm cache below an overlay layer of each sandbox's
+// own), and what one sandbox does to it, though its files are the code's uid's,
+// stays in that sandbox.
+func TestGoBuildCacheWithoutRoot(t *testing.T) {
+	if dir, ok := testuser.Dir(); ok {
+		tr := &http.Transport{}
+		t.Cleanup(tr.CloseIdleConnections)
+		cache, err := images.NewCache(images.CacheConfig{Dir: filepath.Join(dir, "images"), Transport: tr})
+		require.NoError(t, err)
+		base := filepath.Join(dir, "sandboxes")
+		require.NoError(t, os.Mkdir(base, 0o755))
+		f := newFactory(t, bwrap.Config{Images: cache, BaseDir: base})
+		ref := os.Getenv(imageRefEnv)
+
+		agent := newImageSandbox(t, f, rollout.SandboxSpec{Image: ref})
+		res := run(t, agent, `echo "$GOCACHE"; cat "$GOCACHE/ab/entry-a" "$GOCACHE/calls"`, time.Minute)
+		require.Equal(t, bwrap.GoCacheDir+"\ntrusted\nbuild ./...\ntest -count=1 -run ^$ -exec /bin/true ./...\n", string(res.Stdout), "stderr %s", res.Stderr)
+		res = run(t, agent, `echo forged > "$GOCACHE/ab/entry-a"`, time.Minute)
+		require.NotZero(t, res.ExitCode, "a warm file written in place")
+		res = run(t, agent, `set -e; chmod 666 "$GOCACHE/ab/entry-a"; echo forged > "$GOCACHE/ab/entry-a"; echo new > "$GOCACHE/ab/forged-b"; cat "$GOCACHE/ab/entry-a"`, time.Minute)
+		require.Equal(t, "forged\n", string(res.Stdout), "stderr %s", res.Stderr)
+
+		grading := newImageSandbox(t, f, rollout.SandboxSpec{Image: ref})
+		res = run(t, grading, `ls "$GOCACHE/ab"; cat "$GOCACHE/ab/entry-a"`, time.Minute)
+		require.Equal(t, "entry-a\ntrusted\n", string(res.Stdout), "stderr %s", res.Stderr)
+		return
+	}
+	// The toy image with a go.mod in its working directory and a fake go command.
+	layer := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(layer, "testbed"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(layer, "usr/local/bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(layer, "testbed/go.mod"), []byte("module example.com/toy\n\ngo 1.19\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(layer, "usr/local/bin/go"), []byte(fakeGo), 0o755))
+	src, err := remote.Image(mustRef(t, imagestest.SWERef(t)))
+	require.NoError(t, err)
+	layers, err := src.Layers()
+	require.NoError(t, err)
+	goLayer, err := imagestest.DirLayer(layer)
+	require.NoError(t, err)
+	cfg := imagestest.SWEConfig()
+	cfg.Env = append(cfg.Env, "PATH=/usr/local/bin:/usr/bin:/bin")
+	img, err := imagestest.ImageOf(cfg, append(layers, goLayer)...)
+	require.NoError(t, err)
+	ref := imagestest.PushImage(t, imagestest.NewRegistry(t), "swe/fakego", img)
+	t.Log(testuser.Run(t, testuser.Options{Env: []string{imageRefEnv + "=" + ref}}))
+}
+
+func mustRef(t *testing.T, ref string) name.Reference {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	require.NoError(t, err)
+	return r
 }
