@@ -222,3 +222,23 @@ func mustRef(t *testing.T, ref string) name.Reference {
 	require.NoError(t, err)
 	return r
 }
+
+// TestHostileWithoutRoot runs the hostile suite's image cases as an ordinary user
+// (uid 1000), over the toy repository's image pulled into an image cache that user
+// owns. The cases that need a cgroup skip (there is none without root); the process
+// limit without one is TestImageSandboxWithoutRoot's.
+func TestHostileWithoutRoot(t *testing.T) {
+	if dir, ok := testuser.Dir(); ok {
+		tr := &http.Transport{}
+		t.Cleanup(tr.CloseIdleConnections)
+		cache, err := images.NewCache(images.CacheConfig{Dir: filepath.Join(dir, "images"), Transport: tr})
+		require.NoError(t, err)
+		ref := os.Getenv(imageRefEnv)
+		root, err := cache.Root(t.Context(), ref)
+		require.NoError(t, err)
+		t.Cleanup(root.Release)
+		hostileSuite(t, cache, ref, root.Dir, false)
+		return
+	}
+	t.Log(testuser.Run(t, testuser.Options{Env: []string{imageRefEnv + "=" + imagestest.SWERef(t)}}))
+}
