@@ -60,75 +60,24 @@ func (f *Factory) mountImageNS(ctx context.Context, dir string, img *imageState,
 	}
 	img.copied = copyWS && fi != nil
 
-	// The holder's shell opens the image's directories itself (the overlay takes a
-	// lower layer only from its own mount namespace), by paths in the environment
-	// (not its command line), as descriptors 3, 4…
-	var env, opens []string
-	fd := func(path string) string {
-		n := strconv.Itoa(3 + len(opens))
-		env = append(env, "DIR"+n+"="+path)
-		opens = append(opens, n+`<"$DIR`+n+`"`)
-		return "/proc/self/fd/" + n
-	}
-	rootLower := fd(img.root.Dir)
-	wsLower := imageLayers + "/empty"
+	var wsLower string // "": the workspace's lower layer is empty
 	if fi != nil && !copyWS {
-		p, err := resolveIn(imgRoot, img.root.Dir, rel)
-		if err != nil {
+		if wsLower, err = resolveIn(imgRoot, img.root.Dir, rel); err != nil {
 			return nil, false, err
 		}
-		wsLower = fd(p)
 	}
-
-	const opt = ",userxattr,nosuid,nodev"
-	tmpfsOpts := func(inodes int) string {
-		o := "mode=0755,nr_inodes=" + strconv.Itoa(inodes)
-		if f.cfg.DiskQuota > 0 {
-			o += ",size=" + strconv.FormatInt(f.cfg.DiskQuota, 10)
-		}
-		return o + ",nosuid,nodev"
-	}
-	overlay := func(lower, upper, work, target string) string {
-		return "mount -t overlay overlay -o lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + opt + " " + target
-	}
-	var first, second []string
-	tmpfs = !f.cfg.DisableWorkspaceMount
-	if tmpfs {
-		// +1024: the root layer's few entries, as mountImage.
-		first = append(first, "mount -t tmpfs -o "+tmpfsOpts(MaxWorkspaceEntries+1024)+" tmpfs "+imageLayers)
-	}
-	second = append(second,
-		overlay(rootLower, imageLayers+"/root", imageLayers+"/root-work", imageRootfs),
-		overlay(wsLower, imageLayers+"/ws", imageLayers+"/ws-work", "workspace"))
-	gcBase := imageLayers
-	if gc := img.goCache; gc != nil {
+	if img.goCache != nil {
 		if err := os.Mkdir(filepath.Join(dir, imageGoCache), 0o755); err != nil {
 			return nil, false, err
 		}
-		if gc.stage != "" {
-			env = append(env, "GOSTAGE="+gc.stage)
-			second = append(second, `mount --bind "$GOSTAGE" `+imageGoCache)
-		} else {
-			if !tmpfs && f.cfg.DiskQuota > 0 {
-				gcBase = imageGoCacheLayer
-				if err := os.Mkdir(filepath.Join(dir, gcBase), 0o755); err != nil {
-					return nil, false, err
-				}
-				first = append(first, "mount -t tmpfs -o "+tmpfsOpts(MaxWorkspaceEntries)+" tmpfs "+gcBase)
-			}
-			lower := imageLayers + "/empty"
-			if gc.lower != "" {
-				lower = fd(gc.lower)
-			}
-			second = append(second, overlay(lower, gcBase+"/"+goCacheUpper, gcBase+"/"+goCacheWork, imageGoCache))
+	}
+	tmpfs = !f.cfg.DisableWorkspaceMount && f.cfg.DiskQuota > 0
+	script, env, gcBase := f.imageNSScript(img, wsLower, tmpfs)
+	if gcBase == imageGoCacheLayer {
+		if err := os.Mkdir(filepath.Join(dir, gcBase), 0o755); err != nil {
+			return nil, false, err
 		}
 	}
-	closeFds := ""
-	for i := range opens {
-		closeFds += " " + strconv.Itoa(3+i) + "<&-"
-	}
-	script := strings.Join(append(append([]string{"exec " + strings.Join(opens, " ")}, first...), "echo ready", "read -r line"), " && ") + " && " +
-		strings.Join(append(second, "echo ready", "exec cat >/dev/null"+closeFds), " && ")
 	h, err = startHolderScript(ctx, dir, script, env)
 	if err != nil {
 		return nil, false, fmt.Errorf("mounting the image sandbox's layers in a user namespace: %w", err)
@@ -164,6 +113,66 @@ func (f *Factory) mountImageNS(ctx context.Context, dir string, img *imageState,
 		return nil, false, fmt.Errorf("mounting the image sandbox's overlays in a user namespace: %w", err)
 	}
 	return h, tmpfs, nil
+}
+
+// imageNSScript is the holder's script for an image sandbox without root (see
+// above), the environment it needs, and the directory that holds the Go build
+// cache's upper layer: wsLower is the host path of the image's working directory
+// ("" for an empty lower layer), tmpfs whether the layers live on a tmpfs.
+func (f *Factory) imageNSScript(img *imageState, wsLower string, tmpfs bool) (script string, env []string, gcBase string) {
+	// The shell opens the image's directories itself (an overlay takes a lower layer
+	// only from its own mount namespace), by paths in its environment (not its
+	// command line), as descriptors 3, 4…
+	var opens []string
+	fd := func(path string) string {
+		n := strconv.Itoa(3 + len(opens))
+		env = append(env, "DIR"+n+"="+path)
+		opens = append(opens, n+`<"$DIR`+n+`"`)
+		return "/proc/self/fd/" + n
+	}
+	empty := imageLayers + "/empty"
+	overlay := func(lower, upper, work, target string) string {
+		return "mount -t overlay overlay -o lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work +
+			",userxattr,nosuid,nodev " + target
+	}
+	tmpfsMount := func(inodes int, target string) string {
+		return "mount -t tmpfs -o mode=0755,nr_inodes=" + strconv.Itoa(inodes) + ",size=" +
+			strconv.FormatInt(f.cfg.DiskQuota, 10) + ",nosuid,nodev tmpfs " + target
+	}
+	var first []string
+	if tmpfs {
+		first = append(first, tmpfsMount(MaxWorkspaceEntries+1024, imageLayers)) // +1024: the root layer's, as mountImage
+	}
+	second := []string{overlay(fd(img.root.Dir), imageLayers+"/root", imageLayers+"/root-work", imageRootfs)}
+	if wsLower != "" {
+		second = append(second, overlay(fd(wsLower), imageLayers+"/ws", imageLayers+"/ws-work", "workspace"))
+	} else {
+		second = append(second, overlay(empty, imageLayers+"/ws", imageLayers+"/ws-work", "workspace"))
+	}
+	gcBase = imageLayers
+	switch gc := img.goCache; {
+	case gc == nil:
+	case gc.stage != "":
+		env = append(env, "GOSTAGE="+gc.stage)
+		second = append(second, `mount --bind "$GOSTAGE" `+imageGoCache)
+	default:
+		if !tmpfs && f.cfg.DiskQuota > 0 {
+			gcBase = imageGoCacheLayer
+			first = append(first, tmpfsMount(MaxWorkspaceEntries, gcBase))
+		}
+		lower := empty
+		if gc.lower != "" {
+			lower = fd(gc.lower)
+		}
+		second = append(second, overlay(lower, gcBase+"/"+goCacheUpper, gcBase+"/"+goCacheWork, imageGoCache))
+	}
+	closeFds := ""
+	for i := range opens {
+		closeFds += " " + strconv.Itoa(3+i) + "<&-"
+	}
+	first = append(append([]string{"exec " + strings.Join(opens, " ")}, first...), "echo ready", "read -r line")
+	second = append(second, "echo ready", "exec cat >/dev/null"+closeFds)
+	return strings.Join(append(first, second...), " && "), env, gcBase
 }
 
 // checkImagesNS tries in base what an image sandbox needs of the host without

@@ -178,22 +178,25 @@ func TestGoBuildCacheWithoutRoot(t *testing.T) {
 		t.Cleanup(tr.CloseIdleConnections)
 		cache, err := images.NewCache(images.CacheConfig{Dir: filepath.Join(dir, "images"), Transport: tr})
 		require.NoError(t, err)
-		base := filepath.Join(dir, "sandboxes")
-		require.NoError(t, os.Mkdir(base, 0o755))
-		f := newFactory(t, bwrap.Config{Images: cache, BaseDir: base})
 		ref := os.Getenv(imageRefEnv)
+		// The layers on a tmpfs, then on the disk (the Go cache's on a tmpfs of its
+		// own); the second factory finds the cache the first warmed.
+		for i, cfg := range []bwrap.Config{{}, {DisableWorkspaceMount: true}} {
+			cfg.Images, cfg.BaseDir = cache, filepath.Join(dir, "sandboxes"+strconv.Itoa(i))
+			require.NoError(t, os.Mkdir(cfg.BaseDir, 0o755))
+			f := newFactory(t, cfg)
+			agent := newImageSandbox(t, f, rollout.SandboxSpec{Image: ref})
+			res := run(t, agent, `echo "$GOCACHE"; cat "$GOCACHE/ab/entry-a" "$GOCACHE/calls"`, time.Minute)
+			require.Equal(t, bwrap.GoCacheDir+"\ntrusted\nbuild ./...\ntest -count=1 -run ^$ -exec /bin/true ./...\n", string(res.Stdout), "stderr %s", res.Stderr)
+			res = run(t, agent, `echo forged > "$GOCACHE/ab/entry-a"`, time.Minute)
+			require.NotZero(t, res.ExitCode, "a warm file written in place")
+			res = run(t, agent, `set -e; chmod 666 "$GOCACHE/ab/entry-a"; echo forged > "$GOCACHE/ab/entry-a"; echo new > "$GOCACHE/ab/forged-b"; cat "$GOCACHE/ab/entry-a"`, time.Minute)
+			require.Equal(t, "forged\n", string(res.Stdout), "stderr %s", res.Stderr)
 
-		agent := newImageSandbox(t, f, rollout.SandboxSpec{Image: ref})
-		res := run(t, agent, `echo "$GOCACHE"; cat "$GOCACHE/ab/entry-a" "$GOCACHE/calls"`, time.Minute)
-		require.Equal(t, bwrap.GoCacheDir+"\ntrusted\nbuild ./...\ntest -count=1 -run ^$ -exec /bin/true ./...\n", string(res.Stdout), "stderr %s", res.Stderr)
-		res = run(t, agent, `echo forged > "$GOCACHE/ab/entry-a"`, time.Minute)
-		require.NotZero(t, res.ExitCode, "a warm file written in place")
-		res = run(t, agent, `set -e; chmod 666 "$GOCACHE/ab/entry-a"; echo forged > "$GOCACHE/ab/entry-a"; echo new > "$GOCACHE/ab/forged-b"; cat "$GOCACHE/ab/entry-a"`, time.Minute)
-		require.Equal(t, "forged\n", string(res.Stdout), "stderr %s", res.Stderr)
-
-		grading := newImageSandbox(t, f, rollout.SandboxSpec{Image: ref})
-		res = run(t, grading, `ls "$GOCACHE/ab"; cat "$GOCACHE/ab/entry-a"`, time.Minute)
-		require.Equal(t, "entry-a\ntrusted\n", string(res.Stdout), "stderr %s", res.Stderr)
+			grading := newImageSandbox(t, f, rollout.SandboxSpec{Image: ref})
+			res = run(t, grading, `ls "$GOCACHE/ab"; cat "$GOCACHE/ab/entry-a"`, time.Minute)
+			require.Equal(t, "entry-a\ntrusted\n", string(res.Stdout), "stderr %s", res.Stderr)
+		}
 		return
 	}
 	// The toy image with a go.mod in its working directory and a fake go command.
