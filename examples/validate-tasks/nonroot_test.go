@@ -53,7 +53,8 @@ func TestValidateRefusesAHostWithoutImageSandboxes(t *testing.T) {
 		require.ErrorContains(t, err, "or run as root")
 		require.NotContains(t, stdout.String(), "FAILING")
 		require.NoFileExists(t, out)
+		t.Logf("validate-tasks: %v (exit status %d)", err, cli.ExitCode(err))
 		return
 	}
-	testuser.Run(t, testuser.Options{Env: []string{"TMPDIR=" + testuser.NoOverlayDir(t)}})
+	t.Log(testuser.Run(t, testuser.Options{Env: []string{"TMPDIR=" + testuser.NoOverlayDir(t)}}))
 }

@@ -52,7 +52,7 @@ func ExitCode(err error) int {
 // ErrSetup is wrapped by run's error when the program cannot do its work on this
 // host as it is set up (no sandbox for the tasks' code, for example): it stops
 // before producing any result, and says why.
-var ErrSetup = errors.New("cannot run on this host")
+var ErrSetup = errors.New("host setup")
 
 // errParse marks the flag package's parse errors ("invalid value … for flag -x").
 var errParse = errors.New("bad flag")
