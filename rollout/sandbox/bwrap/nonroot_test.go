@@ -205,7 +205,8 @@ func TestGoBuildCacheWithoutRoot(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(layer, "usr/local/bin"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(layer, "testbed/go.mod"), []byte("module example.com/toy\n\ngo 1.19\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(layer, "usr/local/bin/go"), []byte(fakeGo), 0o755))
-	src, err := remote.Image(mustRef(t, imagestest.SWERef(t)))
+	swe := mustRef(t, imagestest.SWERef(t))
+	src, err := remote.Image(swe)
 	require.NoError(t, err)
 	layers, err := src.Layers()
 	require.NoError(t, err)
@@ -215,7 +216,9 @@ func TestGoBuildCacheWithoutRoot(t *testing.T) {
 	cfg.Env = append(cfg.Env, "PATH=/usr/local/bin:/usr/bin:/bin")
 	img, err := imagestest.ImageOf(cfg, append(layers, goLayer)...)
 	require.NoError(t, err)
-	ref := imagestest.PushImage(t, imagestest.NewRegistry(t), "swe/fakego", img)
+	// Pushed beside the toy image, whose layers that registry already holds.
+	ref := swe.Context().Registry.Name() + "/swe/fakego:latest"
+	require.NoError(t, remote.Write(mustRef(t, ref), img))
 	t.Log(testuser.Run(t, testuser.Options{Env: []string{imageRefEnv + "=" + ref}}))
 }
 
