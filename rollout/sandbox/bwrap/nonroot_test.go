@@ -3,10 +3,12 @@ package bwrap_test
 import (
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -247,4 +249,70 @@ func TestHostileWithoutRoot(t *testing.T) {
 		return
 	}
 	t.Log(testuser.Run(t, testuser.Options{Env: []string{imageRefEnv + "=" + imagestest.SWERef(t)}}))
+}
+
+// TestImageSandboxAfterSIGKILLWithoutRoot kills (SIGKILL), as an ordinary user, a
+// library process while a command runs in its image sandbox: the command's
+// processes and the holder of the sandbox's namespaces die with it, and the next New
+// on the same base directory removes the directory it left. The image's files are
+// untouched.
+func TestImageSandboxAfterSIGKILLWithoutRoot(t *testing.T) {
+	if dir, ok := testuser.Dir(); ok {
+		tr := &http.Transport{}
+		t.Cleanup(tr.CloseIdleConnections)
+		cache, err := images.NewCache(images.CacheConfig{Dir: filepath.Join(dir, "images"), Transport: tr})
+		require.NoError(t, err)
+		root, err := cache.Root(t.Context(), os.Getenv(imageRefEnv))
+		require.NoError(t, err)
+		t.Cleanup(root.Release)
+		base := filepath.Join(dir, "sandboxes")
+		require.NoError(t, os.Mkdir(base, 0o755))
+		m := marker()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperImageLibraryProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), imageHelperEnv+"="+base+":"+m+":"+root.Dir)
+		require.NoError(t, cmd.Start())
+		for len(hostProcs(t, "sleep", m+"2")) == 0 {
+			require.NoError(t, cmd.Process.Signal(syscall.Signal(0)), "the library process ended before its command ran")
+			time.Sleep(20 * time.Millisecond)
+		}
+		left, err := filepath.Glob(filepath.Join(base, "agenticopd-sandbox-*"))
+		require.NoError(t, err)
+		require.Len(t, left, 1)
+		holders := procsIn(t, left[0])
+		require.NotEmpty(t, holders, "the holder of the sandbox's namespaces runs in its directory")
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+
+		deadline := time.Now().Add(time.Minute) // a failure guard only
+		for len(hostProcs(t, "sleep", m)) > 0 || len(procsIn(t, left[0])) > 0 {
+			require.True(t, time.Now().Before(deadline), "sandbox processes or the holder outlived the library process")
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.DirExists(t, left[0], "the dead process's sandbox (before the next New)")
+		newFactory(t, bwrap.Config{BaseDir: base})
+		entries, err := os.ReadDir(base)
+		require.NoError(t, err)
+		require.Empty(t, entries, "directories left in the base directory")
+		require.NoFileExists(t, filepath.Join(root.Dir, "testbed", "calc.py"), "the command's file reached the image")
+		return
+	}
+	t.Log(testuser.Run(t, testuser.Options{Env: []string{imageRefEnv + "=" + imagestest.SWERef(t)}}))
+}
+
+// procsIn lists the processes whose working directory is dir.
+func procsIn(t *testing.T, dir string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
