@@ -250,7 +250,11 @@
 // 5.11 (the first with overlayfs in user namespaces), an overlay the kernel refused
 // over Config.BaseDir's file system, or unshare, nsenter and mount missing. So a
 // program is refused at start, never at its first image. Tested on Linux 6.18 with
-// bubblewrap 0.8.0 as uid 1000 (TestImageSandboxWithoutRoot). Kernels 5.11 to 6.5
+// bubblewrap 0.8.0 as uid 1000 (TestImageSandboxWithoutRoot, the hostile suite's
+// image cases in TestHostileWithoutRoot, TestGoBuildCacheWithoutRoot,
+// TestImageSandboxAfterSIGKILLWithoutRoot; the refusals in
+// TestImageSandboxesRefusedAtStart and TestImageSandboxesRefusedWithoutUserNamespaces).
+// Kernels 5.11 to 6.5
 // were not tried: their tmpfs has no user extended attributes, which overlayfs
 // keeps its own in with userxattr (Config.DisableWorkspaceMount puts the layers on
 // Config.BaseDir's disk instead).
