@@ -97,9 +97,18 @@ type Config struct {
 	EvalSize       int     // smallest number of eval tasks ([tasks.SplitConfig])
 	EvalSplitRatio float64 // share of the tasks held out for eval, in [0, 1)
 	// Seed seeds the train/eval split and the task order. The policy's sampling is
-	// not seeded: one seed for every rollout would make a group's rollouts, which share
-	// their prompt, identical on a server that honours it.
+	// not seeded unless SeedSampling is set.
 	Seed uint64
+	// SeedSampling seeds every generation request of a training rollout from Seed:
+	// rollout i of the group drawn n-th gets a seed derived from Seed and n, plus i,
+	// on every turn, so that each rollout of a group has a seed of its own (one seed for
+	// all would make rollouts that share their prompt identical) and a server that
+	// honours seeds (vLLM, vllmtest) samples the same rollouts again. With Process,
+	// whose groups are numbered in the order their tasks are drawn, the same Seed and
+	// the same server give the same output (see Process); CollectGroup and Serve
+	// number groups in the order they start. Off by default: vLLM samples a request
+	// with a seed of its own on a slower path. Eval rollouts (greedy) are not seeded.
+	SeedSampling bool
 	// Prompt builds the first messages of a rollout; the zero value is
 	// [tasks.DefaultSystemPrompt] and [tasks.UserPrompt]: the original's structure and
 	// steps, in this library's own words (not the original's exact text).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -40,6 +41,8 @@ type Env struct {
 
 	// tooLong holds the IDs of the tasks whose prompt did not fit, each logged once.
 	tooLong sync.Map
+	// started numbers the groups CollectGroup and Serve start (Config.SeedSampling).
+	started atomic.Int64
 
 	metrics *accumulator
 }
@@ -294,14 +297,38 @@ func (e *Env) CollectGroup(ctx context.Context, task tasks.Task) (*Group, error)
 type collectOptions struct {
 	keepEqual   bool
 	maxTokenLen int
+	// drawn numbers the group for its sampling seeds (Config.SeedSampling): 1 for the
+	// first; 0 numbers it in the order groups start.
+	drawn int64
+}
+
+// samplingSeed is the seed of the group numbered n for Config.SeedSampling: Seed and
+// n mixed (SplitMix64's finalizer), below 2^62 so that adding a rollout's index stays
+// positive.
+func samplingSeed(seed uint64, n int64) int64 {
+	z := seed + uint64(n)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return int64((z ^ z>>31) >> 2)
 }
 
 func (e *Env) collect(ctx context.Context, task tasks.Task, opts collectOptions) (*Group, error) {
 	g := &Group{Task: task, Rollouts: make([]Rollout, e.cfg.GroupSize)}
+	var base int64
+	if e.cfg.SeedSampling {
+		if opts.drawn == 0 {
+			opts.drawn = e.started.Add(1)
+		}
+		base = samplingSeed(e.cfg.Seed, opts.drawn)
+	}
 	eg, gctx := errgroup.WithContext(ctx)
 	for i := range g.Rollouts {
 		eg.Go(func() error {
-			r, err := e.runRollout(gctx, e.agent, task)
+			rctx := gctx
+			if e.cfg.SeedSampling {
+				rctx = rollout.WithSeed(gctx, base+int64(i))
+			}
+			r, err := e.runRollout(rctx, e.agent, task)
 			if err != nil {
 				return fmt.Errorf("rollout %d of task %s: %w", i, task.ID, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/chat"
@@ -354,8 +355,16 @@ func (l *serveLoop) maybeFlush(ctx context.Context) {
 // policy's context ([DropPromptTooLong]: never written); after more than n of these
 // together Process gives up with an error that wraps the last failure. A teacher server that refuses DistillTopK
 // logprobs ([vllm.ErrMaxLogprobs]) stops Process at once: every group with a hint
-// would fail. At most MaxGroups groups are collected at once; lines are written in the
-// order groups finish. n == 0 writes nothing; a negative n or a nil w is an error.
+// would fail. At most MaxGroups groups are collected at once. n == 0 writes nothing; a
+// negative n or a nil w is an error.
+//
+// Lines are written in the order the groups' tasks were drawn, whatever order the
+// groups finish in (a group that finished waits for the earlier ones; at most
+// 2·MaxGroups groups are drawn ahead of the oldest one not written), and each group's
+// sequences in the order of its rollouts. So with a Source whose order is fixed by
+// Config.Seed (the built-in tasks, a dataset's cycle) and Config.SeedSampling on a
+// server that honours seeds (the simulator, vLLM as far as its batching allows), the
+// same Seed gives the same lines.
 //
 // With Config.ReportPath set, Process also writes an HTML page of the groups it wrote
 // there (package report), in the same order, token text from the policy's
@@ -378,30 +387,73 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 		return err
 	}
 	enc := atropos.NewEncoder(w)
+	workers := min(e.cfg.MaxGroups, n)
+	window := semaphore.NewWeighted(int64(2 * workers)) // groups drawn and not yet retired in order
 	var (
-		mu                        sync.Mutex
-		written, inFlight, failed int
-		lastErr                   error
-		opts                      = collectOptions{keepEqual: true}
+		mu                                 sync.Mutex
+		written, inFlight, waiting, failed int
+		lastErr                            error
+		drawMu                             sync.Mutex                      // pairs a draw with its number
+		drawn                              int64                           // groups drawn; the last one's number
+		next                               int64      = 1                  // the number of the next group to retire
+		done                                          = map[int64]*Group{} // finished, by number; nil: failed
 	)
 	// claim reserves the next group to collect, or reports that none is needed.
 	claim := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if written+inFlight >= n || failed > n {
+		if written+waiting+inFlight >= n || failed > n {
 			return false
 		}
 		inFlight++
 		return true
 	}
+	// retire writes the finished groups that are next in draw order, under mu.
+	retire := func(gctx context.Context) error {
+		for {
+			g, ok := done[next]
+			if !ok {
+				return nil
+			}
+			delete(done, next)
+			next++
+			window.Release(1)
+			if g == nil {
+				continue
+			}
+			waiting--
+			if err := enc.Encode(g.Data); err != nil {
+				return fmt.Errorf("agenticopd: process: write: %w", err)
+			}
+			written++
+			rep.add(gctx, g, e.cfg.Logger)
+			if e.cfg.OnGroup != nil {
+				e.cfg.OnGroup(g)
+			}
+		}
+	}
 	eg, gctx := errgroup.WithContext(ctx)
-	for range min(e.cfg.MaxGroups, n) {
+	for range workers {
 		eg.Go(func() error {
-			for claim() {
+			for {
+				if err := window.Acquire(gctx, 1); err != nil {
+					return err
+				}
+				if !claim() {
+					window.Release(1)
+					return nil
+				}
+				drawMu.Lock()
 				task, err := e.train.Next(gctx)
+				if err == nil {
+					drawn++
+				}
+				num := drawn
+				drawMu.Unlock()
 				if err != nil {
 					return err
 				}
+				opts := collectOptions{keepEqual: true, drawn: num}
 				g, err := e.collect(gctx, task, opts)
 				mu.Lock()
 				inFlight--
@@ -415,29 +467,25 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 				case err != nil:
 					failed++
 					lastErr = err
-					mu.Unlock()
-					e.cfg.Logger.Warn("group failed", "task", task.ID, "err", err)
-					continue
+					done[num] = nil
 				case g.Dropped == DropPromptTooLong:
 					failed++
 					lastErr = fmt.Errorf("agenticopd: task %s: %s", task.ID, firstStopDetail(g.Rollouts))
-					mu.Unlock()
-					continue
+					done[num] = nil
+				default:
+					waiting++
+					done[num] = g
 				}
-				err = enc.Encode(g.Data)
-				if err == nil {
-					written++
-					rep.add(gctx, g, e.cfg.Logger)
-					if e.cfg.OnGroup != nil {
-						e.cfg.OnGroup(g)
-					}
-				}
+				groupErr := err
+				err = retire(gctx)
 				mu.Unlock()
+				if groupErr != nil {
+					e.cfg.Logger.Warn("group failed", "task", task.ID, "err", groupErr)
+				}
 				if err != nil {
-					return fmt.Errorf("agenticopd: process: write: %w", err)
+					return err
 				}
 			}
-			return nil
 		})
 	}
 	err = eg.Wait()

@@ -176,7 +176,7 @@ func (a *Agent) RunStats(ctx context.Context, messages []chat.Message, sb Sandbo
 	if accountOf(ctx) == nil {
 		ctx = WithToolBudget(ctx) // the file tools' host work counts against this rollout
 	}
-	r := &run{a: a, sb: sb, tr: &Trajectory{Messages: chat.Clone(messages)}, stats: Stats{Rollouts: 1}}
+	r := &run{a: a, sb: sb, tr: &Trajectory{Messages: chat.Clone(messages)}, stats: Stats{Rollouts: 1}, seed: seedOf(ctx)}
 	err := r.loop(ctx)
 	r.finish()
 	a.mu.Lock()
@@ -195,6 +195,7 @@ type run struct {
 	tr    *Trajectory
 	stats Stats
 	cal   Calibration
+	seed  *int64 // of every generation request; nil for none (WithSeed)
 }
 
 func (r *run) log() *slog.Logger { return r.a.cfg.Logger }
@@ -304,7 +305,7 @@ func (r *run) turn(ctx context.Context, turn, maxTokens int) (bool, error) {
 	genStart := tr.Segments[len(tr.Segments)-1].Start // the SegGenPrompt that opens this turn
 	sent := slices.Clone(tr.Tokens)
 	g, err := r.a.policy.Generate(ctx, GenerateRequest{
-		Prompt: sent, MaxTokens: maxTokens, Sampling: cfg.Sampling, Messages: tr.Messages,
+		Prompt: sent, MaxTokens: maxTokens, Sampling: cfg.Sampling, Messages: tr.Messages, Seed: r.seed,
 	})
 	tr.TurnsUsed++
 	if err != nil {

@@ -17,6 +17,17 @@
 // With -vllm-url the same program runs against a real vLLM server (started with
 // --max-logprobs at least -topk).
 //
+// Same -seed, same output: the task order, the split and each rollout's sampling seed
+// (agenticopd.Config.SeedSampling) come from -seed, and Env.Process writes the groups
+// in the order their tasks were drawn, each group's rollouts in order. Two offline
+// runs with the same -seed write the same bytes to groups.jsonl and report.html and
+// print the same groups and metrics. What differs, legitimately: the first line (the
+// simulators' loopback URLs, whose ports the kernel picks) and the -out paths
+// printed. Without bubblewrap (UNCONFINED) the commands run in a temporary directory
+// of the host, whose path shows in the tests' tracebacks, so tool results and the
+// groups differ between runs. With -vllm-url the requests carry the seeds too, but
+// what a seed samples on vLLM can change with its batching.
+//
 // Logs (log/slog, JSON with -log-json) go to stdout with the groups, as serve's do: a
 // group that failed and why, a judge or a teacher request that failed. When the run fails (a server that died, SIGINT), report.html is
 // closed and says at its top that the run failed and why; groups.jsonl keeps the
@@ -130,6 +141,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		DistillTopK: *topK,
 		Seed:        *seed,
 		Logger:      log,
+		// Each rollout's requests carry a seed derived from -seed: with the simulator
+		// two runs with the same -seed write the same groups.jsonl and report.html.
+		SeedSampling: true,
 
 		SandboxFactory: sandboxes,
 	}

@@ -23,7 +23,8 @@ import (
 //	no-run:  write the solution and stop without running anything
 //
 // The plan is named in the first assistant message, so later turns read it back from
-// the conversation the simulator parses out of the prompt.
+// the conversation the simulator parses out of the prompt. A rollout whose requests
+// carry a seed plays the plan its seed picks; others take the plans in turn.
 var plans = []string{"direct", "fix", "give-up", "no-run"}
 
 var planRE = regexp.MustCompile(`Plan: ([a-z-]+)\.`)
@@ -53,7 +54,14 @@ func (s *Student) Turn(in vllmtest.ScriptInput) (string, bool) {
 			}
 		}
 	}
-	if plan == "" {
+	switch {
+	case plan != "":
+	case in.Seed != nil:
+		// A seeded rollout (Config.SeedSampling: the rollouts of a group have
+		// consecutive seeds) plays the plan its seed picks, whatever order the
+		// rollouts' requests arrive in: the same seeds, the same rollouts.
+		plan = plans[uint64(*in.Seed)%uint64(len(plans))]
+	default:
 		s.mu.Lock()
 		plan = plans[s.next%len(plans)]
 		s.next++
