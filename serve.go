@@ -393,10 +393,12 @@ func (e *Env) Process(ctx context.Context, n int, w io.Writer) error {
 		mu                                 sync.Mutex
 		written, inFlight, waiting, failed int
 		lastErr                            error
-		drawMu                             sync.Mutex                      // pairs a draw with its number
-		drawn                              int64                           // groups drawn; the last one's number
-		next                               int64      = 1                  // the number of the next group to retire
-		done                                          = map[int64]*Group{} // finished, by number; nil: failed
+
+		done = map[int64]*Group{} // finished groups by number, waiting for the earlier ones; nil: failed
+		next = int64(1)           // the number of the next group to retire
+
+		drawMu sync.Mutex // pairs a draw with its number
+		drawn  int64      // the number of the last group drawn
 	)
 	// claim reserves the next group to collect, or reports that none is needed.
 	claim := func() bool {
