@@ -89,8 +89,12 @@
 //   - The test command and log parser are the row's ("test_cmd", "log_parser", or
 //     SWE-rebench's "install_config"), else the repository's entry in the
 //     specification table ([RepoSpecs], or [SWEConfig.Specs]), with the test
-//     patch's test files appended as SWE-bench does. A repository in neither is
-//     refused with an error wrapping [ErrUnknownRepo] that says what to provide.
+//     patch's test files appended as SWE-bench does (when the entry's
+//     AppendTestFiles says so). A row's own test command runs as written, with no
+//     file appended: the rows that carry one (SWE-bench v5, SWE-rebench) give the
+//     whole command. A repository in neither is refused with an error wrapping
+//     [ErrUnknownRepo] that says what to provide; [LoadRepoSpecs] reads entries
+//     for [SWEConfig.Specs] from a JSON file.
 //   - A SWE-smith row (an "image_name", a "patch" and no "test_patch") becomes a task
 //     whose bug patch is applied, and whose FAIL_TO_PASS test files are removed, in
 //     one commit before the agent starts ([Repo.Setup], [Repo.HiddenFiles]); its gold
@@ -99,6 +103,16 @@
 //     scope. Their grading is this library's, so they must carry SWE-style data in
 //     tests/config.json; a verifier that only writes a reward file is refused
 //     ([ErrHarborUnsupported]).
+//
+// # Recognising a source
+//
+// [DetectFormat] tells which loader reads a file or directory ([Format]): a
+// directory with a task.toml (or task directories in it) is Harbor's
+// ([LoadHarborDir]); a JSONL or Parquet file whose rows have "instance_id" and
+// "FAIL_TO_PASS", "test_patch" or "problem_statement" holds repository tasks
+// ([LoadSWE]); one with "prompt" or "task" holds task text and tests ([LoadJSONL],
+// [LoadParquet]). Only the first row (or Parquet's schema) is read; a source of none
+// of them is an error wrapping [ErrUnknownFormat] that lists its columns.
 //
 // The prompt of a repository task ([RepoUserPrompt]) is the issue with the
 // repository's name and directory; the test patch, the lists and the gold patch are

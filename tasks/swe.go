@@ -66,7 +66,7 @@ type SWERow struct {
 	ImageName   string `json:"image_name"`
 	DockerImage string `json:"docker_image"`
 	// TestCmd and LogParser, when given (v5 rows, or inside InstallConfig), replace
-	// the specification table's.
+	// the specification table's. TestCmd runs as written: no test file is appended.
 	TestCmd       flexCommand    `json:"test_cmd"`
 	LogParser     string         `json:"log_parser"`
 	InstallConfig *installConfig `json:"install_config"`

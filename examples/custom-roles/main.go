@@ -3,7 +3,9 @@
 // tests), and a frozen teacher on its own server.
 //
 // It runs offline on two in-process vLLM simulators (vllmtest, scripted test and demo
-// backends, not language models): the policy, and a teacher with other weights.
+// backends, not language models): the policy, and a teacher with other weights. With
+// -vllm-url the policy is a real server, and the teacher -teacher-url's (the policy's
+// without it); the teacher's --max-logprobs is checked against -topk first.
 //
 //	go run ./examples/custom-roles -groups 1
 package main
@@ -11,7 +13,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/judge"
 	"github.com/agentic-opd/agenticopd/reward"
+	"github.com/agentic-opd/agenticopd/vllm"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -51,39 +53,81 @@ func timeoutPenalty(ctx context.Context, in reward.Input) (reward.Breakdown, err
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("custom-roles", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	out := fs.String("out", "custom-out", "directory for groups.jsonl")
-	groups := fs.Int("groups", 1, "number of groups to collect")
-	topK := fs.Int("topk", agenticopd.DefaultDistillTopK, "teacher top-K per scored token")
+	fs := cli.NewFlagSet("custom-roles", "collects OPD groups with a judge, a reward and a frozen teacher of one's own in place of the defaults", stdout)
+	out := fs.String("out", "custom-out", cli.Usage("out", "groups.jsonl"))
+	groups := fs.Int("groups", 1, cli.Usage("groups"))
+	topK := fs.Int("topk", cli.DefaultTopK, cli.Usage("topk"))
+	vllmURL := fs.String("vllm-url", "", cli.Usage("vllm-url", "default: the in-process simulator"))
+	model := fs.String("model", "", cli.Usage("model"))
+	teacherURL := fs.String("teacher-url", "", cli.Usage("teacher-url", "default offline: a second simulator with other weights; with -vllm-url, the policy"))
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if err := errors.Join(cli.AtLeast("groups", *groups, 1), cli.AtLeast("topk", *topK, 1)); err != nil {
+	if err := errors.Join(cli.AtLeast("groups", *groups, 1), cli.AtLeast("topk", *topK, 1),
+		cli.URL("vllm-url", *vllmURL), cli.URL("teacher-url", *teacherURL)); err != nil {
 		return err
 	}
 
-	policy, err := scripted.Start(*topK)
-	if err != nil {
+	var opts []vllm.Option
+	if *model != "" {
+		opts = append(opts, vllm.WithModel(*model))
+	}
+	var policy, teacher *vllm.Client
+	policySim, teacherSim := (*vllmtest.Server)(nil), (*vllmtest.Server)(nil)
+	if *vllmURL == "" {
+		sim, err := scripted.Start(*topK)
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		policySim = sim
+		policy = sim.Client()
+	} else {
+		c, err := vllm.NewClient(*vllmURL, opts...)
+		if err != nil {
+			return err
+		}
+		policy = c
+		fmt.Fprintf(stdout, "vLLM server: %s\n", *vllmURL)
+	}
+	switch {
+	case *teacherURL != "":
+		c, err := vllm.NewClient(*teacherURL, opts...)
+		if err != nil {
+			return err
+		}
+		teacher = c
+	case *vllmURL == "":
+		// A frozen teacher: same tokenizer and template, other weights.
+		sim, err := vllmtest.Start(vllmtest.WithModelSeed(7), vllmtest.WithMaxLogprobs(*topK))
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		teacherSim = sim
+		teacher = sim.Client()
+	default:
+		teacher = policy
+	}
+	switch {
+	case teacherSim != nil:
+		fmt.Fprintf(stdout, "%s; another vllmtest at %s plays a frozen teacher\n", scripted.Banner(policySim, "the policy"), teacherSim.URL)
+	case policySim != nil:
+		fmt.Fprintln(stdout, scripted.Banner(policySim, "the policy"))
+	}
+	// Before any rollout: a teacher that cannot give -topk logprobs fails every hint.
+	if err := cli.CheckTopK(ctx, teacher, "topk", *topK); err != nil {
 		return err
 	}
-	defer policy.Close()
-	// A frozen teacher: same tokenizer and template, other weights.
-	teacher, err := vllmtest.Start(vllmtest.WithModelSeed(7), vllmtest.WithMaxLogprobs(*topK))
-	if err != nil {
-		return err
-	}
-	defer teacher.Close()
-	fmt.Fprintf(stdout, "%s; another vllmtest at %s plays a frozen teacher\n", scripted.Banner(policy, "the policy"), teacher.URL)
 
-	sandboxes, err := cli.Sandbox(ctx, true, stdout) // only scripted commands run
+	sandboxes, err := cli.Sandbox(ctx, *vllmURL == "", stdout) // offline, only scripted commands run
 	if err != nil {
 		return err
 	}
 	env, err := agenticopd.NewEnv(agenticopd.Config{
-		Policy:         policy.Client(),
+		Policy:         policy,
 		SandboxFactory: sandboxes,
-		Teacher:        teacher.Client(),
+		Teacher:        teacher,
 		Judge:          judge.Func(ruleJudge),
 		Reward:         reward.Func(timeoutPenalty),
 		DistillTopK:    *topK,
@@ -106,8 +150,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		f.Close()
 		return err
 	}
-	fmt.Fprintf(stdout, "teacher requests: policy server %d, frozen teacher %d\n",
-		countScoring(policy.Requests()), countScoring(teacher.Requests()))
+	if policySim != nil && teacherSim != nil {
+		fmt.Fprintf(stdout, "teacher requests: policy server %d, frozen teacher %d\n",
+			countScoring(policySim.Requests()), countScoring(teacherSim.Requests()))
+	}
 	return f.Close()
 }
 

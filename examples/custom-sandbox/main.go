@@ -25,10 +25,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,10 +216,10 @@ func calls(m chat.Message, sub string) bool {
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("custom-sandbox", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	deny := fs.String("deny", "pip install,pip3 install,python -m pip", "comma-separated substrings of refused commands")
-	groups := fs.Int("groups", 1, "number of groups to collect")
+	fs := cli.NewFlagSet("custom-sandbox", "collects OPD groups in a sandbox of one's own that wraps the default: every command logged with its duration, a deny list answered with a tool result the model reads", stdout)
+	deny := fs.String("deny", "pip install,pip3 install,python -m pip", cli.Usage("deny"))
+	groups := fs.Int("groups", 1, cli.Usage("groups"))
+	out := fs.String("out", "sandbox-out", cli.Usage("out", "groups.jsonl"))
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -261,11 +262,22 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := env.Process(ctx, *groups, io.Discard); err != nil {
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(*out, "groups.jsonl"))
+	if err != nil {
+		return err
+	}
+	if err := env.Process(ctx, *groups, f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
 		return err
 	}
 	ran, denied := audit.Counts()
-	fmt.Fprintf(stdout, "commands: %d run, %d denied\n", ran, denied)
+	fmt.Fprintf(stdout, "commands: %d run, %d denied\nwrote %d groups to %s\n", ran, denied, *groups, filepath.Join(*out, "groups.jsonl"))
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/rollout"
@@ -60,8 +62,15 @@ func TestAuditDeniesAndLogs(t *testing.T) {
 
 func TestCustomSandboxTheModelReadsTheDenial(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-groups", "1"}, &out), out.String())
+	dir := t.TempDir()
+	require.NoError(t, run(context.Background(), []string{"-groups", "1", "-out", dir}, &out), out.String())
 	text := out.String()
+	var groups int
+	f, err := os.Open(filepath.Join(dir, "groups.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, atropos.ReadJSONL(f, func(*atropos.ScoredDataGroup) error { groups++; return nil }))
+	assert.Equal(t, 1, groups, "-out holds the group")
 	assert.Regexp(t, `rollout \d saw: .*denied: commands containing \\"pip install\\"`, text, "the denial is in the tool message")
 	m := regexp.MustCompile(`commands: (\d+) run, (\d+) denied`).FindStringSubmatch(text)
 	require.NotNil(t, m)
@@ -82,7 +91,7 @@ func TestCustomSandboxTheModelReadsTheDenial(t *testing.T) {
 }
 
 func TestCustomSandboxFlags(t *testing.T) {
-	clitest.CheckFlags(t, run, []string{"deny", "groups"},
+	clitest.CheckFlags(t, run, []string{"deny", "groups", "out"},
 		[]clitest.BadLine{clitest.Bad("groups", "-groups", "0")})
 }
 

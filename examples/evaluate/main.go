@@ -2,10 +2,12 @@
 // once each, greedily and without OPD, and writes metrics.json and samples.jsonl in
 // the layout of Atropos's evaluate mode.
 //
-// With -tasks FILE (or hf:DATASET_ID) the dataset is an eval set of its own: no task is
-// held out for training, so a dataset of any size works; -eval-size tasks of it
-// (shuffled by -seed; 0: all) are evaluated. A file without any task, or without any
-// task that has tests, is an error that names it.
+// With -tasks (a file, hf:DATASET_ID or a Harbor directory) the dataset is an eval
+// set of its own: no task is held out for training, so a dataset of any size works;
+// -max-tasks tasks of it (shuffled by -seed; 0: all) are evaluated. Repository tasks
+// (SWE-bench, SWE-smith, Harbor; see -tasks-format) run in sandboxes of their images,
+// pulled into -image-cache. A file without any task, or without any task that has
+// tests, is an error that names it.
 //
 // With no flags it runs offline against the in-process vLLM simulator (vllmtest, a
 // scripted test and demo backend, not a language model); with -vllm-url it evaluates
@@ -17,7 +19,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,27 +33,24 @@ import (
 func main() { cli.Main("evaluate", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("evaluate", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	out := fs.String("out", "eval-out", "directory for metrics.json and samples.jsonl")
-	vllmURL := fs.String("vllm-url", "", "vLLM server (default: the in-process simulator)")
-	model := fs.String("model", "", "served model name (default: the server's first model)")
-	spec := fs.String("tasks", "builtin", cli.TasksUsage)
-	evalSize := fs.Int("eval-size", tasks.DefaultEvalSize, "tasks of a -tasks dataset evaluated (0: all of them)")
-	hfCache := fs.String("hf-cache", "", "cache directory of hf: datasets (default: the user cache directory)")
-	hfToken := fs.String("hf-token", "", "Hugging Face token for private or gated hf: datasets (default: $"+cli.HFTokenEnv+")")
-	seed := fs.Uint64("seed", 1, "seed of the built-in tasks' split, and of the order of a dataset's tasks")
+	fs := cli.NewFlagSet("evaluate", "evaluates a policy on tasks once each, greedily, and writes metrics.json and samples.jsonl as Atropos's evaluate mode does", stdout)
+	out := fs.String("out", "eval-out", cli.Usage("out", "metrics.json, samples.jsonl"))
+	vllmURL := fs.String("vllm-url", "", cli.Usage("vllm-url", "default: the in-process simulator"))
+	model := fs.String("model", "", cli.Usage("model"))
+	tf := cli.AddTaskFlags(fs, "builtin")
+	maxTasks := fs.Int("max-tasks", tasks.DefaultEvalSize, cli.Usage("max-tasks"))
+	seed := fs.Uint64("seed", 1, cli.Usage("seed"))
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if err := errors.Join(cli.URL("vllm-url", *vllmURL), cli.AtLeast("eval-size", *evalSize, 0)); err != nil {
+	if err := errors.Join(cli.URL("vllm-url", *vllmURL), cli.AtLeast("max-tasks", *maxTasks, 0)); err != nil {
 		return err
 	}
 
 	cfg := agenticopd.Config{Seed: *seed, DisableOPD: true}
 	log := slog.New(slog.NewTextHandler(stdout, nil))
 	cfg.Logger = log
-	ts, err := cli.LoadTasks(ctx, *spec, *hfCache, cli.HFToken(*hfToken), log)
+	ts, err := tf.Load(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -62,8 +60,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if *evalSize > 0 {
-			eval = eval[:min(*evalSize, len(eval))]
+		if *maxTasks > 0 {
+			eval = eval[:min(*maxTasks, len(eval))]
 		}
 		cfg.EvalTasks, cfg.EvalSize = eval, len(eval)
 		if cfg.Tasks, err = tasks.NewCycle(eval, *seed); err != nil { // never used: Evaluate trains nothing
@@ -84,7 +82,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *model != "" {
 		opts = append(opts, vllm.WithModel(*model))
 	}
-	if cfg.SandboxFactory, err = cli.SandboxLogged(ctx, *vllmURL == "", stdout, log); err != nil {
+	if cli.HasRepo(cfg.EvalTasks) {
+		cfg.SandboxFactory, err = cli.ImageSandbox(ctx, tf.ImageCache, log)
+	} else {
+		cfg.SandboxFactory, err = cli.SandboxLogged(ctx, *vllmURL == "", stdout, log)
+	}
+	if err != nil {
 		return err
 	}
 	if cfg.Policy, err = vllm.NewClient(url, opts...); err != nil {

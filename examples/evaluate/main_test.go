@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
+	"github.com/agentic-opd/agenticopd/images/imagestest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -58,9 +59,10 @@ func TestEvaluateDataset(t *testing.T) {
 		args []string
 		want string
 	}{
-		{name: "eval size of a larger dataset", n: 12, want: "evaluating 10 tasks"},
-		{name: "a dataset smaller than the eval size needs no train split", n: 3, want: "evaluating 3 tasks"},
-		{name: "eval size 0: all of them", n: 12, args: []string{"-eval-size", "0"}, want: "evaluating 12 tasks"},
+		{name: "at most 10 tasks of a larger dataset", n: 12, want: "evaluating 10 tasks"},
+		{name: "a small dataset needs no train split", n: 3, want: "evaluating 3 tasks"},
+		{name: "max tasks 0: all of them", n: 12, args: []string{"-max-tasks", "0"}, want: "evaluating 12 tasks"},
+		{name: "max tasks 5", n: 12, args: []string{"-max-tasks", "5"}, want: "evaluating 5 tasks"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,10 +90,45 @@ func TestEvaluateRefusesDatasetsWithoutUsableTasks(t *testing.T) {
 }
 
 func TestEvaluateFlags(t *testing.T) {
-	clitest.CheckFlags(t, run, []string{"out", "vllm-url", "model", "tasks", "eval-size", "hf-token", "hf-cache", "seed"},
+	clitest.CheckFlags(t, run, []string{"out", "vllm-url", "model", "tasks", "tasks-format", "specs", "image", "image-cache", "max-tasks", "hf-token", "hf-cache", "seed"},
 		[]clitest.BadLine{
 			clitest.Bad("seed", "-seed", "-1"), clitest.Bad("nope", "-nope"),
-			clitest.Bad("vllm-url", "-vllm-url", "localhost:8000"), clitest.Bad("eval-size", "-eval-size", "-1"),
+			clitest.Bad("vllm-url", "-vllm-url", "localhost:8000"), clitest.Bad("max-tasks", "-max-tasks", "-1"),
+			clitest.Bad("tasks-format", "-tasks-format", "csv"),
 			clitest.Bad("tasks", "-tasks", "tasks.csv"),
 		})
+}
+
+// TestEvaluateRepositoryTasks evaluates the repository's SWE-bench rows of the toy
+// repository, recognised by their columns, in sandboxes of the toy image: the scripted
+// student fixes "add" (resolved), the simulator's free sampling resolves nothing else.
+func TestEvaluateRepositoryTasks(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-out", dir, "-tasks", filepath.Join("..", "..", "testdata", "swe", "tasks.jsonl"),
+		"-image", imagestest.SWERef(t), "-image-cache", t.TempDir(), "-max-tasks", "0"}, &out)
+	require.NoError(t, err, out.String())
+	assert.Regexp(t, `msg="tasks loaded" source=\S+ tasks=3 format=swe rows=3 repository_tasks=3`, out.String())
+	assert.Contains(t, out.String(), "evaluating 3 tasks")
+
+	samples, err := os.ReadFile(filepath.Join(dir, "samples.jsonl"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(samples)), "\n")
+	require.Len(t, lines, 3)
+	correctness := map[string]float64{}
+	for _, l := range lines {
+		var s struct {
+			TaskID      string  `json:"task_id"`
+			Correctness float64 `json:"correctness"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &s))
+		correctness[s.TaskID] = s.Correctness
+	}
+	assert.Equal(t, 1.0, correctness["agentic-opd__swe-toy-1"], "the scripted student's fix of add is graded resolved")
+	assert.Len(t, correctness, 3)
+	for id, c := range correctness {
+		if id != "agentic-opd__swe-toy-1" {
+			assert.Less(t, c, 1.0, "%s: resolved without a fix", id)
+		}
+	}
 }

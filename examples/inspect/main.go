@@ -11,13 +11,12 @@
 // made up: JSON Lines of groups hold no hints, so the hints column says "–"
 // (unknown), and the score's breakdown and the rollouts' turns are not shown.
 //
-//	go run ./examples/inspect -in opd-out/groups.jsonl -out report.html -simulator
+//	go run ./examples/inspect -in opd-out/groups.jsonl -html report.html -simulator
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,14 +33,13 @@ import (
 func main() { cli.Main("inspect", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	in := fs.String("in", "", "JSON Lines of Atropos groups (required)")
-	out := fs.String("out", "report.html", "the HTML page to write")
-	vllmURL := fs.String("vllm-url", "", "vLLM server whose /detokenize gives the token text")
-	model := fs.String("model", "", "served model name (default: the server's first model)")
-	simulator := fs.Bool("simulator", false, "take the token text from the vllmtest simulator (for groups it produced)")
-	topK := fs.Int("topk", report.DefaultTopK, "teacher entries shown per position")
+	fs := cli.NewFlagSet("inspect", "renders a JSON Lines file of Atropos groups as one self-contained HTML page, the inspector of package report", stdout)
+	in := fs.String("in", "", cli.Usage("in", "required"))
+	out := fs.String("html", "report.html", cli.Usage("html"))
+	vllmURL := fs.String("vllm-url", "", cli.Usage("vllm-url", "its /detokenize gives the token text"))
+	model := fs.String("model", "", cli.Usage("model"))
+	simulator := fs.Bool("simulator", false, cli.Usage("simulator"))
+	topK := fs.Int("show-topk", report.DefaultTopK, cli.Usage("show-topk"))
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -51,7 +49,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case *vllmURL != "" && *simulator:
 		return &cli.FlagError{Flag: "simulator", Value: true, Reason: "false with -vllm-url (one detokenizer)"}
 	}
-	if err := errors.Join(cli.AtLeast("topk", *topK, 1), cli.URL("vllm-url", *vllmURL)); err != nil {
+	if err := errors.Join(cli.AtLeast("show-topk", *topK, 1), cli.URL("vllm-url", *vllmURL)); err != nil {
 		return err
 	}
 
@@ -84,7 +82,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	// The page is written next to -out and renamed to it only when complete.
+	// The page is written next to -html and renamed to it only when complete.
 	tmp, err := os.CreateTemp(filepath.Dir(*out), ".inspect-*.html")
 	if err != nil {
 		return err

@@ -69,7 +69,7 @@ func TestInspectCountsTokensOutsideTheTopK(t *testing.T) {
 			in := filepath.Join(t.TempDir(), "groups.jsonl")
 			require.NoError(t, os.WriteFile(in, buf.Bytes(), 0o644))
 			out := filepath.Join(t.TempDir(), "report.html")
-			require.NoError(t, run(context.Background(), []string{"-in", in, "-out", out}, new(bytes.Buffer)))
+			require.NoError(t, run(context.Background(), []string{"-in", in, "-html", out}, new(bytes.Buffer)))
 			page, err := os.ReadFile(out)
 			require.NoError(t, err)
 			assert.Contains(t, string(page), `<td class="scored">2</td><td class="outside">1</td><td class="hints" title="not in the source: JSON Lines of groups carry no hints">–</td><td class="delta">0.300</td>`,
@@ -83,7 +83,7 @@ func TestInspectUsesTheServersDetokenizer(t *testing.T) {
 	srv := vllmtest.NewServer(t)
 	out := filepath.Join(t.TempDir(), "report.html")
 	var stdout bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-in", in, "-out", out, "-vllm-url", srv.URL}, &stdout), stdout.String())
+	require.NoError(t, run(context.Background(), []string{"-in", in, "-html", out, "-vllm-url", srv.URL}, &stdout), stdout.String())
 	assert.Contains(t, stdout.String(), "wrote 2 groups to "+out)
 	page, err := os.ReadFile(out)
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestInspectWithoutADetokenizerShowsIDs(t *testing.T) {
 	in := writeGroups(t)
 	out := filepath.Join(t.TempDir(), "report.html")
 	var stdout bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-in", in, "-out", out}, &stdout))
+	require.NoError(t, run(context.Background(), []string{"-in", in, "-html", out}, &stdout))
 	assert.Contains(t, stdout.String(), "the page shows token ids")
 	page, err := os.ReadFile(out)
 	require.NoError(t, err)
@@ -110,9 +110,9 @@ func TestInspectErrors(t *testing.T) {
 	bad := filepath.Join(dir, "bad.jsonl")
 	require.NoError(t, os.WriteFile(bad, []byte("{not json\n"), 0o644))
 	for name, args := range map[string][]string{
-		"missing": {"-in", filepath.Join(dir, "missing.jsonl"), "-out", out},
-		"empty":   {"-in", empty, "-out", out},
-		"bad":     {"-in", bad, "-out", out},
+		"missing": {"-in", filepath.Join(dir, "missing.jsonl"), "-html", out},
+		"empty":   {"-in", empty, "-html", out},
+		"bad":     {"-in", bad, "-html", out},
 	} {
 		t.Run(name, func(t *testing.T) {
 			require.Error(t, run(context.Background(), args, new(bytes.Buffer)))
@@ -125,10 +125,10 @@ func TestInspectErrors(t *testing.T) {
 }
 
 func TestInspectFlags(t *testing.T) {
-	clitest.CheckFlags(t, run, []string{"in", "out", "vllm-url", "model", "simulator", "topk"},
+	clitest.CheckFlags(t, run, []string{"in", "html", "vllm-url", "model", "simulator", "show-topk"},
 		[]clitest.BadLine{
 			clitest.Bad("in"),
-			clitest.Bad("topk", "-in", "x.jsonl", "-topk", "0"),
+			clitest.Bad("show-topk", "-in", "x.jsonl", "-show-topk", "0"),
 			clitest.Bad("vllm-url", "-in", "x.jsonl", "-vllm-url", "localhost:8000"),
 			clitest.Bad("simulator", "-in", "x.jsonl", "-simulator", "-vllm-url", "http://127.0.0.1:1"),
 			clitest.Bad("simulator", "-simulator=maybe"),

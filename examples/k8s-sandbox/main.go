@@ -17,14 +17,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,57 +28,52 @@ import (
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
+	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/kube"
-	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "k8s-sandbox:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
-
-var errUsage = errors.New("usage")
+func main() { cli.Main("k8s-sandbox", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fl := flag.NewFlagSet("k8s-sandbox", flag.ContinueOnError)
-	kubeconfig := fl.String("kubeconfig", os.Getenv("KUBECONFIG"), "the kubeconfig of the cluster (default $KUBECONFIG)")
-	namespace := fl.String("namespace", "default", "the namespace of the sandbox pods (the factory needs the Role rollout/sandbox/kube documents there)")
-	helperImage := fl.String("helper-image", "", "the in-pod helper's image (required; agenticopd-pod image writes it)")
-	image := fl.String("image", "", "the toy repository's image, in place of the one the task names (required)")
-	pullPolicy := fl.String("pull-policy", string(corev1.PullIfNotPresent), "the pods' imagePullPolicy: Always, IfNotPresent or Never")
-	taskFile := fl.String("tasks", filepath.Join("testdata", "swe", "tasks.jsonl"), "the SWE-bench rows of the toy repository")
-	groupSize := fl.Int("group-size", 2, "rollouts in the group")
-	trustPolicy := fl.Bool("trust-network-policy", false, "the cluster's network plugin enforces NetworkPolicy (else a sandbox without network needs pods that have only a loopback interface)")
-	cpu := fl.String("cpu", "250m", "each pod's cpu limit and request (a group holds 2×group-size pods at once: its rollouts and their gradings)")
-	memory := fl.String("memory", "512Mi", "each pod's memory limit and request")
-	out := fl.String("o", "", "also write the group as an Atropos JSON line to this file")
-	if err := fl.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+	fs := cli.NewFlagSet("k8s-sandbox", "runs one group of the toy repository task with every sandbox a Kubernetes pod of the task's image, reached only by exec through the API server", stdout)
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), cli.Usage("kubeconfig", "default: $KUBECONFIG"))
+	namespace := fs.String("namespace", "default", cli.Usage("namespace"))
+	helperImage := fs.String("helper-image", "", cli.Usage("helper-image", "required"))
+	image := fs.String("image", "", cli.Usage("image", "required: the toy repository's"))
+	pullPolicy := fs.String("pull-policy", string(corev1.PullIfNotPresent), cli.Usage("pull-policy"))
+	taskFile := fs.String("tasks", filepath.Join("testdata", "swe", "tasks.jsonl"), cli.Usage("tasks", "the toy repository's SWE-bench rows"))
+	groupSize := fs.Int("group-size", 2, cli.Usage("group-size"))
+	trustPolicy := fs.Bool("trust-network-policy", false, cli.Usage("trust-network-policy"))
+	cpu := fs.String("cpu", "250m", cli.Usage("cpu"))
+	memory := fs.String("memory", "512Mi", cli.Usage("memory"))
+	out := fs.String("out", "", cli.Usage("out", "groups.jsonl, the group as an Atropos JSON line; default: none written"))
+	if err := cli.Parse(fs, args); err != nil {
+		return err
 	}
 	switch {
 	case *kubeconfig == "":
-		return fmt.Errorf("%w: -kubeconfig (or KUBECONFIG) names no file", errUsage)
-	case *helperImage == "" || *image == "":
-		return fmt.Errorf("%w: -helper-image and -image are required", errUsage)
-	case *groupSize < 1:
-		return fmt.Errorf("%w: -group-size must be at least 1", errUsage)
+		return &cli.FlagError{Flag: "kubeconfig", Value: `""`, Reason: "a kubeconfig file (or set KUBECONFIG)"}
+	case *helperImage == "":
+		return &cli.FlagError{Flag: "helper-image", Value: `""`, Reason: "an image reference (and -image too)"}
+	case *image == "":
+		return &cli.FlagError{Flag: "image", Value: `""`, Reason: "the toy repository's image reference"}
+	}
+	if err := cli.AtLeast("group-size", *groupSize, 1); err != nil {
+		return err
 	}
 	rest, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", *kubeconfig, err)
 	}
-	ts, err := tasks.LoadSWE(*taskFile, tasks.SWEConfig{})
+	ts, err := (&cli.TaskFlags{Spec: *taskFile}).Load(ctx, nil)
 	if err != nil {
 		return err
+	}
+	if len(ts) == 0 || ts[0].Repo == nil {
+		return &cli.FlagError{Flag: "tasks", Value: *taskFile, Reason: "repository tasks (the toy repository's rows)"}
 	}
 	task := ts[0]
 	task.Repo.Image = *image
@@ -99,7 +90,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	enf := f.Enforcement()
 	fmt.Fprintf(stdout, "kube: namespace %s, Lease %s; a sandbox without network: %s (%s)\n", *namespace, f.Lease(), enf.Network, enf.NetworkDetail)
 
-	sim, err := vllmtest.Start(vllmtest.WithAgentScript((&scripted.ToyRepoStudent{}).Turn),
+	sim, err := vllmtest.Start(vllmtest.WithAgentScript((&imagestest.ToyStudent{}).Turn),
 		vllmtest.WithChatScript(scripted.Judge), vllmtest.WithMaxLogprobs(8))
 	if err != nil {
 		return err
@@ -125,7 +116,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *out == "" {
 		return nil
 	}
-	w, err := os.Create(*out)
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	w, err := os.Create(filepath.Join(*out, "groups.jsonl"))
 	if err != nil {
 		return err
 	}

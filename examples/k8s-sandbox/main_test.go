@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentic-opd/agenticopd/examples/internal/cli"
+	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/internal/kubetest"
 )
@@ -22,15 +24,23 @@ func TestRunRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-helper-image", "h", "-image", "i"}, // no kubeconfig
 		{"-kubeconfig", "k"},                  // no images
+		{"-kubeconfig", "k", "-helper-image", "h"},
 		{"-kubeconfig", "k", "-helper-image", "h", "-image", "i", "-group-size", "0"},
 		{"-no-such-flag"},
 	} {
 		t.Setenv("KUBECONFIG", "")
 		err := run(context.Background(), args, &bytes.Buffer{})
-		require.ErrorIs(t, err, errUsage, "%q", args)
+		require.Equal(t, 2, cli.ExitCode(err), "%q: %v", args, err)
 	}
 	err := run(context.Background(), []string{"-kubeconfig", filepath.Join(t.TempDir(), "none"), "-helper-image", "h", "-image", "i"}, &bytes.Buffer{})
 	require.ErrorContains(t, err, "none")
+
+	t.Setenv("KUBECONFIG", "")
+	clitest.CheckFlags(t, run,
+		[]string{"kubeconfig", "namespace", "helper-image", "image", "pull-policy", "tasks", "group-size",
+			"trust-network-policy", "cpu", "memory", "out"},
+		[]clitest.BadLine{clitest.Bad("kubeconfig"), clitest.Bad("helper-image", "-kubeconfig", "k"),
+			clitest.Bad("group-size", "-kubeconfig", "k", "-helper-image", "h", "-image", "i", "-group-size", "0")})
 }
 
 // TestRunOnTheTestCluster runs the example as its README says, on the repository's
@@ -60,7 +70,7 @@ func TestRunOnTheTestCluster(t *testing.T) {
 	var stdout bytes.Buffer
 	err = run(ctx, []string{"-kubeconfig", env.Kubeconfig, "-helper-image", helperImage, "-image", toyImage,
 		"-pull-policy", "Never", "-tasks", filepath.Join("..", "..", "testdata", "swe", "tasks.jsonl"),
-		"-o", filepath.Join(dir, "group.jsonl")}, &stdout)
+		"-out", dir}, &stdout)
 	t.Log(stdout.String())
 	require.NoError(t, err)
 	require.Equal(t, 1, strings.Count(stdout.String(), ": resolved, correctness 1.0"), "the fixing rollout")

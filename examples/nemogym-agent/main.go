@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,26 +54,25 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("nemogym-agent", flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	fs := cli.NewFlagSet("nemogym-agent", "the env as a NeMo Gym agent server for NeMo RL: offline, a run through fakes of NeMo Gym's collector and model server; with -serve, /run for a real NeMo Gym", stdout)
 	var o options
-	fs.StringVar(&o.out, "out", "nemogym-out", "offline: directory for rollouts.jsonl and rollouts_failures.jsonl")
-	fs.IntVar(&o.tasks, "tasks", 2, "offline: built-in tasks to send")
-	fs.IntVar(&o.repeats, "repeats", 4, "offline: rollouts per task (NeMo Gym's num_repeats)")
-	fs.IntVar(&o.topK, "topk", 8, "teacher top-K per scored token")
-	fs.BoolVar(&o.serve, "serve", false, "serve /run for NeMo Gym until SIGINT or SIGTERM")
-	fs.StringVar(&o.addr, "addr", "", "serve: host:port to listen on (default: the config's host and port)")
-	fs.StringVar(&o.configJSON, "config-json", "", "serve: the JSON view app.py writes (default: $GO_AGENT_CONFIG_JSON)")
-	fs.StringVar(&o.modelURL, "model-url", "", "serve: NeMo Gym model server (default: the config's model_server)")
-	fs.StringVar(&o.tokURL, "tokenizer-url", "", "serve: the trainer's server, for /tokenize (default: the config's policy_base_url)")
-	fs.StringVar(&o.teacherURL, "teacher-url", "", "serve: vLLM server of the teacher (default: the config's teacher_url)")
-	fs.StringVar(&o.judgeURL, "judge-url", "", "serve: vLLM server of the judge (default: the config's judge_url)")
-	fs.StringVar(&o.rows, "rows", "", "write the built-in tasks as NeMo Gym dataset rows to this JSONL file and exit")
-	fs.StringVar(&o.failures, "failures", "status", "how a failed rollout is answered: status (NeMo RL) or row (gym eval run)")
+	fs.StringVar(&o.out, "out", "nemogym-out", cli.Usage("out", "offline: rollouts.jsonl, rollouts_failures.jsonl"))
+	fs.IntVar(&o.tasks, "task-count", 2, cli.Usage("task-count", "offline"))
+	fs.IntVar(&o.repeats, "repeats", 4, cli.Usage("repeats", "offline"))
+	fs.IntVar(&o.topK, "topk", cli.DefaultTopK, cli.Usage("topk"))
+	fs.BoolVar(&o.serve, "serve", false, cli.Usage("serve"))
+	fs.StringVar(&o.addr, "addr", "", cli.Usage("addr", "serve; default: the config's host and port"))
+	fs.StringVar(&o.configJSON, "config-json", "", cli.Usage("config-json", "serve; default: $GO_AGENT_CONFIG_JSON"))
+	fs.StringVar(&o.modelURL, "model-url", "", cli.Usage("model-url", "serve; default: the config's model_server"))
+	fs.StringVar(&o.tokURL, "tokenizer-url", "", cli.Usage("tokenizer-url", "serve; the trainer's server; default: the config's policy_base_url"))
+	fs.StringVar(&o.teacherURL, "teacher-url", "", cli.Usage("teacher-url", "serve; default: the config's teacher_url"))
+	fs.StringVar(&o.judgeURL, "judge-url", "", cli.Usage("judge-url", "serve; default: the config's judge_url"))
+	fs.StringVar(&o.rows, "rows", "", cli.Usage("rows"))
+	fs.StringVar(&o.failures, "failures", "status", cli.Usage("failures"))
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if err := errors.Join(cli.AtLeast("tasks", o.tasks, 1), cli.AtLeast("repeats", o.repeats, 1), cli.AtLeast("topk", o.topK, 1)); err != nil {
+	if err := errors.Join(cli.AtLeast("task-count", o.tasks, 1), cli.AtLeast("repeats", o.repeats, 1), cli.AtLeast("topk", o.topK, 1)); err != nil {
 		return err
 	}
 	failures, err := parseFailures(o.failures)
@@ -140,7 +138,7 @@ func offline(ctx context.Context, o options, failures nemogym.Failures, stdout i
 	}
 	all := tasks.Builtin()
 	if o.tasks > len(all) {
-		return &cli.FlagError{Flag: "tasks", Value: o.tasks, Reason: fmt.Sprintf("at most %d (the built-in tasks)", len(all))}
+		return &cli.FlagError{Flag: "task-count", Value: o.tasks, Reason: fmt.Sprintf("at most %d (the built-in tasks)", len(all))}
 	}
 	e, policy, err := env(model.URL, model.URL, sim.Client(), sim.Client(), o.topK, agenticopd.Config{
 		SandboxFactory: sandboxes, GroupSize: o.repeats, MaxRollouts: 8,
@@ -319,16 +317,39 @@ type view struct {
 	PolicyBaseURL json.RawMessage `json:"policy_base_url"`
 }
 
+// readView reads -config-json: the JSON itself (it starts with "{"), or a file that
+// holds it; "" is the empty view.
+func readView(raw string) (view, error) {
+	var v view
+	if strings.TrimSpace(raw) == "" {
+		return v, nil
+	}
+	data, source := []byte(raw), "the JSON"
+	if !strings.HasPrefix(strings.TrimSpace(raw), "{") {
+		b, err := os.ReadFile(raw)
+		if err != nil {
+			return v, &cli.FlagError{Flag: "config-json", Value: raw, Reason: "the JSON app.py writes, or a file that holds it: " + err.Error()}
+		}
+		data, source = b, raw
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		value := "(the JSON given)"
+		if source != "the JSON" {
+			value = raw
+		}
+		return v, &cli.FlagError{Flag: "config-json", Value: value, Reason: "the JSON view app.py writes: " + err.Error()}
+	}
+	return v, nil
+}
+
 func serve(ctx context.Context, o options, failures nemogym.Failures, stdout io.Writer) error {
 	raw := o.configJSON
 	if raw == "" {
 		raw = os.Getenv("GO_AGENT_CONFIG_JSON")
 	}
-	var v view
-	if raw != "" {
-		if err := json.Unmarshal([]byte(raw), &v); err != nil {
-			return &cli.FlagError{Flag: "config-json", Value: "(unreadable)", Reason: "the JSON app.py writes: " + err.Error()}
-		}
+	v, err := readView(raw)
+	if err != nil {
+		return err
 	}
 	if o.addr == "" && v.Self.Port != 0 {
 		o.addr = net.JoinHostPort(v.Self.Host, fmt.Sprint(v.Self.Port))
@@ -358,6 +379,10 @@ func serve(ctx context.Context, o options, failures nemogym.Failures, stdout io.
 	}
 	teacher, err := vllm.NewClient(o.teacherURL)
 	if err != nil {
+		return err
+	}
+	// Before any rollout: a teacher that cannot give -topk logprobs fails every hint.
+	if err := cli.CheckTopK(ctx, teacher, "topk", o.topK); err != nil {
 		return err
 	}
 	judgeModel, err := vllm.NewClient(o.judgeURL)

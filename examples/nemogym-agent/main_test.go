@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
+	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/nemogym"
 	"github.com/agentic-opd/agenticopd/nemogym/nemogymtest"
@@ -66,6 +67,35 @@ func TestFlagsAreChecked(t *testing.T) {
 		err := run(context.Background(), args, &bytes.Buffer{})
 		require.Equal(t, 2, cli.ExitCode(err), "%v: %v", args, err)
 	}
+	clitest.CheckFlags(t, run,
+		[]string{"out", "task-count", "repeats", "topk", "serve", "addr", "config-json", "model-url", "tokenizer-url",
+			"teacher-url", "judge-url", "rows", "failures"},
+		[]clitest.BadLine{
+			clitest.Bad("task-count", "-task-count", "0"),
+			clitest.Bad("task-count", "-task-count", "99"),
+			clitest.Bad("topk", "-topk", "0"),
+			clitest.Bad("config-json", "-serve", "-config-json", filepath.Join(t.TempDir(), "missing.json")),
+			clitest.Bad("config-json", "-serve", "-config-json", "{"),
+		})
+}
+
+func TestConfigJSONIsTheJSONOrAFile(t *testing.T) {
+	dir := t.TempDir()
+	b := []byte(`{"self": {"host": "127.0.0.1", "port": 9}}`)
+	file := filepath.Join(dir, "view.json")
+	require.NoError(t, os.WriteFile(file, b, 0o644))
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte("not json"), 0o644))
+
+	for _, raw := range []string{string(b), file, "  " + string(b)} {
+		v, err := readView(raw)
+		require.NoError(t, err, raw)
+		require.Equal(t, 9, v.Self.Port, raw)
+	}
+	_, err := readView(bad)
+	require.ErrorContains(t, err, "-config-json "+bad+": must be the JSON view app.py writes")
+	_, err = readView(filepath.Join(dir, "none.json"))
+	require.ErrorContains(t, err, "no such file")
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's log and the test's reads.
@@ -107,7 +137,12 @@ func TestServeFromTheLaunchersConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-serve", "-addr", "127.0.0.1:0", "-config-json", string(b)}, out) }()
+	// The view as a file, as a launcher may hand it over.
+	view := filepath.Join(t.TempDir(), "view.json")
+	require.NoError(t, os.WriteFile(view, b, 0o644))
+	go func() {
+		done <- run(ctx, []string{"-serve", "-addr", "127.0.0.1:0", "-topk", "8", "-config-json", view}, out)
+	}()
 	addrRE := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
 	require.Eventually(t, func() bool { return addrRE.MatchString(out.String()) }, time.Minute, 10*time.Millisecond, out.String())
 	agentURL := "http://" + addrRE.FindStringSubmatch(out.String())[1]

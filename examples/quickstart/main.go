@@ -39,7 +39,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -52,6 +51,7 @@ import (
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/opd"
 	"github.com/agentic-opd/agenticopd/report"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
@@ -66,26 +66,38 @@ const (
 )
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	out := fs.String("out", "opd-out", "directory for groups.jsonl and report.html")
-	groups := fs.Int("groups", 2, "number of groups to collect")
-	groupSize := fs.Int("group-size", 4, "rollouts per group")
-	vllmURL := fs.String("vllm-url", "", "vLLM server of the policy (default: the in-process simulator)")
-	model := fs.String("model", "", "served model name (default: the server's first model)")
-	teacherURL := fs.String("teacher-url", "", "vLLM server of a frozen teacher (default: the policy)")
-	judgeURL := fs.String("judge-url", "", "vLLM server of the judge (default: the policy)")
-	topK := fs.Int("topk", 50, "teacher top-K per scored token")
-	seed := fs.Uint64("seed", 1, "seed for the task order and the split")
-	logJSON := fs.Bool("log-json", false, "write logs as JSON lines")
+	fs := cli.NewFlagSet("quickstart", "collects OPD groups of coding rollouts and writes them as Atropos JSON Lines with an HTML inspector page; offline on a simulator by default", stdout)
+	out := fs.String("out", "opd-out", cli.Usage("out", "groups.jsonl, report.html"))
+	groups := fs.Int("groups", 2, cli.Usage("groups"))
+	groupSize := fs.Int("group-size", 4, cli.Usage("group-size"))
+	vllmURL := fs.String("vllm-url", "", cli.Usage("vllm-url", "default: the in-process simulator"))
+	model := fs.String("model", "", cli.Usage("model"))
+	teacherURL := fs.String("teacher-url", "", cli.Usage("teacher-url", "default: the policy; offline, a frozen teacher simulator"))
+	judgeURL := fs.String("judge-url", "", cli.Usage("judge-url", "default: the policy"))
+	topK := fs.Int("topk", cli.DefaultTopK, cli.Usage("topk"))
+	seed := fs.Uint64("seed", 1, cli.Usage("seed"))
+	tf := cli.AddTaskFlags(fs, "builtin")
+	evalSize := fs.Int("eval-size", tasks.DefaultEvalSize, cli.Usage("eval-size"))
+	logJSON := fs.Bool("log-json", false, cli.Usage("log-json"))
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	stdout = cli.Locked(stdout) // the logs and the groups' lines share it
 	log := cli.Logger(stdout, *logJSON)
 	if err := errors.Join(cli.AtLeast("groups", *groups, 1), cli.AtLeast("group-size", *groupSize, 1), cli.AtLeast("topk", *topK, 1),
+		cli.AtLeast("eval-size", *evalSize, 0),
 		cli.URL("vllm-url", *vllmURL), cli.URL("teacher-url", *teacherURL), cli.URL("judge-url", *judgeURL)); err != nil {
 		return err
+	}
+	dataset, err := tf.Load(ctx, log)
+	if err != nil {
+		return err
+	}
+	train, eval := tasks.BuiltinSplit(*seed)
+	if dataset != nil {
+		if train, eval, err = cli.SplitTasks(dataset, *evalSize, *seed); err != nil {
+			return fmt.Errorf("-tasks %s: %w", tf.Spec, err)
+		}
 	}
 	// python3 first: without it nothing can be verified.
 	if _, err := os.Stat(cli.Python); err != nil {
@@ -99,7 +111,6 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	policyURL, frozenURL := *vllmURL, ""
 	if policyURL == "" {
-		train, _ := tasks.BuiltinSplit(*seed)
 		sim, err := scripted.Start(*topK)
 		if err != nil {
 			return err
@@ -126,7 +137,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// The simulator runs only its own scripted commands, so they may run unconfined
 	// when bubblewrap is missing; a real model's code never does.
-	sandboxes, err := cli.Sandbox(ctx, *vllmURL == "", stdout)
+	var sandboxes *bwrap.Factory
+	if cli.HasRepo(dataset) {
+		sandboxes, err = cli.ImageSandbox(ctx, tf.ImageCache, log)
+	} else {
+		sandboxes, err = cli.Sandbox(ctx, *vllmURL == "" && dataset == nil, stdout)
+	}
 	if err != nil {
 		return err
 	}
@@ -146,6 +162,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		SeedSampling: true,
 
 		SandboxFactory: sandboxes,
+	}
+	if dataset != nil {
+		if cfg.Tasks, err = tasks.NewCycle(train, *seed); err != nil {
+			return err
+		}
+		cfg.EvalTasks = eval
 	}
 	teacher := policy
 	switch {

@@ -169,7 +169,8 @@ func TestQuickstartRejectsBadFlags(t *testing.T) {
 
 func TestQuickstartFlags(t *testing.T) {
 	clitest.CheckFlags(t, run,
-		[]string{"out", "groups", "group-size", "vllm-url", "model", "teacher-url", "judge-url", "topk", "seed"},
+		[]string{"out", "groups", "group-size", "vllm-url", "model", "teacher-url", "judge-url", "topk", "seed",
+			"tasks", "tasks-format", "specs", "image", "image-cache", "hf-cache", "hf-token", "eval-size"},
 		[]clitest.BadLine{
 			clitest.Bad("groups", "-groups", "0"),
 			clitest.Bad("groups", "-groups", "two"),
@@ -177,6 +178,9 @@ func TestQuickstartFlags(t *testing.T) {
 			clitest.Bad("topk", "-topk", "0"),
 			clitest.Bad("seed", "-seed", "x"),
 			clitest.Bad("vllm-url", "-vllm-url", "localhost:9001"),
+			clitest.Bad("tasks", "-tasks", "tasks.csv"),
+			clitest.Bad("tasks-format", "-tasks-format", "csv"),
+			clitest.Bad("eval-size", "-eval-size", "-1"),
 		})
 }
 

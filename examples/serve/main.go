@@ -34,7 +34,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,6 +54,7 @@ import (
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
+	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
@@ -62,44 +62,42 @@ import (
 func main() { cli.Main("serve", run) }
 
 type options struct {
-	atroposURL, spool, tasks, hfCache, hfToken string
-	vllmURL, model, teacherURL, judgeURL       string
-	envName                                    string
-	weight                                     float64
-	groups, groupSize, topK, batchSize, steps  int
-	evalSize, maxDropped                       int
-	metricsEvery                               int
-	metricsAddr                                string
-	logJSON                                    bool
-	seed                                       uint64
+	atroposURL, spool                         string
+	tasks                                     *cli.TaskFlags
+	vllmURL, model, teacherURL, judgeURL      string
+	envName                                   string
+	weight                                    float64
+	groups, groupSize, topK, batchSize, steps int
+	evalSize, maxDropped                      int
+	metricsEvery                              int
+	metricsAddr                               string
+	logJSON                                   bool
+	seed                                      uint64
 }
 
 func parse(args []string, stdout io.Writer) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	fs.StringVar(&o.atroposURL, "atropos-url", "", "Atropos trajectory API (default: an in-process fake with an in-process trainer)")
-	fs.StringVar(&o.spool, "spool", "", "spool directory, required with -atropos-url (default offline: a temporary directory)")
-	fs.IntVar(&o.groups, "groups", 0, "stop after this many groups were sent (0: until interrupted or the trainer is done)")
-	fs.StringVar(&o.tasks, "tasks", "builtin", cli.TasksUsage)
-	fs.IntVar(&o.evalSize, "eval-size", tasks.DefaultEvalSize, "tasks of a -tasks dataset held out for evaluation, at least (0: none, every task trains)")
-	fs.StringVar(&o.hfCache, "hf-cache", "", "cache directory of hf: datasets (default: the user cache directory)")
-	fs.StringVar(&o.hfToken, "hf-token", "", "Hugging Face token for private or gated hf: datasets (default: $"+cli.HFTokenEnv+")")
-	fs.StringVar(&o.envName, "env-name", "agentic_opd", "the env's name at the trajectory API (desired_name; the API adds a suffix)")
-	fs.Float64Var(&o.weight, "weight", 1, "the env's weight at the trajectory API: its share of the trainer's batches among envs")
-	fs.IntVar(&o.maxDropped, "max-dropped", agenticopd.DefaultMaxDroppedInARow, "stop with an error after this many groups in a row were dropped (equal scores, too long); negative: never")
-	fs.StringVar(&o.vllmURL, "vllm-url", "", "vLLM server of the policy (default offline: the in-process simulator)")
-	fs.StringVar(&o.model, "model", "", "served model name (default: the server's first model)")
-	fs.StringVar(&o.teacherURL, "teacher-url", "", "vLLM server of a frozen teacher (default: the policy)")
-	fs.StringVar(&o.judgeURL, "judge-url", "", "vLLM server of the judge (default: the policy)")
-	fs.IntVar(&o.groupSize, "group-size", 4, "rollouts per group (a power of two)")
-	fs.IntVar(&o.topK, "topk", agenticopd.DefaultDistillTopK, "teacher top-K per scored token (the teacher server's --max-logprobs must allow it)")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed for the task order and the split")
-	fs.IntVar(&o.metricsEvery, "metrics-every", 10, "log the metrics every N groups (0: never)")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://HOST:PORT/metrics")
-	fs.BoolVar(&o.logJSON, "log-json", false, "write logs as JSON lines")
-	fs.IntVar(&o.batchSize, "batch-size", 8, "offline: the in-process trainer's batch size, in sequences")
-	fs.IntVar(&o.steps, "steps", 2, "offline: the in-process trainer's number of steps")
+	fs := cli.NewFlagSet("serve", "the env process: collects groups of rollouts with OPD rows and sends them to an Atropos trajectory API through a durable spool", stdout)
+	fs.StringVar(&o.atroposURL, "atropos-url", "", cli.Usage("atropos-url", "default: an in-process fake with an in-process trainer"))
+	fs.StringVar(&o.spool, "spool", "", cli.Usage("spool", "required with -atropos-url; default offline: a temporary directory"))
+	fs.IntVar(&o.groups, "groups", 0, cli.Usage("groups", "stop after this many were sent; 0: until interrupted or the trainer is done"))
+	o.tasks = cli.AddTaskFlags(fs, "builtin")
+	fs.IntVar(&o.evalSize, "eval-size", tasks.DefaultEvalSize, cli.Usage("eval-size"))
+	fs.StringVar(&o.envName, "env-name", "agentic_opd", cli.Usage("env-name"))
+	fs.Float64Var(&o.weight, "weight", 1, cli.Usage("weight"))
+	fs.IntVar(&o.maxDropped, "max-dropped", agenticopd.DefaultMaxDroppedInARow, cli.Usage("max-dropped"))
+	fs.StringVar(&o.vllmURL, "vllm-url", "", cli.Usage("vllm-url", "default offline: the in-process simulator"))
+	fs.StringVar(&o.model, "model", "", cli.Usage("model"))
+	fs.StringVar(&o.teacherURL, "teacher-url", "", cli.Usage("teacher-url", "default: the policy"))
+	fs.StringVar(&o.judgeURL, "judge-url", "", cli.Usage("judge-url", "default: the policy"))
+	fs.IntVar(&o.groupSize, "group-size", 4, cli.Usage("group-size", "a power of two"))
+	fs.IntVar(&o.topK, "topk", cli.DefaultTopK, cli.Usage("topk"))
+	fs.Uint64Var(&o.seed, "seed", 1, cli.Usage("seed"))
+	fs.IntVar(&o.metricsEvery, "metrics-every", 10, cli.Usage("metrics-every"))
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", cli.Usage("metrics-addr"))
+	fs.BoolVar(&o.logJSON, "log-json", false, cli.Usage("log-json"))
+	fs.IntVar(&o.batchSize, "batch-size", 8, cli.Usage("batch-size", "offline"))
+	fs.IntVar(&o.steps, "steps", 2, cli.Usage("steps", "offline"))
 	if err := cli.Parse(fs, args); err != nil {
 		return o, err
 	}
@@ -115,7 +113,6 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	if o.maxDropped == 0 {
 		err = errors.Join(err, &cli.FlagError{Flag: "max-dropped", Value: 0, Reason: "at least 1 (negative: never stop)"})
 	}
-	o.hfToken = cli.HFToken(o.hfToken)
 	if o.atroposURL == "" {
 		err = errors.Join(err, cli.AtLeast("steps", o.steps, 1), cli.AtLeast("batch-size", o.batchSize, o.groupSize))
 	} else if o.spool == "" {
@@ -159,14 +156,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 // serve runs the env until ctx ends or it is done; why says what ended it.
 func serve(ctx context.Context, o options, stdout io.Writer, log *slog.Logger) (why string, err error) {
 	cfg := agenticopd.Config{GroupSize: o.groupSize, DistillTopK: o.topK, Seed: o.seed, Logger: log, MaxDroppedInARow: o.maxDropped}
-	dataset, err := cli.LoadTasks(ctx, o.tasks, o.hfCache, o.hfToken, log)
+	dataset, err := o.tasks.Load(ctx, log)
 	if err != nil {
 		return "", err
 	}
 	if dataset != nil {
 		train, eval, err := cli.SplitTasks(dataset, o.evalSize, o.seed)
 		if err != nil {
-			return "", fmt.Errorf("-tasks %s: %w", o.tasks, err)
+			return "", fmt.Errorf("-tasks %s: %w", o.tasks.Spec, err)
 		}
 		if cfg.Tasks, err = tasks.NewCycle(train, o.seed); err != nil {
 			return "", err
@@ -184,7 +181,12 @@ func serve(ctx context.Context, o options, stdout io.Writer, log *slog.Logger) (
 		policyURL = sim.URL
 		log.Info(scripted.Banner(sim, "the policy, the judge and the teacher"))
 	}
-	sandboxes, err := cli.SandboxLogged(ctx, o.vllmURL == "" && o.tasks == "builtin", stdout, log)
+	var sandboxes *bwrap.Factory
+	if cli.HasRepo(dataset) {
+		sandboxes, err = cli.ImageSandbox(ctx, o.tasks.ImageCache, log)
+	} else {
+		sandboxes, err = cli.SandboxLogged(ctx, o.vllmURL == "" && o.tasks.Spec == "builtin", stdout, log)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -288,7 +290,7 @@ func serve(ctx context.Context, o options, stdout io.Writer, log *slog.Logger) (
 	log.Info("starting", append([]any{
 		"atropos_url", apiURL, "policy_url", policyURL, "teacher_url", teacher.BaseURL(), "judge_url", or(o.judgeURL, policyURL),
 		"env_name", o.envName, "weight", o.weight, "group_size", o.groupSize, "topk", o.topK,
-		"tasks", o.tasks, "train_tasks", taskCount(cfg.Tasks), "eval_tasks", len(env.EvalTasks()), "spool", spool,
+		"tasks", o.tasks.Spec, "train_tasks", taskCount(cfg.Tasks), "eval_tasks", len(env.EvalTasks()), "spool", spool,
 	}, cli.EnforcementAttrs(sandboxes)...)...)
 	stopWaiting := logWaiting(sctx, client, apiURL, log)
 	err = env.Serve(sctx, client)

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
+	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -101,6 +102,20 @@ func TestServeTasksFromJSONL(t *testing.T) {
 	require.NoError(t, err, out.String())
 	assert.Contains(t, out.String(), `msg="tasks loaded" source=`+path+` tasks=24`)
 	assert.Regexp(t, `msg="group kept" task=[a-z_]+-[0-2] `, out.String(), "the dataset's rows")
+}
+
+// TestServeRepositoryTasks serves the repository's SWE-bench rows of the toy
+// repository (recognised by their columns) in sandboxes of the toy image until one
+// group was sent.
+func TestServeRepositoryTasks(t *testing.T) {
+	path := filepath.Join("..", "..", "testdata", "swe", "tasks.jsonl")
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-tasks", path, "-image", imagestest.SWERef(t), "-image-cache", t.TempDir(),
+		"-eval-size", "0", "-groups", "1", "-steps", "1000", "-group-size", "2", "-batch-size", "2"}, &out)
+	require.NoError(t, err, out.String())
+	assert.Contains(t, out.String(), `msg="tasks loaded" source=`+path+` tasks=3 format=swe rows=3 repository_tasks=3`)
+	assert.Regexp(t, `msg="group kept" task=agentic-opd__swe-toy-\d `, out.String())
+	assert.Contains(t, out.String(), `msg="shut down" reason="the 1 groups asked for were sent"`)
 }
 
 // scrapeOnGroup is run's stdout: at the first group it scrapes the metrics endpoint
@@ -215,7 +230,7 @@ func TestServeFlags(t *testing.T) {
 	clitest.CheckFlags(t, run,
 		[]string{"atropos-url", "spool", "groups", "tasks", "vllm-url", "model", "teacher-url", "judge-url",
 			"group-size", "topk", "seed", "metrics-every", "metrics-addr", "log-json", "batch-size", "steps",
-			"env-name", "weight", "eval-size", "hf-token", "hf-cache", "max-dropped"},
+			"env-name", "weight", "eval-size", "hf-token", "hf-cache", "max-dropped", "tasks-format", "specs", "image", "image-cache"},
 		[]clitest.BadLine{
 			clitest.Bad("atropos-url", "-atropos-url", "localhost:8000", "-spool", "x"),
 			clitest.Bad("vllm-url", "-vllm-url", "127.0.0.1:9001"),
@@ -233,6 +248,7 @@ func TestServeFlags(t *testing.T) {
 			clitest.Bad("steps", "-steps", "0"),
 			clitest.Bad("metrics-addr", "-metrics-addr", "9100"),
 			clitest.Bad("tasks", "-tasks", "tasks.csv"),
+			clitest.Bad("tasks-format", "-tasks-format", "csv"),
 			clitest.Bad("log-json", "-log-json=sometimes"),
 		})
 }

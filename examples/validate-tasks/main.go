@@ -3,30 +3,33 @@
 // (which must not), each in sandboxes of the task's image, exactly as a rollout's
 // change is graded (reward.VerifyPatch). Datasets have broken instances (gold patches
 // that fail, tests that already pass, tests that need the network); training on them
-// is noise. The tasks that fail either check are written to -out, one JSON object a
-// line with the reason, and the program exits with status 1 when there is any. A host
-// that cannot run the tasks' image sandboxes (without root: no user namespaces, or a
-// kernel that refuses overlayfs in one) is refused before any task, with the reason
-// and exit status 2: no task is marked failing for it.
+// is noise. The tasks that fail either check are written to failing-tasks.jsonl in
+// -out, one JSON object a line with the reason, and the program exits with status 1
+// when there is any. A host that cannot run the tasks' image sandboxes (without root:
+// no user namespaces, or a kernel that refuses overlayfs in one) is refused before
+// any task, with the reason and exit status 2: no task is marked failing for it.
 //
-//	go run ./examples/validate-tasks -tasks swe-bench-lite.jsonl -concurrency 4 -out failing.jsonl
+//	go run ./examples/validate-tasks -tasks swe-bench-lite.jsonl -concurrency 4 -out validation
 //
-// -tasks reads a SWE-bench-style file (.jsonl, .json, .parquet), hf:DATASET_ID[@SPLIT]
-// (SWE-bench/SWE-bench_Lite@test), or harbor:DIR (a Harbor task directory, or a
-// directory of them). Images are pulled by the images package into -image-cache (the
-// default keychain's credentials); -image replaces every task's image (a local
-// mirror, or a test image). A progress line is printed per task.
+// -tasks reads SWE-bench, SWE-Gym, SWE-smith and SWE-rebench files (.jsonl, .json,
+// .parquet), hf:DATASET_ID[@SPLIT] (SWE-bench/SWE-bench_Lite@test), or a Harbor task
+// directory, or a directory of them (DIR or harbor:DIR), as every program's -tasks
+// does. A repository whose rows carry no test command and log parser, and which is
+// not in the built-in table (tasks.RepoSpecs), is given in a -specs file. Images are
+// pulled by the images package into -image-cache (the default keychain's
+// credentials); -image replaces every task's image (a local mirror, or a test image).
+// A progress line is printed per task.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,7 +50,10 @@ func main() { cli.Main("validate-tasks", run) }
 // ErrInvalidTasks is returned when some task failed a check (exit status 1).
 var ErrInvalidTasks = errors.New("some tasks failed validation")
 
-// failure is one line of -out.
+// failingFile is the file in -out the failing tasks are written to.
+const failingFile = "failing-tasks.jsonl"
+
+// failure is one line of -out's failing-tasks.jsonl.
 type failure struct {
 	InstanceID string   `json:"instance_id"`
 	Check      string   `json:"check"` // "gold" or "empty"
@@ -58,37 +64,30 @@ type failure struct {
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("validate-tasks", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	spec := fs.String("tasks", "", "tasks: FILE.jsonl, FILE.parquet, hf:DATASET_ID[@SPLIT] or harbor:DIR (required)")
-	image := fs.String("image", "", "image reference used for every task instead of its own")
-	cacheDir := fs.String("image-cache", images.DefaultDir, "directory of the unpacked image cache")
-	concurrency := fs.Int("concurrency", 2, "tasks validated at once (each uses up to three sandboxes at a time)")
-	out := fs.String("out", "failing-tasks.jsonl", "file the failing tasks are written to")
-	testTimeout := fs.Duration("test-timeout", 0, "timeout of a task's test command (default: the task's, else 15m)")
-	hfCache := fs.String("hf-cache", "", "cache directory of hf: datasets (default: the user cache directory)")
-	hfToken := fs.String("hf-token", "", "Hugging Face token for private or gated hf: datasets (default: $"+cli.HFTokenEnv+")")
+	fs := cli.NewFlagSet("validate-tasks", "checks a dataset of repository tasks before training: the gold patch must resolve each task and the empty patch must not, graded in sandboxes of the task's image", stdout)
+	tf := cli.AddTaskFlags(fs, "")
+	concurrency := fs.Int("concurrency", 2, cli.Usage("concurrency", "each task uses up to three sandboxes at a time"))
+	out := fs.String("out", ".", cli.Usage("out", failingFile))
+	testTimeout := fs.Duration("test-timeout", 0, cli.Usage("test-timeout"))
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if *spec == "" {
-		return &cli.FlagError{Flag: "tasks", Value: `""`, Reason: "required: a SWE-style dataset to validate"}
+	if tf.Spec == "" || tf.Spec == "builtin" {
+		return &cli.FlagError{Flag: "tasks", Value: strconv.Quote(tf.Spec), Reason: "a dataset of repository tasks to validate"}
 	}
 	if err := cli.AtLeast("concurrency", *concurrency, 1); err != nil {
 		return err
 	}
-	ts, err := loadTasks(ctx, *spec, *hfCache, cli.HFToken(*hfToken))
+	ts, err := tf.Load(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if *image != "" {
-		for i := range ts {
-			r := *ts[i].Repo
-			r.Image = *image
-			ts[i].Repo = &r
+	for _, t := range ts {
+		if t.Repo == nil {
+			return fmt.Errorf("-tasks %s: task %s is not a repository task (validate-tasks checks SWE-bench, SWE-smith and Harbor tasks)", tf.Spec, t.ID)
 		}
 	}
-	cache, err := images.NewCache(images.CacheConfig{Dir: *cacheDir})
+	cache, err := images.NewCache(images.CacheConfig{Dir: tf.ImageCache})
 	if err != nil {
 		return err
 	}
@@ -100,71 +99,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFailures(*out, fails); err != nil {
+	path := filepath.Join(*out, failingFile)
+	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d tasks, %d valid, %d failing (written to %s)\n", len(ts), len(ts)-countTasks(fails), countTasks(fails), *out)
+	if err := writeFailures(path, fails); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d tasks, %d valid, %d failing (written to %s)\n", len(ts), len(ts)-countTasks(fails), countTasks(fails), path)
 	if len(fails) > 0 {
 		return ErrInvalidTasks
 	}
 	return nil
-}
-
-// loadTasks reads the repository tasks a -tasks value names.
-func loadTasks(ctx context.Context, spec, hfCache, hfToken string) ([]tasks.Task, error) {
-	var (
-		ts  []tasks.Task
-		err error
-	)
-	switch {
-	case strings.HasPrefix(spec, "hf:"):
-		id, split, _ := strings.Cut(strings.TrimPrefix(spec, "hf:"), "@")
-		if hfCache == "" {
-			dir, derr := os.UserCacheDir()
-			if derr != nil {
-				return nil, &cli.FlagError{Flag: "hf-cache", Value: `""`, Reason: "set: " + derr.Error()}
-			}
-			hfCache = filepath.Join(dir, "agenticopd", "hf")
-		}
-		ts, err = tasks.LoadSWEHub(ctx, tasks.HubConfig{Dataset: id, Split: split, CacheDir: hfCache, Token: hfToken}, tasks.SWEConfig{})
-	case strings.HasPrefix(spec, "harbor:"):
-		ts, err = loadHarbor(strings.TrimPrefix(spec, "harbor:"))
-	case strings.HasSuffix(spec, ".jsonl"), strings.HasSuffix(spec, ".json"), strings.HasSuffix(spec, ".parquet"):
-		ts, err = tasks.LoadSWE(spec, tasks.SWEConfig{})
-	default:
-		return nil, &cli.FlagError{Flag: "tasks", Value: spec, Reason: "FILE.jsonl, FILE.parquet, hf:DATASET_ID[@SPLIT] or harbor:DIR"}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("-tasks %s: %w", spec, err)
-	}
-	return ts, nil
-}
-
-// loadHarbor reads one Harbor task directory, or each task directory in dir.
-func loadHarbor(dir string) ([]tasks.Task, error) {
-	if _, err := os.Stat(filepath.Join(dir, "task.toml")); err == nil {
-		t, err := tasks.LoadHarbor(dir, tasks.SWEConfig{})
-		return []tasks.Task{t}, err
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var ts []tasks.Task
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		t, err := tasks.LoadHarbor(filepath.Join(dir, e.Name()), tasks.SWEConfig{})
-		if err != nil {
-			return nil, err
-		}
-		ts = append(ts, t)
-	}
-	if len(ts) == 0 {
-		return nil, fmt.Errorf("%w: %s holds no Harbor task directory", tasks.ErrNoTasks, dir)
-	}
-	return ts, nil
 }
 
 // validate runs both checks of every task, concurrency tasks at a time, and prints a

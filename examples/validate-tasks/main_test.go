@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
+	"github.com/agentic-opd/agenticopd/tasks"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,7 +47,7 @@ func TestValidateToyTasks(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tasks.jsonl")
 	require.NoError(t, os.WriteFile(file, []byte(data), 0o644))
-	out := filepath.Join(dir, "failing.jsonl")
+	out := filepath.Join(dir, "validation")
 
 	var stdout bytes.Buffer
 	err = run(context.Background(), []string{"-tasks", file, "-image", imagestest.SWERef(t), "-image-cache", t.TempDir(),
@@ -55,7 +57,7 @@ func TestValidateToyTasks(t *testing.T) {
 	require.Contains(t, stdout.String(), "[5/5 ")
 
 	var got []failure
-	b, err := os.ReadFile(out)
+	b, err := os.ReadFile(filepath.Join(out, "failing-tasks.jsonl"))
 	require.NoError(t, err)
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var f failure
@@ -74,15 +76,47 @@ func TestValidateToyTasks(t *testing.T) {
 	}
 }
 
+// TestValidateSWESmithAndHarborWithSpecs validates the repository's SWE-smith row and
+// Harbor task, whose repository is in no built-in table: refused without -specs,
+// valid with it.
+func TestValidateSWESmithAndHarborWithSpecs(t *testing.T) {
+	ref := imagestest.SWERef(t)
+	cache := t.TempDir()
+	for _, src := range []string{
+		filepath.Join("..", "..", "testdata", "swe", "smith.jsonl"),
+		filepath.Join("..", "..", "testdata", "harbor"),
+	} {
+		t.Run(filepath.Base(src), func(t *testing.T) {
+			out := t.TempDir()
+			args := []string{"-tasks", src, "-image", ref, "-image-cache", cache, "-out", out}
+			err := run(context.Background(), args, new(bytes.Buffer))
+			require.ErrorIs(t, err, tasks.ErrUnknownRepo)
+			require.ErrorContains(t, err, "a -specs file")
+
+			var stdout bytes.Buffer
+			args = append(args, "-specs", filepath.Join("..", "..", "testdata", "swe", "specs.json"))
+			require.NoError(t, run(context.Background(), args, &stdout), stdout.String())
+			require.Contains(t, stdout.String(), "1 tasks, 1 valid, 0 failing")
+			b, err := os.ReadFile(filepath.Join(out, "failing-tasks.jsonl"))
+			require.NoError(t, err)
+			require.Empty(t, b)
+		})
+	}
+}
+
 func TestValidateFlags(t *testing.T) {
+	prompt := filepath.Join(t.TempDir(), "prompt.jsonl")
+	require.NoError(t, os.WriteFile(prompt, []byte(`{"prompt": "Write f.", "test_code": "assert True"}`+"\n"), 0o644))
 	for _, tc := range []struct {
 		name string
 		args []string
 		err  string
 	}{
-		{name: "no tasks", args: nil, err: "required"},
-		{name: "unknown source", args: []string{"-tasks", "x.csv"}, err: "FILE.jsonl, FILE.parquet"},
+		{name: "no tasks", args: nil, err: "-tasks \"\": must be a dataset of repository tasks"},
+		{name: "builtin", args: []string{"-tasks", "builtin"}, err: "must be a dataset of repository tasks"},
+		{name: "unknown source", args: []string{"-tasks", "x.csv"}, err: "FILE.jsonl, FILE.json, FILE.parquet"},
 		{name: "no concurrency", args: []string{"-tasks", "x.jsonl", "-concurrency", "0"}, err: "concurrency"},
+		{name: "tasks without a repository", args: []string{"-tasks", prompt}, err: "is not a repository task"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
@@ -90,4 +124,8 @@ func TestValidateFlags(t *testing.T) {
 			require.ErrorContains(t, err, tc.err)
 		})
 	}
+	clitest.CheckFlags(t, run,
+		[]string{"tasks", "tasks-format", "specs", "image-cache", "hf-cache", "hf-token", "image", "concurrency", "out", "test-timeout"},
+		[]clitest.BadLine{clitest.Bad("tasks"), clitest.Bad("concurrency", "-tasks", "x.jsonl", "-concurrency", "0"),
+			clitest.Bad("tasks-format", "-tasks", "x.jsonl", "-tasks-format", "csv")})
 }

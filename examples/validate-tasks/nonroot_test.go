@@ -26,7 +26,7 @@ func TestValidateWithoutRoot(t *testing.T) {
 	if dir, ok := testuser.Dir(); ok {
 		// The registry is the calling process's: the pulls' connections close here.
 		t.Cleanup(remote.DefaultTransport.(*http.Transport).CloseIdleConnections)
-		out := filepath.Join(dir, "failing.jsonl")
+		out := filepath.Join(dir, "validation")
 		var stdout bytes.Buffer
 		err := run(context.Background(), []string{"-tasks", filepath.Join("..", "..", "testdata", "swe", "tasks.jsonl"),
 			"-image", os.Getenv(imageRefEnv), "-image-cache", filepath.Join(dir, "images"), "-out", out}, &stdout)
@@ -43,7 +43,7 @@ func TestValidateWithoutRoot(t *testing.T) {
 // before any task with the reason and exit status 2, and marks no task failing.
 func TestValidateRefusesAHostWithoutImageSandboxes(t *testing.T) {
 	if dir, ok := testuser.Dir(); ok {
-		out := filepath.Join(dir, "failing.jsonl")
+		out := filepath.Join(dir, "validation")
 		var stdout bytes.Buffer
 		err := run(context.Background(), []string{"-tasks", filepath.Join("..", "..", "testdata", "swe", "tasks.jsonl"),
 			"-image-cache", filepath.Join(dir, "images"), "-out", out}, &stdout)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
@@ -42,48 +40,6 @@ func HFToken(flagValue string) string {
 		return flagValue
 	}
 	return os.Getenv(HFTokenEnv)
-}
-
-// TasksUsage is the usage text of every example's -tasks flag.
-const TasksUsage = "tasks: builtin, FILE.jsonl, FILE.parquet or hf:DATASET_ID (hf: reads $" + HFTokenEnv + " for private or gated datasets)"
-
-// LoadTasks loads the tasks a -tasks value names: nil for "builtin". An empty file,
-// one without any task that has tests, or a malformed one is an error that names the
-// -tasks value and the file; log (if not nil) gets one line of what was read.
-func LoadTasks(ctx context.Context, spec, hfCache, hfToken string, log *slog.Logger) ([]tasks.Task, error) {
-	var (
-		ts     []tasks.Task
-		report tasks.LoadReport
-		err    error
-	)
-	switch {
-	case spec == "builtin":
-		return nil, nil
-	case strings.HasPrefix(spec, "hf:"):
-		cache := hfCache
-		if cache == "" {
-			dir, err := os.UserCacheDir()
-			if err != nil {
-				return nil, &FlagError{Flag: "hf-cache", Value: `""`, Reason: "set: " + err.Error()}
-			}
-			cache = filepath.Join(dir, "agenticopd", "hf")
-		}
-		ts, report, err = tasks.LoadHub(ctx, tasks.HubConfig{Dataset: strings.TrimPrefix(spec, "hf:"), CacheDir: cache, Token: hfToken, Logger: log})
-	case strings.HasSuffix(spec, ".jsonl"):
-		ts, report, err = tasks.LoadJSONL(spec, tasks.LoadConfig{})
-	case strings.HasSuffix(spec, ".parquet"):
-		ts, report, err = tasks.LoadParquet(spec, tasks.LoadConfig{})
-	default:
-		return nil, &FlagError{Flag: "tasks", Value: spec, Reason: "builtin, FILE.jsonl, FILE.parquet or hf:DATASET_ID"}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("-tasks %s: %w", spec, err)
-	}
-	if log != nil {
-		log.Info("tasks loaded", "source", spec, "tasks", len(ts), "rows", report.Rows,
-			"skipped_no_task", report.SkippedNoTask, "no_tests", report.NoTests)
-	}
-	return ts, nil
 }
 
 // SplitTasks splits a loaded dataset for a program's -eval-size flag: evalSize tasks

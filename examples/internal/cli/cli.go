@@ -1,9 +1,13 @@
 // Package cli holds what the example programs share: the main function's exit codes
-// (an error is printed once, by [Main]; SIGINT and SIGTERM end run's ctx), the checks
-// of flag values ([AtLeast], [URL], [CheckTopK] against the teacher server), the
-// loading of -tasks ([LoadTasks], [SplitTasks]; $HF_TOKEN through [HFToken]), the
-// sandbox choice, and the progress bar ([Progress], drawn only where it cannot share a
-// line with the program's output: [ProgressWriter]).
+// (an error is printed once, by [Main]; SIGINT and SIGTERM end run's ctx), the flag
+// set ([NewFlagSet]: -h says what the program does) and the one table of flag
+// meanings ([Meaning], [Usage]: a flag name means the same in every program), the
+// checks of flag values ([AtLeast], [URL], [CheckTopK] against the teacher server),
+// the loading of -tasks ([TaskFlags]: task text and tests, SWE-bench, SWE-smith and
+// Harbor sources told apart by their columns, [SplitTasks]; $HF_TOKEN through
+// [HFToken]), the sandbox choice ([Sandbox]; [ImageSandbox] for repository tasks),
+// and the progress bar ([Progress], drawn only where it cannot share a line with the
+// program's output: [ProgressWriter]).
 package cli
 
 import (

@@ -12,6 +12,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
 )
@@ -120,6 +121,22 @@ func (p *Progress) NewSandbox(ctx context.Context) (rollout.Sandbox, error) {
 	return &countedSandbox{Sandbox: sb, p: p}, nil
 }
 
+// NewSandboxFor implements rollout.SpecFactory: the wrapped factory's sandbox for a
+// repository task's image, counted the same way. A wrapped factory that cannot make
+// one gives an error wrapping agenticopd.ErrNoSpecFactory.
+func (p *Progress) NewSandboxFor(ctx context.Context, spec rollout.SandboxSpec) (rollout.Sandbox, error) {
+	sf, ok := p.factory.(rollout.SpecFactory)
+	if !ok {
+		return nil, fmt.Errorf("%w (the wrapped factory is a %T)", agenticopd.ErrNoSpecFactory, p.factory)
+	}
+	sb, err := sf.NewSandboxFor(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	p.inFlight.Add(1)
+	return &countedSandbox{Sandbox: sb, p: p}, nil
+}
+
 type countedSandbox struct {
 	rollout.Sandbox
 	p    *Progress
@@ -148,6 +165,15 @@ func (s *countedSandbox) Start(ctx context.Context, cmd rollout.Command) (rollou
 		return nil, fmt.Errorf("%w (the wrapped sandbox is a %T)", reward.ErrNoStarter, s.Sandbox)
 	}
 	return st.Start(ctx, cmd)
+}
+
+// Restore forwards to the wrapped sandbox's Restore (rollout.Restorer: the verifier
+// gives the workspace back before grading); nothing to do when it has none.
+func (s *countedSandbox) Restore(ctx context.Context) error {
+	if r, ok := s.Sandbox.(rollout.Restorer); ok {
+		return r.Restore(ctx)
+	}
+	return nil
 }
 
 // ProgressWriter is where a program whose output (logs, or lines of its own) goes to

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
+	"github.com/agentic-opd/agenticopd/rollout"
 )
 
 // openPTY returns the two ends of a new pseudo-terminal.
@@ -48,4 +51,42 @@ func TestProgressNeverSharesTheLogsTerminal(t *testing.T) {
 			assert.True(t, tc.want == cli.ProgressWriter(tc.stdout, tc.bar), "the bar goes to %T", cli.ProgressWriter(tc.stdout, tc.bar))
 		})
 	}
+}
+
+// specFactory makes plain sandboxes for every spec and records the specs.
+type specFactory struct {
+	rollout.SandboxFactory
+	specs []rollout.SandboxSpec
+}
+
+func (f *specFactory) NewSandboxFor(ctx context.Context, spec rollout.SandboxSpec) (rollout.Sandbox, error) {
+	f.specs = append(f.specs, spec)
+	return f.NewSandbox(ctx)
+}
+
+func TestProgressForwardsRepositorySandboxes(t *testing.T) {
+	ctx := context.Background()
+	base, err := cli.Sandbox(ctx, true, io.Discard)
+	require.NoError(t, err)
+	inner := &specFactory{SandboxFactory: base}
+	p := cli.NewProgress(io.Discard, inner, 1)
+	defer p.Close()
+
+	spec := rollout.SandboxSpec{Image: "oci-layout:/x", WorkDir: "/testbed"}
+	sb, err := p.NewSandboxFor(ctx, spec)
+	require.NoError(t, err)
+	assert.Equal(t, []rollout.SandboxSpec{spec}, inner.specs)
+	assert.Equal(t, 1, p.InFlight(), "a repository task's sandbox is counted")
+	_, isStarter := sb.(rollout.Starter)
+	assert.True(t, isStarter)
+	r, ok := sb.(rollout.Restorer)
+	require.True(t, ok, "Restore is forwarded")
+	require.NoError(t, r.Restore(ctx))
+	require.NoError(t, sb.Close())
+	assert.Equal(t, 0, p.InFlight())
+
+	plain := cli.NewProgress(io.Discard, rollout.SandboxFactoryFunc(base.NewSandbox), 1)
+	defer plain.Close()
+	_, err = plain.NewSandboxFor(ctx, spec)
+	require.ErrorIs(t, err, agenticopd.ErrNoSpecFactory)
 }

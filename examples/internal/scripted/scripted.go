@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -168,10 +169,18 @@ func Judge(in vllmtest.ChatScriptInput) []string {
 }
 
 // Start starts the vllmtest simulator with a Student and the Judge, allowing topK
-// prompt logprobs (like vLLM's --max-logprobs). The caller closes it.
+// prompt logprobs (like vLLM's --max-logprobs). The caller closes it. The toy
+// repository task "add" is played by imagestest.ToyStudent; other tasks the Student
+// does not know get the simulator's free sampling.
 func Start(topK int) (*vllmtest.Server, error) {
+	student, toy := &Student{}, &imagestest.ToyStudent{}
 	return vllmtest.Start(
-		vllmtest.WithAgentScript((&Student{}).Turn),
+		vllmtest.WithAgentScript(func(in vllmtest.ScriptInput) (string, bool) {
+			if text, ok := student.Turn(in); ok {
+				return text, true
+			}
+			return toy.Turn(in)
+		}),
 		vllmtest.WithChatScript(Judge),
 		vllmtest.WithMaxLogprobs(topK),
 	)

@@ -1,6 +1,7 @@
-package scripted
+package imagestest
 
 import (
+	"encoding/json"
 	"strings"
 	"sync/atomic"
 
@@ -8,12 +9,15 @@ import (
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
-// ToyRepoStudent plays the toy repository task "add" (testdata/swe/tasks.jsonl:
-// toycalc.add returns a - b): odd rollouts read the code, fix add with the patch tool
-// and check it with the terminal; even ones break it another way with write_file,
-// see their check fail, and stop. Its zero value is ready; it is safe for concurrent
+// ToyStudent is a scripted student for the vllmtest simulator (a test and demo
+// backend, not a model) that plays the toy repository task "add" ([ToyTasks]'s
+// first: toycalc.add returns a - b), as an agent with the default tools would: odd
+// rollouts read the code, fix add with the patch tool and check it with the
+// terminal; even ones break it another way with write_file, see their check fail,
+// and stop. So a group of two or more has one resolved rollout and one that is not,
+// and graded scores that differ. Its zero value is ready; it is safe for concurrent
 // use. Pass its Turn to vllmtest.WithAgentScript.
-type ToyRepoStudent struct{ n atomic.Int64 }
+type ToyStudent struct{ n atomic.Int64 }
 
 // toyArithWrong is the even rollouts' toycalc/arith.py: add sums absolute values.
 const toyArithWrong = `"""Arithmetic helpers."""
@@ -44,8 +48,8 @@ def clamp(x, lo, hi):
 `
 
 // Turn returns the assistant turn for in, or false for a conversation that is not
-// about the toy task.
-func (s *ToyRepoStudent) Turn(in vllmtest.ScriptInput) (string, bool) {
+// about the toy task "add" (the simulator's model then samples freely).
+func (s *ToyStudent) Turn(in vllmtest.ScriptInput) (string, bool) {
 	if len(in.Messages) < 2 || !strings.Contains(in.Messages[1].Content, "toycalc.add(2, 3)") {
 		return "", false
 	}
@@ -74,4 +78,13 @@ func (s *ToyRepoStudent) Turn(in vllmtest.ScriptInput) (string, bool) {
 	default:
 		return "Done.", true
 	}
+}
+
+// call is a tool call as the simulator's Hermes template writes it.
+func call(name string, args map[string]any) string {
+	b, err := json.Marshal(map[string]any{"name": name, "arguments": args})
+	if err != nil {
+		panic(err) // maps of strings always encode
+	}
+	return "<tool_call>\n" + string(b) + "\n</tool_call>"
 }
