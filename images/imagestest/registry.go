@@ -5,6 +5,11 @@
 // /testbed), and [SWEOldPythonRef], the same image on Python 3.9, so that the pull path
 // tested is the one a real registry exercises.
 //
+// For demos and programs, not only tests: [WriteToyLayout] writes the toy repository's
+// image as an OCI layout on disk (no registry), [ToyTasks] are its tasks, and
+// [ToyStudent] is a scripted student for the vllmtest simulator that fixes the first
+// of them in half its rollouts (examples/repo-demo runs them end to end).
+//
 // The registry speaks the OCI distribution API as pkg/registry implements it: blobs
 // and manifests by digest and tag, chunked and monolithic uploads, no auth. It keeps
 // everything in memory.
