@@ -73,7 +73,7 @@ func TestInspectPageMatchesThePageFromMemory(t *testing.T) {
 	in := filepath.Join(dir, "groups.jsonl")
 	require.NoError(t, os.WriteFile(in, jsonl.Bytes(), 0o644))
 	filePage := filepath.Join(dir, "file.html")
-	require.NoError(t, run(ctx, []string{"-in", in, "-out", filePage, "-simulator"}, io.Discard))
+	require.NoError(t, run(ctx, []string{"-in", in, "-html", filePage, "-simulator"}, io.Discard))
 
 	read := func(path string) []table {
 		b, err := os.ReadFile(path)

@@ -170,7 +170,7 @@ func TestQuickstartRejectsBadFlags(t *testing.T) {
 func TestQuickstartFlags(t *testing.T) {
 	clitest.CheckFlags(t, run,
 		[]string{"out", "groups", "group-size", "vllm-url", "model", "teacher-url", "judge-url", "topk", "seed",
-			"tasks", "tasks-format", "specs", "image", "image-cache", "hf-cache", "hf-token", "eval-size"},
+			"tasks", "tasks-format", "specs", "image", "image-cache", "hf-cache", "hf-token", "eval-size", "log-json"},
 		[]clitest.BadLine{
 			clitest.Bad("groups", "-groups", "0"),
 			clitest.Bad("groups", "-groups", "two"),
