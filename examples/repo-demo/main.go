@@ -13,9 +13,10 @@
 // The image is built on this machine (imagestest.WriteToyLayout) and written as an
 // OCI layout into -out: no registry and no network, except that its root file system
 // is built once per machine with mmdebstrap from the Debian mirror in apt's sources
-// (about half a minute; cached). It needs, today, root and bubblewrap: image
-// sandboxes mount the image's overlays on the host, and mmdebstrap runs as root. When
-// either is missing it stops before any rollout and says what to do.
+// (as root, about half a minute; cached). The sandboxes need bubblewrap, and without
+// root user namespaces that can mount overlayfs (Linux 5.11 or later). When any of
+// these is missing it stops before any rollout, says what to do, and exits with
+// status 2.
 package main
 
 import (
@@ -43,8 +44,9 @@ import (
 func main() { cli.Main("repo-demo", run) }
 
 // needsRoot is the advice when the image sandboxes or the image cannot be made.
-const needsRoot = "repo-demo needs root and bubblewrap today (image sandboxes mount the image on the host; " +
-	"the image's root is built with mmdebstrap): run it as root, e.g. sudo go run ./examples/repo-demo"
+const needsRoot = "repo-demo builds the toy image's root with mmdebstrap (as root, once per machine) and runs " +
+	"sandboxes of the image (bubblewrap; without root, user namespaces that can mount overlayfs): " +
+	"run it as root, e.g. sudo go run ./examples/repo-demo"
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := cli.NewFlagSet("repo-demo", "runs one group of the toy repository task offline, end to end: sandboxes of the task's image, SWE-bench grading, hints and teacher rows", stdout)
@@ -74,7 +76,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	start := time.Now()
 	ref, err := imagestest.WriteToyLayout(ctx, filepath.Join(*out, "toy-image"))
 	if err != nil {
-		return fmt.Errorf("building the toy image: %w\n%s", err, needsRoot)
+		return fmt.Errorf("%w: building the toy image: %w\n%s", cli.ErrSetup, err, needsRoot)
 	}
 	ts, err := imagestest.ToyTasks(ref)
 	if err != nil {
@@ -87,7 +89,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	sb, err := sandboxes.NewSandboxFor(ctx, rollout.SandboxSpec{Image: ref, WorkDir: task.Repo.Dir()})
 	if err != nil {
 		if errors.Is(err, bwrap.ErrImageUnsupported) {
-			return fmt.Errorf("%w\n%s", err, needsRoot)
+			return fmt.Errorf("%w: %w\n%s", cli.ErrSetup, err, needsRoot)
 		}
 		return err
 	}

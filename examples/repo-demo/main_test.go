@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fixing rollout resolves the task, the other does not.
 func TestRepoDemoRunsTheToyTaskEndToEnd(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("repo-demo needs root today (image sandboxes, and mmdebstrap for the image's root); CI runs as root")
+		t.Skip("repo-demo needs root: the toy image's root is built with mmdebstrap as root; CI runs as root")
 	}
 	dir := t.TempDir()
 	var out bytes.Buffer
@@ -53,7 +53,7 @@ func TestRepoDemoRunsTheToyTaskEndToEnd(t *testing.T) {
 }
 
 // TestRepoDemoSaysWhatIsMissing: without bubblewrap it stops before building
-// anything, with the install command and the root advice.
+// anything, with the install command and what else it needs, as a setup error.
 func TestRepoDemoSaysWhatIsMissing(t *testing.T) {
 	old := cli.BwrapPath
 	cli.BwrapPath = filepath.Join(t.TempDir(), "missing-bwrap")
@@ -63,7 +63,8 @@ func TestRepoDemoSaysWhatIsMissing(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "repository tasks run only in bubblewrap sandboxes of their images")
 	assert.Contains(t, err.Error(), "apt-get install -y --no-install-recommends bubblewrap")
-	assert.Contains(t, err.Error(), "repo-demo needs root and bubblewrap today")
+	assert.Contains(t, err.Error(), "run it as root, e.g. sudo go run ./examples/repo-demo")
+	assert.Equal(t, 2, cli.ExitCode(err), "a setup error")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "nothing was built")
