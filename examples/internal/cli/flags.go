@@ -93,7 +93,6 @@ func meanings() map[string]string {
 		// The run.
 		"groups":               "number of groups to collect",
 		"group-size":           "rollouts per group",
-		"repo":                 "run the toy repository task (an issue to fix in a git repository inside an image) instead of the built-in tasks: the image is built on this machine as an OCI layout, offline; needs root and bubblewrap",
 		"deny":                 "comma-separated substrings of the commands the sandbox refuses",
 		"concurrency":          "tasks worked on at once",
 		"test-timeout":         "timeout of a repository task's test command (default: the task's, else 15m)",

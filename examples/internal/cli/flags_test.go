@@ -54,6 +54,23 @@ func TestEveryProgramChecksItsFlags(t *testing.T) {
 		}
 	}
 	assert.Greater(t, defs, 50, "the flag definitions found")
+
+	// No meaning is left without a program that has the flag.
+	used := map[string]bool{}
+	for _, dir := range []string{filepath.Join("..", "..", "*", "main.go"), "tasks.go"} {
+		files, err := filepath.Glob(dir)
+		require.NoError(t, err)
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			require.NoError(t, err)
+			for _, m := range regexp.MustCompile(`Usage\("([\w-]+)"`).FindAllStringSubmatch(string(src), -1) {
+				used[m[1]] = true
+			}
+		}
+	}
+	for _, n := range cli.FlagNames() {
+		assert.True(t, used[n], "-%s has a meaning but no program has the flag", n)
+	}
 }
 
 func TestMeaningsAreOnePerName(t *testing.T) {
