@@ -36,6 +36,7 @@ func TestRepoDemoRunsTheToyTaskEndToEnd(t *testing.T) {
 	assert.Contains(t, text, "task agentic-opd__swe-toy-1: 2 rollouts")
 	assert.Equal(t, 1, strings.Count(text, ": resolved, correctness 1.0"), text)
 	assert.Len(t, regexp.MustCompile(`: unresolved, correctness 0\.2, score [0-9.]+, FAIL_TO_PASS failing: tests/test_arith\.py::test_add\n`).FindAllString(text, -1), 1, text)
+	assert.Contains(t, text, "    hint: The check of add failed", "the judge's hint for the rollout that broke add")
 	_, err := os.Stat(filepath.Join(dir, "toy-image", "index.json"))
 	require.NoError(t, err, "the OCI layout")
 

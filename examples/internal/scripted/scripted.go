@@ -153,12 +153,15 @@ func Judge(in vllmtest.ChatScriptInput) []string {
 		next = user[i:]
 	}
 	failed := strings.Contains(next, "AssertionError") || strings.Contains(next, "Traceback")
+	hint := "Implement the real algorithm in solution.py before running the tests; a stub that returns None fails every assertion."
+	if strings.Contains(user, "toycalc") { // the toy repository task
+		hint = "The check of add failed: make toycalc/arith.py's add return the plain sum a + b, with no other change, then run the check again."
+	}
 	out := make([]string, max(in.N, 1))
 	for i := range out {
 		switch {
 		case failed && i != 2:
-			out[i] = "The tests failed because the functions return None.\n\\boxed{1}\n" +
-				"[HINT_START]Implement the real algorithm in solution.py before running the tests; a stub that returns None fails every assertion.[HINT_END]"
+			out[i] = "The tests failed: the code does not do what they check.\n\\boxed{1}\n[HINT_START]" + hint + "[HINT_END]"
 		case failed:
 			out[i] = "The action itself was reasonable.\n\\boxed{-1}"
 		default:
