@@ -1,6 +1,7 @@
 package bwrap_test
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -285,7 +286,8 @@ func TestImageSandboxAfterSIGKILLWithoutRoot(t *testing.T) {
 
 		deadline := time.Now().Add(time.Minute) // a failure guard only
 		for len(hostProcs(t, "sleep", m)) > 0 || len(procsIn(t, left[0])) > 0 {
-			require.True(t, time.Now().Before(deadline), "sandbox processes or the holder outlived the library process")
+			require.True(t, time.Now().Before(deadline), "sandbox processes %s or the holder %s outlived the library process",
+				cmdlines(hostProcs(t, "sleep", m)), cmdlines(procsIn(t, left[0])))
 			time.Sleep(10 * time.Millisecond)
 		}
 		require.DirExists(t, left[0], "the dead process's sandbox (before the next New)")
@@ -297,6 +299,17 @@ func TestImageSandboxAfterSIGKILLWithoutRoot(t *testing.T) {
 		return
 	}
 	t.Log(testuser.Run(t, testuser.Options{Env: []string{imageRefEnv + "=" + imagestest.SWERef(t)}}))
+}
+
+// cmdlines describes processes: pid, state and command line each.
+func cmdlines(pids []int) string {
+	var b strings.Builder
+	for _, p := range pids {
+		cl, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+		fmt.Fprintf(&b, "[%d %q %s] ", p, strings.ReplaceAll(string(cl), "\x00", " "), st)
+	}
+	return b.String()
 }
 
 // procsIn lists the processes whose working directory is dir.
