@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
-	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/images"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
 	"github.com/agentic-opd/agenticopd/reward"
@@ -53,68 +51,6 @@ func removeToyCache() {
 	}
 }
 
-// sweCoder is a scripted student for the toy task "add": odd rollouts read the code,
-// fix add with the patch tool and check it with the terminal; even ones write a wrong
-// fix with write_file, see it fail, and stop.
-type sweCoder struct{ n atomic.Int64 }
-
-const arithWrong = `"""Arithmetic helpers."""
-
-
-def add(a, b):
-    """Return the sum of a and b."""
-    return abs(a) + abs(b)
-
-
-def sub(a, b):
-    """Return a minus b."""
-    return a - b
-
-
-def mul(a, b):
-    """Return the product of a and b."""
-    return a * b
-
-
-def clamp(x, lo, hi):
-    """Return x limited to the closed range [lo, hi]."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return lo
-    return x
-`
-
-func (c *sweCoder) turn(in vllmtest.ScriptInput) (string, bool) {
-	if len(in.Messages) < 2 || !strings.Contains(in.Messages[1].Content, "toycalc.add(2, 3)") {
-		return "", false
-	}
-	plan := ""
-	for _, m := range in.Messages {
-		if m.Role == chat.RoleAssistant && strings.HasPrefix(m.Content, "Plan: ") {
-			plan = strings.TrimSuffix(strings.Fields(m.Content)[1], ".")
-			break
-		}
-	}
-	if plan == "" {
-		plan = map[bool]string{true: "fix", false: "wrong"}[c.n.Add(1)%2 == 1]
-	}
-	check := toolCall("terminal", map[string]any{"command": `python3 -c "from toycalc import add; assert add(2, 3) == 5; assert add(-1, 1) == 0, add(-1, 1); print('ok')"`})
-	switch {
-	case in.Turn == 1:
-		return "Plan: " + plan + ". Reading the code.\n" + toolCall("terminal", map[string]any{"command": "git status --short && sed -n 1,12p toycalc/arith.py"}), true
-	case in.Turn == 2 && plan == "fix":
-		return toolCall("patch", map[string]any{"path": "toycalc/arith.py",
-			"old_string": "\"\"\"Return the sum of a and b.\"\"\"\n    return a - b", "new_string": "\"\"\"Return the sum of a and b.\"\"\"\n    return a + b"}), true
-	case in.Turn == 2:
-		return toolCall("write_file", map[string]any{"path": "toycalc/arith.py", "content": arithWrong}), true
-	case in.Turn == 3:
-		return check, true
-	default:
-		return "Done.", true
-	}
-}
-
 // TestCollectGroupRepositoryTask runs the toy task "add" end to end through
 // CollectGroup: the agents work in sandboxes of the toy image (pulled over loopback
 // from the in-process registry, unpacked by images.Cache), with the terminal and
@@ -123,7 +59,7 @@ func (c *sweCoder) turn(in vllmtest.ScriptInput) (string, bool) {
 // group carries teacher rows.
 func TestCollectGroupRepositoryTask(t *testing.T) {
 	t.Parallel() // long: it overlaps the other long tests
-	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&sweCoder{}).turn), vllmtest.WithChatScript(judgeScript))
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&imagestest.ToyStudent{}).Turn), vllmtest.WithChatScript(judgeScript))
 	cfg := agenticopd.Config{Policy: sim.Client(), GroupSize: 2, DistillTopK: topK, MaxRollouts: 2}
 	ref := toyImage(t, &cfg)
 	ts, err := tasks.LoadSWE(filepath.Join("testdata", "swe", "tasks.jsonl"), tasks.SWEConfig{})
@@ -219,7 +155,7 @@ func TestNewEnvRefusesImagesBesideAFactory(t *testing.T) {
 }
 
 func TestRepositoryTaskNeedsASpecFactory(t *testing.T) {
-	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&sweCoder{}).turn))
+	sim := vllmtest.NewServer(t, vllmtest.WithAgentScript((&imagestest.ToyStudent{}).Turn))
 	plain := rollout.SandboxFactoryFunc(func(context.Context) (rollout.Sandbox, error) {
 		t.Error("a repository task's rollout asked a plain factory for a sandbox")
 		return nil, context.Canceled
