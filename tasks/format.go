@@ -152,21 +152,14 @@ func parquetColumns(path string) (cols []string, err error) {
 		return nil, fmt.Errorf("tasks: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("tasks: %w", err)
-	}
 	defer func() {
 		if p := recover(); p != nil {
 			cols, err = nil, fmt.Errorf("tasks: %s: corrupt Parquet data: %v", path, p)
 		}
 	}()
-	if err := checkFooter(f, st.Size()); err != nil {
-		return nil, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", path, err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	pf, err := openParquet(f, path, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
-		return nil, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", path, err)
+		return nil, err
 	}
 	for _, fld := range pf.Schema().Fields() {
 		cols = append(cols, fld.Name())

@@ -37,10 +37,6 @@ func loadParquet(path, source string, cfg LoadConfig) (ts []Task, report LoadRep
 		return nil, LoadReport{}, fmt.Errorf("tasks: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, LoadReport{}, fmt.Errorf("tasks: %w", err)
-	}
 	rr := &rowReader{file: path, source: source, cfg: cfg}
 	rr.report.Files = []string{path}
 	defer func() {
@@ -49,15 +45,29 @@ func loadParquet(path, source string, cfg LoadConfig) (ts []Task, report LoadRep
 			ts, report, err = nil, rr.report, fmt.Errorf("tasks: %s: corrupt Parquet data: %v", path, p)
 		}
 	}()
-	if err := checkFooter(f, st.Size()); err != nil {
-		return nil, rr.report, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", path, err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
+	pf, err := openParquet(f, path)
 	if err != nil {
-		return nil, rr.report, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", path, err)
+		return nil, rr.report, err
 	}
 	ts, err = readParquetRows(pf, rr)
 	return ts, rr.report, err
+}
+
+// openParquet opens f, the Parquet file at path, once its footer passed checkFooter.
+// parquet-go may panic on corrupt data: the caller recovers.
+func openParquet(f *os.File, path string, opts ...parquet.FileOption) (*parquet.File, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	if err := checkFooter(f, st.Size()); err != nil {
+		return nil, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", path, err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", path, err)
+	}
+	return pf, nil
 }
 
 // checkFooter checks the magic numbers and the footer length before parquet-go reads

@@ -14,8 +14,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/parquet-go/parquet-go"
 )
 
 // DefaultImagePrefix is put before an image name that has no registry or namespace,
@@ -374,21 +372,14 @@ func loadSWEParquet(file string, cfg SWEConfig) (out []Task, err error) {
 		return nil, fmt.Errorf("tasks: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("tasks: %w", err)
-	}
 	defer func() {
 		if p := recover(); p != nil {
 			out, err = nil, fmt.Errorf("tasks: %s: corrupt Parquet data: %v", file, p)
 		}
 	}()
-	if err := checkFooter(f, st.Size()); err != nil {
-		return nil, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", file, err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
+	pf, err := openParquet(f, file)
 	if err != nil {
-		return nil, fmt.Errorf("tasks: %s: not a readable Parquet file: %w", file, err)
+		return nil, err
 	}
 	err = parquetRows(pf, file, sweColumns, func(row int, cells map[string]cell) error {
 		obj := make(map[string]any, len(cells))
