@@ -2,6 +2,7 @@ package atropos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -37,27 +38,27 @@ import (
 // files removed). It reports whether the reply is this env's.
 func (c *Client) observe(epoch uint64, st EnvStatus, tick uint64) bool {
 	c.mu.Lock()
-	ok, done := c.observeLocked(epoch, st, tick)
+	ok, done, _ := c.observeLocked(epoch, st, tick)
 	c.mu.Unlock()
 	c.removeServed(done)
 	return ok
 }
 
-func (c *Client) observeLocked(epoch uint64, st EnvStatus, tick uint64) (bool, []string) {
+func (c *Client) observeLocked(epoch uint64, st EnvStatus, tick uint64) (bool, []string, []string) {
 	if c.reg == nil || c.epoch != epoch || c.state == regLost {
-		return false, nil
+		return false, nil, nil
 	}
 	alone := c.lastObserve < tick // no other reply was taken while this poll was out
 	c.clock++
 	c.lastObserve = c.clock
 	if st.CurrentStep < c.lastStep && tick > c.lastStepTick {
 		c.lose(fmt.Sprintf("current_step went back from %d to %d", c.lastStep, st.CurrentStep))
-		return false, nil
+		return false, nil, nil
 	}
 	if alone && !c.oddSizes {
 		if why := c.queueMismatch(st, tick); why != "" {
 			c.lose(why)
-			return false, nil
+			return false, nil, nil
 		}
 	}
 	if st.CurrentStep > c.lastStep {
@@ -66,7 +67,8 @@ func (c *Client) observeLocked(epoch uint64, st EnvStatus, tick uint64) (bool, [
 		c.lastStep, c.lastStepTick = st.CurrentStep, c.clock
 	}
 	c.state = regCurrent
-	return true, c.settle(st, tick)
+	done, outs := c.settle(st, tick)
+	return true, done, outs
 }
 
 // queueMismatch returns why a reply's self_queue_size cannot be this env's, or "".
@@ -127,16 +129,58 @@ const checksPerDoubling = 3
 // maxCheckAgeDoublings caps the widening at 64 × MaxCheckAge (32 s by default).
 const maxCheckAgeDoublings = 6
 
-// checkAgeLimit is the age the n-th check in a row (from 1) may have: MaxCheckAge for
-// the first checksPerDoubling, then doubling every checksPerDoubling checks.
-func checkAgeLimit(max time.Duration, n int) time.Duration {
-	return max << min((n-1)/checksPerDoubling, maxCheckAgeDoublings)
+// errChecksTooSlow: every status check came back older than the widest limit.
+var errChecksTooSlow = errors.New("atropos: every /status-env check came back older than 64 × MaxCheckAge: the API answers too slowly to post safely (raise ClientConfig.MaxCheckAge)")
+
+// checkLimit is the age a status check may have now: MaxCheckAge doubled as many
+// times as the checks lately needed. Called with c.mu held.
+func (c *Client) checkLimit() time.Duration {
+	return c.cfg.MaxCheckAge << c.checkLevel
+}
+
+// pauseLimit is how long the client may go without a reply before it takes itself for
+// paused. Called with c.mu held.
+func (c *Client) pauseLimit() time.Duration {
+	return max(c.cfg.PauseLimit, 4*c.checkLimit())
+}
+
+// seen records that a reply for registration epoch was just taken.
+func (c *Client) seen(epoch uint64) {
+	now := c.cfg.Now()
+	c.mu.Lock()
+	if c.epoch == epoch {
+		c.lastSeen = now
+	}
+	c.mu.Unlock()
+}
+
+// pausedFor returns why the client takes itself for paused since the last reply
+// under registration epoch, or "".
+func (c *Client) pausedFor(epoch uint64) string {
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reg == nil || c.epoch != epoch || c.lastSeen.IsZero() {
+		return ""
+	}
+	gap := now.Sub(c.lastSeen)
+	if limit := c.pauseLimit(); gap > limit {
+		return fmt.Sprintf("no status reply for %v (limit %v): the process was paused", gap.Round(time.Millisecond), limit)
+	}
+	if skew := now.Round(0).Sub(c.lastSeen.Round(0)) - gap; skew > time.Second || skew < -time.Second {
+		return fmt.Sprintf("the wall clock moved %v apart from the monotonic one since the last status reply: the machine was suspended or its clock set", skew.Round(time.Millisecond))
+	}
+	return ""
 }
 
 // freshCheck makes the /status-env check that guards a post under registration reg
-// (epoch), again and again until one is younger than MaxCheckAge when it returns. It
-// returns errStaleRegistration when the reply shows that the API lost the
-// registration.
+// (epoch), again until one is younger than its limit when it returns. The limit is
+// learned across posts: it doubles after checksPerDoubling checks in a row came back
+// too old (up to 64 × MaxCheckAge) and halves after each check younger than half of it,
+// so that a slow API costs one check per post once learned, not a climb every time.
+// Once checks come back too old at the widest limit checksPerDoubling times in a row,
+// it gives up with errChecksTooSlow (the post is retried with backoff). It returns
+// errStaleRegistration when the reply shows that the API lost the registration.
 func (c *Client) freshCheck(ctx context.Context, envID int, epoch uint64) error {
 	for n := 1; ; n++ {
 		start := c.cfg.Now()
@@ -148,19 +192,44 @@ func (c *Client) freshCheck(ctx context.Context, envID int, epoch uint64) error 
 		if !c.observe(epoch, st, tick) {
 			return errStaleRegistration
 		}
-		age, limit := c.cfg.Now().Sub(start), checkAgeLimit(c.cfg.MaxCheckAge, n)
-		if age <= limit {
-			if limit > c.cfg.MaxCheckAge {
-				c.api.logger.Warn("atropos: posting on a status check older than MaxCheckAge: every round trip took longer",
-					"age", age, "max", c.cfg.MaxCheckAge, "checks", n)
+		end := c.cfg.Now()
+		age := end.Sub(start)
+		c.mu.Lock()
+		if c.epoch == epoch {
+			c.lastSeen = end
+		}
+		limit, level := c.checkLimit(), c.checkLevel
+		fresh := age <= limit
+		giveUp := false
+		switch {
+		case fresh:
+			c.tooOld = 0
+			if c.checkLevel > 0 && age <= limit/2 {
+				c.checkLevel--
+			}
+		default:
+			c.tooOld++
+			if c.tooOld >= checksPerDoubling {
+				c.tooOld = 0
+				if c.checkLevel < maxCheckAgeDoublings {
+					c.checkLevel++
+				} else {
+					giveUp = true
+				}
+			}
+		}
+		c.mu.Unlock()
+		if fresh {
+			if level > 0 {
+				c.api.logger.Warn("atropos: posting on a status check older than MaxCheckAge: the round trips take longer",
+					"age", age, "max", c.cfg.MaxCheckAge, "limit", limit)
 			}
 			return nil
 		}
-		lvl := c.api.logger.Debug
-		if n%checksPerDoubling == 0 {
-			lvl = c.api.logger.Warn
+		if giveUp {
+			return errChecksTooSlow
 		}
-		lvl("atropos: the status check is older than its limit; checking again", "age", age, "limit", limit, "checks", n)
+		c.api.logger.Debug("atropos: the status check is older than its limit; checking again", "age", age, "limit", limit, "checks", n)
 		if err := ctx.Err(); err != nil {
 			return err
 		}

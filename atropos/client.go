@@ -21,6 +21,11 @@ var ErrTotalStepsReached = errors.New("atropos: total steps reached")
 // API process takes to start again, far longer than a status round trip.
 const DefaultMaxCheckAge = 500 * time.Millisecond
 
+// DefaultPauseLimit is the default of [ClientConfig.PauseLimit]: thirty of Serve's
+// status polls, far shorter than an API restart with a trainer and another env
+// registering again.
+const DefaultPauseLimit = 3 * time.Second
+
 // ClientConfig configures an env-side [Client]. The zero value of each field, except
 // EnvName, GroupSize and SpoolDir, is a documented default.
 type ClientConfig struct {
@@ -83,6 +88,16 @@ type ClientConfig struct {
 	// in a row that came back too old (up to 64 × MaxCheckAge), with a warning, so that
 	// posts go on; on such a link, raise it.
 	MaxCheckAge time.Duration
+	// PauseLimit is how long the client may go without a /status-env reply for its
+	// registration before it takes itself for paused (stopped, swapped out, or the
+	// machine suspended: a wall clock that moved more than a second apart from the
+	// monotonic one counts too): its id may have been re-issued to another env by an API
+	// restart it never saw, so before its next post it registers again, and it sends
+	// no disconnect under the old id. Default 3s, and never below four times the
+	// current status check limit (see MaxCheckAge). [Client.WaitReady] and
+	// [Client.Status] polls keep the registration fresh; a caller that posts rarely
+	// should poll in between.
+	PauseLimit time.Duration
 	// Now reads the clock that ages the checks. Default [time.Now], whose monotonic
 	// reading is what counts; tests give a clock they move by hand.
 	Now func() time.Time
@@ -152,6 +167,21 @@ type Client struct {
 	oddSizes     bool                 // a group not of GroupSize was posted under reg
 	seq          uint64
 	dlMu         sync.Mutex // serialises appends to the dead-letter file
+
+	nameMu sync.Mutex            // serialises renames of spool files
+	names  map[string]spoolEntry // spool files by base name, as last named on disk
+
+	free      map[string]bool // spool files accepted before that may be sent again
+	preds     map[int]*pred   // earlier registrations by env id, with the files waiting on them
+	abandoned int             // groups dead-lettered instead of a third post
+	retired   int             // registrations given up after a pause
+	retiring  bool            // the registration was retired, not lost
+
+	lastSeen time.Time // when the last reply for the registration was taken
+
+	predPoll   time.Time // the last round of polls for earlier registrations
+	checkLevel int       // doublings of MaxCheckAge the status checks have needed lately
+	tooOld     int       // checks in a row older than their limit at this level
 
 	// recovering is held (a buffered channel, so that waiting honours ctx) by the one
 	// goroutine verifying or renewing the registration.
@@ -226,7 +256,17 @@ func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{api: a, cfg: cfg, inflight: map[string]bool{}, held: map[string]*heldFile{}, recovering: make(chan struct{}, 1)}, nil
+	if cfg.PauseLimit < 0 {
+		return nil, fmt.Errorf("atropos: ClientConfig.PauseLimit %v: want a positive duration (0 for the default)", cfg.PauseLimit)
+	}
+	if cfg.PauseLimit == 0 {
+		cfg.PauseLimit = DefaultPauseLimit
+	}
+	return &Client{
+		api: a, cfg: cfg, inflight: map[string]bool{}, held: map[string]*heldFile{},
+		names: map[string]spoolEntry{}, free: map[string]bool{}, preds: map[int]*pred{},
+		recovering: make(chan struct{}, 1),
+	}, nil
 }
 
 // URL returns the trajectory API's base URL, as the client uses it.
@@ -331,6 +371,15 @@ func (c *Client) Disconnect(ctx context.Context) error {
 		c.forget()
 		c.mu.Unlock()
 		return ErrRegistrationLost
+	}
+	// Not after a pause: a restart this env did not see may have given the id to
+	// another env, and a fresh check cannot always tell (see the package doc).
+	if why := c.pausedFor(epoch); why != "" {
+		c.mu.Lock()
+		c.retire(why)
+		c.forget()
+		c.mu.Unlock()
+		return fmt.Errorf("%w: not disconnecting under env id %d: %s", ErrRegistrationLost, reg.EnvID, why)
 	}
 	// As before a post: a check younger than MaxCheckAge that shows the id is still this
 	// env's, so that a restart this env did not see does not disconnect another env.

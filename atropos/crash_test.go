@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +25,7 @@ import (
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
 )
 
-var crashKills = flag.Int("crash.kills", 3, "TestEnvAndAPIKilledTogether: how many times the env and the API are killed together")
+var crashKills = flag.Int("crash.kills", 20, "TestEnvAndAPIKilled: how many kills (the env, the API, or both, in turn)")
 
 // helperAPI is the API process of TestEnvAndAPIKilledTogether: the fake on
 // ATROPOS_ADDR, until it is killed or its stdin closes.
@@ -45,8 +47,12 @@ func helperAPI() int {
 // killed), printing "accepted N" for each Send that returned nil, then "done", and
 // waits for its stdin to close.
 func helperCrashEnv() int {
+	var logger *slog.Logger
+	if os.Getenv("ATROPOS_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
 	c, err := atropos.NewClient(os.Getenv("ATROPOS_URL"), atropos.ClientConfig{
-		EnvName: "crash", GroupSize: 2, SpoolDir: os.Getenv("ATROPOS_SPOOL"),
+		EnvName: "crash", GroupSize: 2, SpoolDir: os.Getenv("ATROPOS_SPOOL"), Logger: logger,
 		PollInterval: 5 * time.Millisecond, StatusInterval: 5 * time.Millisecond,
 		Retry: atropos.RetryConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond},
 	})
@@ -63,7 +69,9 @@ func helperCrashEnv() int {
 	ctx := context.Background()
 	if err := c.Register(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		if c.Registration() == nil {
+			return 1
+		}
 	}
 	for i := 0; count == 0 || i < count; i++ {
 		if err := c.WaitReady(ctx); err != nil {
@@ -95,6 +103,9 @@ func startChild(t *testing.T, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), env...)
+	if testing.Verbose() {
+		cmd.Env = append(cmd.Env, "ATROPOS_LOG=1")
+	}
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -125,8 +136,9 @@ func (c *child) kill() {
 type slowTrainer struct {
 	tr *atropos.Trainer
 
-	mu     sync.Mutex
-	served map[int]int // group id -> times served
+	mu      sync.Mutex
+	served  map[int]int // group id -> times served
+	inBatch []int       // ids served twice within one batch
 }
 
 func (p *slowTrainer) run(stop <-chan struct{}) {
@@ -143,8 +155,14 @@ func (p *slowTrainer) run(stop <-chan struct{}) {
 		if errors.Is(err, atropos.ErrNotRegistered) {
 			_, _ = p.tr.Register(ctx, reg)
 		}
+		once := map[int]bool{}
 		for _, g := range b {
-			p.served[int(g.Scores[0])]++
+			id := int(g.Scores[0])
+			p.served[id]++
+			if once[id] {
+				p.inBatch = append(p.inBatch, id)
+			}
+			once[id] = true
 		}
 		cancel()
 		p.mu.Unlock()
@@ -164,13 +182,14 @@ func (p *slowTrainer) unserved(accepted map[int]bool) []int {
 	return out
 }
 
-// TestEnvAndAPIKilledTogether: an env process and the API process are SIGKILLed at
-// the same moment (a node failure, a whole-job restart), while groups the API accepted
-// wait for a slow trainer, -crash.kills times; each time both are started again. Every
-// group the env saw accepted must reach the trainer: the env keeps accepted groups in
-// its spool until the API is seen to serve them, and the next env process sends them
-// again.
-func TestEnvAndAPIKilledTogether(t *testing.T) {
+// TestEnvAndAPIKilled: the env process, the API process, or both at the same moment (a
+// node failure, a whole-job restart) are SIGKILLed while groups the API accepted wait
+// for a slow trainer, -crash.kills times in turn; what was killed is started again. Every
+// group the env saw accepted must reach the trainer, or else be in the dead-letter file
+// (a group two of whose copies were taken into batches that the API then lost is kept
+// there rather than posted a third time); no group may reach the trainer more than
+// twice, nor twice in one batch.
+func TestEnvAndAPIKilled(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -221,10 +240,12 @@ func TestEnvAndAPIKilledTogether(t *testing.T) {
 	defer func() { close(stop); <-pulled }()
 
 	api := startAPI()
-	for life := 1; life <= *crashKills; life++ {
-		env, _ := startEnv(life, 0)
-		// Wait until groups the API accepted wait for the trainer, then kill both
-		// processes, with the trainer paused so that no batch is cut short.
+	env, _ := startEnv(1, 0)
+	kinds := []string{"both", "env", "api"}
+	life := 1 // the running env process's
+	for kill := 1; kill <= *crashKills; kill++ {
+		// Wait until groups the API accepted from this env process wait for the
+		// trainer, then kill, with the trainer paused so that no batch is cut short.
 		waiting := func() int {
 			n := 0
 			for _, id := range p.unserved(acceptedNow()) {
@@ -235,33 +256,76 @@ func TestEnvAndAPIKilledTogether(t *testing.T) {
 			return n
 		}
 		require.Eventually(t, func() bool { return waiting() >= 2 }, time.Minute, time.Millisecond)
+		kind := kinds[(kill-1)%len(kinds)]
 		p.mu.Lock()
-		env.kill()
-		api.kill()
+		if kind != "api" {
+			env.kill()
+		}
+		if kind != "env" {
+			api.kill()
+		}
 		p.mu.Unlock()
-		t.Logf("kill %d: %d groups this env process saw accepted not yet served", life, waiting())
-		api = startAPI()
+		t.Logf("kill %d (%s): %d groups this env process saw accepted not yet served", kill, kind, waiting())
+		if kind != "env" {
+			api = startAPI()
+		}
+		if kind != "api" { // else the same env process goes on, and finds the API restarted
+			life = kill + 1
+			env, _ = startEnv(life, 0)
+		}
 	}
-	env, done := startEnv(*crashKills+1, 3)
+	env.kill()
+	env, done := startEnv(*crashKills+2, 3)
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
 		t.Fatal("the last env process did not finish")
 	}
 	acc := acceptedNow()
+	kept := map[int]bool{}
+	readKept := func() {
+		f, err := os.Open(filepath.Join(spool, "dead-letter.jsonl"))
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		require.NoError(t, err)
+		defer f.Close()
+		require.NoError(t, atropos.ReadDeadLetters(f, func(dl atropos.DeadLetter) error {
+			kept[int(dl.Group.Scores[0])] = true
+			return nil
+		}))
+	}
 	var lost []int
-	ok := func() bool { lost = p.unserved(acc); return len(lost) == 0 }
+	ok := func() bool {
+		readKept()
+		lost = lost[:0]
+		for _, id := range p.unserved(acc) {
+			if !kept[id] {
+				lost = append(lost, id)
+			}
+		}
+		return len(lost) == 0
+	}
 	deadline := time.Now().Add(time.Minute) // a guard against a hang, not a timing
 	for !ok() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	env.kill()
 	p.mu.Lock()
-	dups := 0
-	for id := range acc {
-		dups += max(p.served[id]-1, 0)
+	dups, most := 0, 0
+	var over []int
+	for id, n := range p.served {
+		dups += max(n-1, 0)
+		most = max(most, n)
+		if n > 2 {
+			over = append(over, id)
+		}
 	}
+	inBatch := p.inBatch
 	p.mu.Unlock()
-	t.Logf("%d kills: %d groups accepted, %d lost, %d served twice or more", *crashKills, len(acc), len(lost), dups)
-	require.Empty(t, lost, "accepted groups the trainer never got")
+	t.Logf("%d kills: %d groups accepted, %d served twice, at most %d copies of one group, %d kept in the dead-letter file, %d lost",
+		*crashKills, len(acc), dups, most, len(kept), len(lost))
+	require.Empty(t, lost, "accepted groups the trainer never got and the dead-letter file does not hold")
+	require.Empty(t, over, "groups the trainer got more than twice")
+	require.Empty(t, inBatch, "groups the trainer got twice in one batch")
 }

@@ -49,6 +49,8 @@ func (c *Client) Status(ctx context.Context) (EnvStatus, error) {
 			return EnvStatus{}, err
 		}
 		if c.observe(epoch, st, tick) {
+			c.seen(epoch)
+			c.maybeCheckPreds(ctx)
 			return st, nil
 		}
 	}

@@ -63,12 +63,36 @@ func (c *Client) noteFailure(epoch uint64, err error) {
 	c.state = regSuspect
 }
 
-// lose marks the registration lost. Called with c.mu held.
+// lose marks the registration lost: the API was restarted or reset, so the earlier
+// registrations files wait on are gone too. Called with c.mu held.
 func (c *Client) lose(why string) {
 	if c.state != regLost {
 		c.api.logger.Warn("atropos: the API lost this env's registration; registering again", "env_id", c.reg.EnvID, "why", why)
 	}
 	c.state = regLost
+	c.releaseAllPreds("the API lost this env's registration too: " + why)
+}
+
+// retire gives up the registration without knowing it lost: the process was paused
+// (see [ClientConfig.PauseLimit]), so the id may be another env's by now. The groups
+// accepted under it and not seen served wait until its queue shows they are no longer
+// there (see the package doc); the client registers again before its next post. Called
+// with c.mu held.
+func (c *Client) retire(why string) {
+	if c.reg == nil || c.state == regLost {
+		return
+	}
+	c.api.logger.Warn("atropos: registering again before the next post: this env's id may be another env's after the pause", "env_id", c.reg.EnvID, "why", why)
+	for _, s := range c.retained {
+		if !s.served {
+			c.await(c.reg.EnvID, s.file, 0)
+			c.preds[c.reg.EnvID].files[s.file]++
+			c.preds[c.reg.EnvID].groups++
+		}
+	}
+	c.retained, c.held = nil, map[string]*heldFile{}
+	c.epoch++
+	c.state, c.retiring = regLost, true
 }
 
 // current returns the registration and its epoch when it is known to be current.
@@ -128,6 +152,8 @@ func (c *Client) recover(ctx context.Context) error {
 	c.epoch++
 	taken, files := c.retained, c.held
 	c.retained, c.held = nil, map[string]*heldFile{}
+	retired := c.retiring
+	c.retiring = false
 	c.mu.Unlock()
 	c.respool(taken, files)
 	reg, err := c.registerEnv(ctx)
@@ -136,7 +162,11 @@ func (c *Client) recover(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.adopt(reg)
-	c.resets++
+	if retired {
+		c.retired++
+	} else {
+		c.resets++
+	}
 	c.mu.Unlock()
 	c.api.logger.Info("atropos: registered again", "env_id", reg.EnvID, "wandb_name", reg.WandbName)
 	return nil
@@ -183,7 +213,9 @@ func (c *Client) verify(ctx context.Context) error {
 			tick := c.tick()
 			err = c.once(ctx, func(ctx context.Context) error { return c.api.statusEnv(ctx, reg.EnvID, &es) })
 			if err == nil {
-				c.observe(epoch, es, tick)
+				if c.observe(epoch, es, tick) {
+					c.seen(epoch)
+				}
 				return nil
 			}
 			var ae *APIError
@@ -236,6 +268,7 @@ func (c *Client) adopt(reg *Registration) {
 	c.reg = reg
 	c.epoch++
 	c.state = regCurrent
+	c.lastSeen = c.cfg.Now()
 	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
 	c.posting, c.uncertain, c.oddSizes = 0, 0, false
 }

@@ -3,7 +3,6 @@ package atropos
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"slices"
 )
 
@@ -82,7 +81,7 @@ var errStaleRegistration = errors.New("atropos: posted under a registration that
 // settle applies a /status-env reply from a poll that began at tick to the retained
 // groups. It returns the spool files whose groups are all served now, for the caller
 // to remove once c.mu is released. Called with c.mu held.
-func (c *Client) settle(st EnvStatus, tick uint64) (done []string) {
+func (c *Client) settle(st EnvStatus, tick uint64) (done, outs []string) {
 	for _, a := range c.retained {
 		if a.out && !a.served && st.CurrentStep > a.outStep {
 			a.served = true
@@ -106,6 +105,7 @@ func (c *Client) settle(st EnvStatus, tick uint64) (done []string) {
 		}
 		if later >= st.SelfQueueSize {
 			a.out, a.outStep = true, st.CurrentStep
+			outs = append(outs, a.file)
 		}
 	}
 	// A served group is forgotten once no unserved one was accepted before it was sent
@@ -121,15 +121,20 @@ func (c *Client) settle(st EnvStatus, tick uint64) (done []string) {
 		}
 		return true
 	})
-	return done
+	return done, outs
 }
 
 // removeServed removes spool files of groups that need no sending again. Called without c.mu.
 func (c *Client) removeServed(names []string) {
 	for _, n := range names {
-		if err := os.Remove(filepath.Join(c.cfg.SpoolDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(c.path(n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			c.api.logger.Warn("atropos: spool: removing a served file", "file", n, "err", err)
+			continue
 		}
+		c.forgetName(n)
+		c.mu.Lock()
+		delete(c.free, n)
+		c.mu.Unlock()
 	}
 }
 
@@ -152,7 +157,9 @@ func (c *Client) Unserved() int {
 // sendable again: a file with such groups stays as it is (Flush sends it once it is no
 // longer held), a file with none is removed. The groups of one file are posted together
 // and so are seen out of the queue, and served, together: a file is never partly
-// served, and were it so, its served groups would be sent again (at least once).
+// served, and were it so, its served groups would be sent again (at least once). A file
+// whose copy was not seen out of the queue has it recorded as lost (see the package
+// doc).
 func (c *Client) respool(taken []*sent, files map[string]*heldFile) {
 	unserved := map[string]int{}
 	for _, s := range taken {
@@ -169,6 +176,13 @@ func (c *Client) respool(taken []*sent, files map[string]*heldFile) {
 		n += unserved[name]
 	}
 	c.removeServed(done)
+	for name := range files {
+		if unserved[name] > 0 {
+			// A copy seen out of the queue was recorded so; one still queued went with
+			// the lost API.
+			c.copyLost(name)
+		}
+	}
 	if n > 0 {
 		c.api.logger.Warn("atropos: groups the lost API had accepted are spooled again", "groups", n, "files", len(files)-len(done))
 	}

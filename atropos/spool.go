@@ -87,8 +87,8 @@ func (c *Client) encode(g *ScoredDataGroup, envID int) ([]byte, error) {
 	return cp.AppendJSON(nil, &c.cfg.Encode)
 }
 
-// spoolWrite writes lines as one spool file durably and returns its name, marked in
-// flight: the file is written under a temporary name, fsynced, renamed, and the
+// spoolWrite writes lines as one spool file durably and returns its base name, marked
+// in flight: the file is written under a temporary name, fsynced, renamed, and the
 // directory fsynced.
 func (c *Client) spoolWrite(lines [][]byte) (string, error) {
 	dir := c.cfg.SpoolDir
@@ -97,9 +97,10 @@ func (c *Client) spoolWrite(lines [][]byte) (string, error) {
 	}
 	c.mu.Lock()
 	c.seq++
-	name := fmt.Sprintf("%020d-%06d%s", time.Now().UnixNano(), c.seq%1e6, spoolExt)
-	c.inflight[name] = true
+	base := fmt.Sprintf("%020d-%06d", time.Now().UnixNano(), c.seq%1e6)
+	c.inflight[base] = true
 	c.mu.Unlock()
+	name := spoolEntry{base: base}.name()
 	tmp := filepath.Join(dir, "."+name+".tmp")
 	err := writeFileSync(tmp, lines)
 	if err == nil {
@@ -110,10 +111,13 @@ func (c *Client) spoolWrite(lines [][]byte) (string, error) {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		c.release(name)
+		c.release(base)
 		return "", fmt.Errorf("atropos: spool: %w", err)
 	}
-	return name, nil
+	c.nameMu.Lock()
+	c.names[base] = spoolEntry{base: base}
+	c.nameMu.Unlock()
+	return base, nil
 }
 
 func writeFileSync(path string, lines [][]byte) error {
@@ -168,8 +172,10 @@ func (c *Client) deliver(ctx context.Context, name string, groups []*ScoredDataG
 	default:
 		return fmt.Errorf("%w (%s): %w", ErrSpooled, name, err)
 	}
-	if rerr := os.Remove(filepath.Join(c.cfg.SpoolDir, name)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+	if rerr := os.Remove(c.path(name)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		c.api.logger.Warn("atropos: spool: removing a settled file", "file", name, "err", rerr)
+	} else {
+		c.forgetName(name)
 	}
 	return err
 }
@@ -197,7 +203,8 @@ func (c *Client) reject(ctx context.Context, groups []*ScoredDataGroup, lines []
 		switch {
 		case err == nil:
 		case errors.As(err, &ae1) && !ae1.Temporary():
-			os.Remove(filepath.Join(c.cfg.SpoolDir, own)) // still in the list's file until the dead letter is written
+			os.Remove(c.path(own)) // still in the list's file until the dead letter is written
+			c.forgetName(own)
 			if derr := c.deadLetter(one[0], ae1); derr != nil {
 				return fmt.Errorf("%w: writing the dead letter: %w", ErrSpooled, derr)
 			}
@@ -247,6 +254,14 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 		// stopped for a while. A recent /status-env shows most such resets, so that
 		// the group neither wedges a fresh API nor lands under an id re-issued to
 		// another env.
+		if why := c.pausedFor(epoch); why != "" {
+			c.mu.Lock()
+			if c.epoch == epoch {
+				c.retire(why)
+			}
+			c.mu.Unlock()
+			return errStaleRegistration
+		}
 		if err := c.freshCheck(ctx, reg.EnvID, epoch); err != nil {
 			return err
 		}
@@ -271,6 +286,9 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 		for i := range q {
 			q[i] = reply.Status == "received" && reply.Buffered == 0
 		}
+		// Recorded on disk first: a process that dies from here on leaves the
+		// count of copies the API took in the file's name.
+		c.acceptedUnder(name, reg.EnvID)
 		err := c.accepted(epoch, sendTick, name, q)
 		c.endPost(epoch, len(groups), false)
 		return err
@@ -355,32 +373,48 @@ func ReadDeadLetters(r io.Reader, fn func(DeadLetter) error) error {
 // Spooled returns the number of spool files waiting to be sent (each holding the groups
 // of one Send), including those being sent right now. The files of groups the API
 // accepted under the current registration and was not yet seen to serve are not
-// counted ([Client.Unserved] counts their groups); a new Client on the same directory
-// counts them, and its Register sends them again.
+// counted ([Client.Unserved] counts their groups), nor are those accepted under an
+// earlier registration that wait until its queue shows they are no longer there (see
+// the package doc); a new Client on the same directory counts both, and its Register
+// sends them again when it may.
 func (c *Client) Spooled() (int, error) {
-	names, err := c.spoolFiles()
-	return len(names), err
+	entries, err := c.spoolFiles()
+	return len(entries), err
 }
 
-func (c *Client) spoolFiles() ([]string, error) {
-	entries, err := os.ReadDir(c.cfg.SpoolDir)
+// spoolFiles lists the spool files neither held under the current registration nor
+// waiting on an earlier one, oldest first.
+func (c *Client) spoolFiles() ([]spoolEntry, error) {
+	dirents, err := os.ReadDir(c.cfg.SpoolDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("atropos: spool: %w", err)
 	}
-	var names []string
+	var out []spoolEntry
+	c.nameMu.Lock()
+	defer c.nameMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, e := range entries {
-		n := e.Name()
-		if e.Type().IsRegular() && strings.HasSuffix(n, spoolExt) && !strings.HasPrefix(n, ".") && n != filepath.Base(c.cfg.DeadLetter) && c.held[n] == nil {
-			names = append(names, n)
+	for _, d := range dirents {
+		n := d.Name()
+		if !d.Type().IsRegular() || n == filepath.Base(c.cfg.DeadLetter) {
+			continue
+		}
+		e, ok := parseSpoolName(n)
+		if !ok {
+			continue
+		}
+		if known, ok := c.names[e.base]; !ok || known != e {
+			c.names[e.base] = e
+		}
+		if c.held[e.base] == nil && !c.waitingOnPred(e.base) {
+			out = append(out, e)
 		}
 	}
-	slices.Sort(names)
-	return names, nil
+	slices.SortFunc(out, func(a, b spoolEntry) int { return strings.Compare(a.base, b.base) })
+	return out, nil
 }
 
 // Flush sends every group waiting in the spool, oldest first, stamped with this env's
@@ -389,29 +423,54 @@ func (c *Client) spoolFiles() ([]string, error) {
 // the first error that leaves groups in the spool ([ErrSpooled]); dead-lettered groups
 // ([ErrRejected]) do not stop it and are reported at the end. Leftover temporary files of
 // an interrupted spool write are removed: their Send never returned.
+//
+// A file whose groups the API accepted under an earlier registration (an earlier
+// process's, or one this client retired) is sent again only once that registration's
+// queue shows they can no longer be there, and a file the API accepted twice is never
+// posted again but dead-lettered (see the package doc): Flush polls /status-env for
+// those earlier env ids, and a later Flush sends what they released.
 func (c *Client) Flush(ctx context.Context) error {
-	if c.Registration() == nil {
+	reg := c.Registration()
+	if reg == nil {
 		return ErrNotRegistered
 	}
 	c.removeTemps()
-	names, err := c.spoolFiles()
+	c.applyReleases()
+	entries, err := c.spoolFiles()
 	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	for _, e := range entries {
+		if e.pending >= 0 && !c.inflight[e.base] {
+			c.await(e.pending, e.base, -1)
+		}
+	}
+	c.mu.Unlock()
+	c.fillPredCounts()
+	c.checkPreds(ctx)
+	c.applyReleases()
+	if entries, err = c.spoolFiles(); err != nil {
 		return err
 	}
 	var rejected []error
 	sent := 0
-	for _, name := range names {
+	for _, e := range entries {
 		c.mu.Lock()
-		busy := c.inflight[name] || c.held[name] != nil // a Send may have finished since the listing
+		busy := c.inflight[e.base] || c.held[e.base] != nil || e.pending >= 0 // a Send may have finished since the listing
 		if !busy {
-			c.inflight[name] = true
+			c.inflight[e.base] = true
 		}
 		c.mu.Unlock()
 		if busy {
 			continue
 		}
-		err := c.replay(ctx, name)
-		c.release(name)
+		if e.out >= maxCopies {
+			err = c.abandon(e.base, e)
+		} else {
+			err = c.replay(ctx, e.base)
+		}
+		c.release(e.base)
 		if errors.Is(err, ErrRejected) {
 			rejected = append(rejected, err)
 			continue
@@ -431,7 +490,7 @@ func (c *Client) Flush(ctx context.Context) error {
 // current when they are posted. A file that cannot be read as groups is renamed with a
 // ".corrupt" suffix and reported.
 func (c *Client) replay(ctx context.Context, name string) error {
-	path := filepath.Join(c.cfg.SpoolDir, name)
+	path := c.path(name)
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // delivered meanwhile
@@ -451,6 +510,7 @@ func (c *Client) replay(ctx context.Context, name string) error {
 		if rerr := os.Rename(path, bad); rerr != nil {
 			return fmt.Errorf("%w: %s: %v (rename: %v)", ErrSpooled, name, err, rerr)
 		}
+		c.forgetName(name)
 		c.api.logger.Error("atropos: spool: unreadable file set aside", "file", bad, "err", err)
 		return fmt.Errorf("%w: spool file %s is unreadable (moved to %s): %v", ErrRejected, name, bad, err)
 	}
@@ -463,9 +523,9 @@ func (c *Client) removeTemps() {
 	for _, e := range entries {
 		n := e.Name()
 		if strings.HasPrefix(n, ".") && strings.HasSuffix(n, ".tmp") {
-			name := strings.TrimSuffix(strings.TrimPrefix(n, "."), ".tmp")
+			e, _ := parseSpoolName(strings.TrimSuffix(strings.TrimPrefix(n, "."), ".tmp"))
 			c.mu.Lock()
-			busy := c.inflight[name]
+			busy := c.inflight[e.base]
 			c.mu.Unlock()
 			if !busy {
 				os.Remove(filepath.Join(c.cfg.SpoolDir, n))
