@@ -32,33 +32,42 @@ import (
 // sequences divided by the largest group size).
 
 // observe takes a /status-env reply for registration epoch, from a poll that began at
-// tick: a reply that shows a restart (a step below the highest seen, a queue that does
+// tick (start by the clock): a reply that shows a restart (a step below the highest seen, a queue that does
 // not match what this env sent) loses the registration; otherwise the registration is
 // current, and the accepted groups the reply shows served are settled (their spool
 // files removed). It reports whether the reply is this env's.
-func (c *Client) observe(epoch uint64, st EnvStatus, tick uint64) bool {
+func (c *Client) observe(epoch uint64, st EnvStatus, tick uint64, start time.Time) bool {
 	c.mu.Lock()
-	ok, done, _ := c.observeLocked(epoch, st, tick)
+	ok, done := c.observeLocked(epoch, st, tick, start)
 	c.mu.Unlock()
 	c.removeServed(done)
 	return ok
 }
 
-func (c *Client) observeLocked(epoch uint64, st EnvStatus, tick uint64) (bool, []string, []string) {
+func (c *Client) observeLocked(epoch uint64, st EnvStatus, tick uint64, start time.Time) (bool, []string) {
 	if c.reg == nil || c.epoch != epoch || c.state == regLost {
-		return false, nil, nil
+		return false, nil
+	}
+	// After a pause the answer proves nothing: an API restart this env never saw may
+	// have given the id to another env whose queue looks like this env's.
+	if why := c.pausedBefore(start); why != "" {
+		c.retire(why)
+		return false, nil
+	}
+	if start.After(c.lastSeen) {
+		c.lastSeen = start
 	}
 	alone := c.lastObserve < tick // no other reply was taken while this poll was out
 	c.clock++
 	c.lastObserve = c.clock
 	if st.CurrentStep < c.lastStep && tick > c.lastStepTick {
 		c.lose(fmt.Sprintf("current_step went back from %d to %d", c.lastStep, st.CurrentStep))
-		return false, nil, nil
+		return false, nil
 	}
 	if alone && !c.oddSizes {
 		if why := c.queueMismatch(st, tick); why != "" {
 			c.lose(why)
-			return false, nil, nil
+			return false, nil
 		}
 	}
 	if st.CurrentStep > c.lastStep {
@@ -67,8 +76,7 @@ func (c *Client) observeLocked(epoch uint64, st EnvStatus, tick uint64) (bool, [
 		c.lastStep, c.lastStepTick = st.CurrentStep, c.clock
 	}
 	c.state = regCurrent
-	done, outs := c.settle(st, tick)
-	return true, done, outs
+	return true, c.settle(st, tick)
 }
 
 // queueMismatch returns why a reply's self_queue_size cannot be this env's, or "".
@@ -144,33 +152,32 @@ func (c *Client) pauseLimit() time.Duration {
 	return max(c.cfg.PauseLimit, 4*c.checkLimit())
 }
 
-// seen records that a reply for registration epoch was just taken.
-func (c *Client) seen(epoch uint64) {
-	now := c.cfg.Now()
-	c.mu.Lock()
-	if c.epoch == epoch {
-		c.lastSeen = now
+// pausedBefore returns why the client takes itself for paused between the poll behind
+// its last reply and a poll that began at start, or "". Called with c.mu held.
+func (c *Client) pausedBefore(start time.Time) string {
+	if c.lastSeen.IsZero() {
+		return ""
 	}
-	c.mu.Unlock()
+	gap := start.Sub(c.lastSeen)
+	if limit := c.pauseLimit(); gap > limit {
+		return fmt.Sprintf("no status poll for %v (limit %v): the process was paused", gap.Round(time.Millisecond), limit)
+	}
+	if skew := start.Round(0).Sub(c.lastSeen.Round(0)) - gap; skew > time.Second || skew < -time.Second {
+		return fmt.Sprintf("the wall clock moved %v apart from the monotonic one since the last status poll: the machine was suspended or its clock set", skew.Round(time.Millisecond))
+	}
+	return ""
 }
 
-// pausedFor returns why the client takes itself for paused since the last reply
-// under registration epoch, or "".
+// pausedFor returns why the client takes itself for paused since the poll behind the
+// last reply under registration epoch, or "".
 func (c *Client) pausedFor(epoch uint64) string {
 	now := c.cfg.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.reg == nil || c.epoch != epoch || c.lastSeen.IsZero() {
+	if c.reg == nil || c.epoch != epoch {
 		return ""
 	}
-	gap := now.Sub(c.lastSeen)
-	if limit := c.pauseLimit(); gap > limit {
-		return fmt.Sprintf("no status reply for %v (limit %v): the process was paused", gap.Round(time.Millisecond), limit)
-	}
-	if skew := now.Round(0).Sub(c.lastSeen.Round(0)) - gap; skew > time.Second || skew < -time.Second {
-		return fmt.Sprintf("the wall clock moved %v apart from the monotonic one since the last status reply: the machine was suspended or its clock set", skew.Round(time.Millisecond))
-	}
-	return ""
+	return c.pausedBefore(now)
 }
 
 // freshCheck makes the /status-env check that guards a post under registration reg
@@ -189,15 +196,11 @@ func (c *Client) freshCheck(ctx context.Context, envID int, epoch uint64) error 
 		if err := c.api.statusEnv(ctx, envID, &st); err != nil {
 			return err
 		}
-		if !c.observe(epoch, st, tick) {
+		if !c.observe(epoch, st, tick, start) {
 			return errStaleRegistration
 		}
-		end := c.cfg.Now()
-		age := end.Sub(start)
+		age := c.cfg.Now().Sub(start)
 		c.mu.Lock()
-		if c.epoch == epoch {
-			c.lastSeen = end
-		}
 		limit, level := c.checkLimit(), c.checkLevel
 		fresh := age <= limit
 		giveUp := false

@@ -407,9 +407,17 @@ func (c *Client) Disconnect(ctx context.Context) error {
 	// The API holds this env's registration, so it holds the groups it accepted and
 	// did not serve yet too: sending them again later would only duplicate them.
 	c.mu.Lock()
+	maybe := map[string]bool{}
+	for _, s := range c.retained {
+		if s.maybe && !s.out {
+			maybe[s.file] = true // perhaps never taken: the next process sends it
+		}
+	}
 	var taken []string
 	for name := range c.held {
-		taken = append(taken, name)
+		if !maybe[name] {
+			taken = append(taken, name)
+		}
 	}
 	c.forget()
 	c.mu.Unlock()
@@ -451,7 +459,7 @@ func (c *Client) retry(ctx context.Context, what string, needReg bool, op func(c
 		if needReg && ctx.Err() == nil {
 			c.noteFailure(epoch, err)
 		}
-		if !retryable(ctx, err) {
+		if !retryable(ctx, err) || errors.Is(err, errMaybeTaken) {
 			return err
 		}
 		if r.MaxAttempts > 0 && attempt >= r.MaxAttempts {

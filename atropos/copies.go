@@ -3,6 +3,7 @@ package atropos
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,53 +15,52 @@ import (
 
 // How many copies of a group reach the trainer. A group can reach the API more than once:
 // a process that died (or was paused, or lost its registration) cannot know whether the
-// groups the API had accepted were served, and sends them again. Two rules bound that:
+// groups the API had accepted were served, and sends them again; and the API never says
+// which of the groups it took it served. Two rules bound that:
 //
-//   - Each spool file's name records how many copies of its groups were seen out of an
-//     API's queue (taken into a batch: they may have reached the trainer) and, while a
-//     copy is accepted and not yet seen out, the env id it was accepted under:
-//     base.o<out>p<env>.jsonl, renamed durably when either changes. A copy that was still
-//     queued when its API lost it never reached the trainer and is not counted. A file
-//     with two copies seen out is never posted again: should it become sendable, it goes
-//     to the dead-letter file instead, with why, so that no group reaches the trainer
-//     more than twice and none is dropped unseen.
-//   - A group accepted under a registration that is no longer this client's (an earlier
-//     process's, or one this client retired after a pause) is not sent again while its
-//     copy may still be queued under that registration, so that two copies never wait in
-//     one queue and never land in one batch. The client polls /status-env for the old env
-//     id and sends the groups again once that id's queue shows none of them can still be
-//     there: self_queue_size 0 (within one API life nothing is posted under a dead
-//     registration, so its queue only shrinks as batches take its groups: they count as
-//     seen out), or a queue that grew or holds more than the old registration accepted,
-//     a current_step that went back, the id failing with a 5xx statusMisses times, the id
-//     equal to this client's own current one, or this client's own registration lost:
-//     each shows the API was restarted or reset, and the old copies went with it.
+//   - Each spool file's name counts the posts of its groups that the API may have taken,
+//     and the env id of the last (base.a<n>e<env>.jsonl): the file is renamed durably
+//     before each post, and back after a post the API surely did not take (a refused
+//     connection, a 4xx or a 500 reply). A file posted twice that way is never posted a
+//     third time: should it become sendable again (the API that took the second copy
+//     lost it, or a later process finds it), it goes to the dead-letter file instead,
+//     with why, so that no group reaches the trainer more than twice and none is dropped
+//     unseen.
+//   - A copy is never posted while an earlier one may still wait in an API's queue, so
+//     that two copies never land in one batch. A post that failed in a way the API may
+//     have taken it (a dropped connection, a timeout, a proxy's 502-504, a garbled reply)
+//     is held like an accepted one, and sent again only once this env's queue shows it
+//     out ([Client.Send] then returns an error matching [ErrSpooled]). A group accepted
+//     under a registration that is no longer this client's (an earlier process's, or one
+//     this client retired after a pause) is sent again only once that id's queue shows
+//     none of them can still be there: self_queue_size 0 (within one API life nothing is
+//     posted under a dead registration, so its queue only shrinks), or a queue that grew
+//     or holds more than the old registration had, a current_step that went back, the id
+//     failing with a 5xx statusMisses times, the id equal to this client's own current
+//     one, or this client's own registration lost: each shows the API was restarted or
+//     reset, and the old copies went with it.
 //
-// What the spool cannot know: a copy taken into a batch after the process's last status
-// reply and before it died is recorded as still queued; and a process killed between an
-// accepted post's reply and the rename does not record that copy. The bound counts the
-// copies the spool saw; with Serve's 100 ms polls these windows are one poll wide.
+// So a process that dies, alone or with the API, and the next one that sends its groups
+// again, give each group at most two copies at the trainer; a group whose second copy
+// was lost with an API goes to the dead-letter file, where the operator sees it (it may
+// be in the trainer's hands once already).
 
-// maxCopies is how many copies of a group may have been taken into batches before the
-// group is no longer posted.
+// maxCopies is how many posts of a group the API may have taken.
 const maxCopies = 2
 
 // spoolEntry is a spool file: its base name and what its name records.
 type spoolEntry struct {
-	base    string // the name without extension or marks: stamp-seq
-	out     int    // copies seen out of an API's queue
-	pending int    // the env id of a copy accepted and not seen out; -1: none
+	base   string // the name without extension or marks: stamp-seq
+	copies int    // posts of its groups the API may have taken
+	env    int    // the env id of the last of them (when copies > 0)
 }
 
 // name returns the file name of e.
 func (e spoolEntry) name() string {
-	switch {
-	case e.out == 0 && e.pending < 0:
+	if e.copies == 0 {
 		return e.base + spoolExt
-	case e.pending < 0:
-		return fmt.Sprintf("%s.o%d%s", e.base, e.out, spoolExt)
 	}
-	return fmt.Sprintf("%s.o%dp%d%s", e.base, e.out, e.pending, spoolExt)
+	return fmt.Sprintf("%s.a%de%d%s", e.base, e.copies, e.env, spoolExt)
 }
 
 // parseSpoolName reads a spool file name; ok is false for other files.
@@ -70,23 +70,23 @@ func parseSpoolName(n string) (e spoolEntry, ok bool) {
 		return e, false
 	}
 	base, mark, hasMark := strings.Cut(rest, ".")
-	e.base, e.pending = base, -1
+	e.base = base
 	if !hasMark {
 		return e, true
 	}
-	mark, ok = strings.CutPrefix(mark, "o")
+	mark, ok = strings.CutPrefix(mark, "a")
 	if !ok {
 		return e, false
 	}
-	out, pending, hasPending := strings.Cut(mark, "p")
-	var err error
-	if e.out, err = strconv.Atoi(out); err != nil || e.out < 0 {
+	a, env, found := strings.Cut(mark, "e")
+	if !found {
 		return e, false
 	}
-	if hasPending {
-		if e.pending, err = strconv.Atoi(pending); err != nil || e.pending < 0 {
-			return e, false
-		}
+	var err1, err2 error
+	e.copies, err1 = strconv.Atoi(a)
+	e.env, err2 = strconv.Atoi(env)
+	if err1 != nil || err2 != nil || e.copies < 1 || e.env < 0 {
+		return e, false
 	}
 	return e, true
 }
@@ -96,7 +96,7 @@ func (c *Client) entry(base string) spoolEntry {
 	if e, ok := c.names[base]; ok {
 		return e
 	}
-	return spoolEntry{base: base, pending: -1}
+	return spoolEntry{base: base}
 }
 
 // path returns the current path of spool file base.
@@ -106,51 +106,41 @@ func (c *Client) path(base string) string {
 	return filepath.Join(c.cfg.SpoolDir, c.entry(base).name())
 }
 
-// remark renames spool file base to what change makes of its entry, durably (the
-// directory is synced). A file that is gone was settled meanwhile.
-func (c *Client) remark(base string, change func(*spoolEntry)) {
+// setCopies renames spool file base to next, durably (the directory is synced). A
+// file that is gone was settled meanwhile.
+func (c *Client) setCopies(base string, next spoolEntry) error {
 	c.nameMu.Lock()
 	defer c.nameMu.Unlock()
 	old := c.entry(base)
-	next := old
-	change(&next)
+	next.base = base
+	if next.copies <= 0 {
+		next.copies, next.env = 0, 0
+	}
 	if next == old {
-		return
+		return nil
 	}
 	dir := c.cfg.SpoolDir
-	err := os.Rename(filepath.Join(dir, old.name()), filepath.Join(dir, next.name()))
-	if errors.Is(err, os.ErrNotExist) {
-		delete(c.names, base)
-		return
-	}
-	if err == nil {
-		c.names[base] = next
-		err = syncDir(dir)
-	}
-	if err != nil {
-		c.api.logger.Warn("atropos: spool: recording what became of a file's copies", "file", base, "err", err)
-	}
-}
-
-// acceptedUnder records that the API accepted the groups of spool file base under env
-// id env.
-func (c *Client) acceptedUnder(base string, env int) {
-	c.remark(base, func(e *spoolEntry) { e.pending = env })
-}
-
-// seenOut records that the pending copy of spool file base left the queue.
-func (c *Client) seenOut(base string) {
-	c.remark(base, func(e *spoolEntry) {
-		if e.pending >= 0 {
-			e.out, e.pending = e.out+1, -1
+	if err := os.Rename(filepath.Join(dir, old.name()), filepath.Join(dir, next.name())); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			delete(c.names, base)
+			return nil
 		}
-	})
+		return fmt.Errorf("atropos: spool: recording a post of %s: %w", base, err)
+	}
+	c.names[base] = next
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("atropos: spool: recording a post of %s: %w", base, err)
+	}
+	return nil
 }
 
-// copyLost records that the pending copy of spool file base went with an API that lost
-// it while it was queued.
-func (c *Client) copyLost(base string) {
-	c.remark(base, func(e *spoolEntry) { e.pending = -1 })
+// countPost records durably, before a post of spool file base under env id env, that
+// the API may take one more copy; it returns what the name said before, for undo.
+func (c *Client) countPost(base string, env int) (spoolEntry, error) {
+	c.nameMu.Lock()
+	before := c.entry(base)
+	c.nameMu.Unlock()
+	return before, c.setCopies(base, spoolEntry{copies: before.copies + 1, env: env})
 }
 
 // forgetName drops what the client knows of base's name once the file is gone.
@@ -160,8 +150,8 @@ func (c *Client) forgetName(base string) {
 	c.nameMu.Unlock()
 }
 
-// abandon moves the groups of spool file base, maxCopies of whose copies were taken
-// into batches, to the dead-letter file instead of posting them again.
+// abandon moves the groups of spool file base, posted maxCopies times already, to the
+// dead-letter file instead of posting them again.
 func (c *Client) abandon(base string, e spoolEntry) error {
 	path := c.path(base)
 	data, err := os.ReadFile(path)
@@ -172,9 +162,9 @@ func (c *Client) abandon(base string, e spoolEntry) error {
 		return fmt.Errorf("%w: %w", ErrSpooled, err)
 	}
 	why := &APIError{Method: http.MethodPost, Path: "/scored_data", Status: 0, Message: fmt.Sprintf(
-		"not sent again: %d copies of this group were taken into batches by APIs that then lost them or this env's registration before it was seen served; "+
-			"the trainer may have it once or twice, or not at all (the API does not say). It is kept here, not posted again, so that no trainer gets it more than twice",
-		e.out)}
+		"not sent again: the API may have taken %d copies of this group (the last under env id %d), and lost this env's registration, or this env's process died, before it was seen served; "+
+			"the trainer may have it once or twice, or not at all (the API does not say). It is kept here, not posted a third time, so that no trainer gets it more than twice",
+		e.copies, e.env)}
 	n := 0
 	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -191,6 +181,7 @@ func (c *Client) abandon(base string, e spoolEntry) error {
 	c.forgetName(base)
 	c.mu.Lock()
 	c.abandoned += n
+	delete(c.free, base)
 	c.mu.Unlock()
 	return fmt.Errorf("%w: spool file %s: %s", ErrRejected, base, why.Message)
 }
@@ -203,6 +194,15 @@ func (c *Client) Abandoned() int {
 	return c.abandoned
 }
 
+// Retired returns how many registrations the client gave up, without the API having
+// lost them, because the process was paused (see [ClientConfig.PauseLimit]), and
+// registered again.
+func (c *Client) Retired() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.retired
+}
+
 // pred is a registration that is no longer this client's, with the spool files whose
 // groups it accepted and that wait until its queue shows none of them can be there.
 type pred struct {
@@ -211,6 +211,10 @@ type pred struct {
 	lastQ  int            // its self_queue_size at the last poll; -1 before one
 	step   int            // the highest current_step seen for it
 	misses int            // 5xx replies in a row
+	// proved is 1 once the API showed it is the one that took these groups (its
+	// latest example is one of them), -1 when it did not.
+	proved  int
+	outStep int // with proved: the step when its queue was first seen empty; -1 before
 }
 
 // await puts the groups of spool file base (n of them), accepted under env id env by a
@@ -219,7 +223,7 @@ type pred struct {
 func (c *Client) await(env int, base string, n int) {
 	p := c.preds[env]
 	if p == nil {
-		p = &pred{files: map[string]int{}, lastQ: -1}
+		p = &pred{files: map[string]int{}, lastQ: -1, outStep: -1}
 		c.preds[env] = p
 	}
 	if _, ok := p.files[base]; !ok {
@@ -255,17 +259,15 @@ func (c *Client) fillPredCounts() {
 	}
 }
 
-// releasePred makes the files waiting on env id env sendable; out tells that their
-// copies left the queue (and may have reached the trainer) rather than went with a
-// restarted API. The renames are made by applyReleases. Called with c.mu held.
-func (c *Client) releasePred(env int, out bool, why string) {
+// releasePred makes the files waiting on env id env sendable. Called with c.mu held.
+func (c *Client) releasePred(env int, why string) {
 	p := c.preds[env]
 	if p == nil {
 		return
 	}
 	delete(c.preds, env)
 	for base := range p.files {
-		c.free[base] = out
+		c.free[base] = true
 	}
 	c.resent += p.groups
 	c.api.logger.Info("atropos: groups an earlier registration had accepted are sent again", "env_id", env, "groups", p.groups, "why", why)
@@ -274,26 +276,8 @@ func (c *Client) releasePred(env int, out bool, why string) {
 // releaseAllPreds makes every waiting file sendable: the API lost this client's
 // registration, so it lost the older ones too. Called with c.mu held.
 func (c *Client) releaseAllPreds(why string) {
-	for env, p := range c.preds {
-		// Some of its groups may have left the queue before the API lost them: counted
-		// as seen out, so that the bound holds.
-		c.releasePred(env, p.lastQ >= 0 && p.lastQ < p.groups, why)
-	}
-}
-
-// applyReleases renames the files released from earlier registrations: their pending
-// copy is seen out or lost, so Flush may send them.
-func (c *Client) applyReleases() {
-	c.mu.Lock()
-	free := c.free
-	c.free = map[string]bool{}
-	c.mu.Unlock()
-	for base, out := range free {
-		if out {
-			c.seenOut(base)
-		} else {
-			c.copyLost(base)
-		}
+	for env := range c.preds {
+		c.releasePred(env, why)
 	}
 }
 
@@ -309,7 +293,11 @@ func (c *Client) waitingOnPred(base string) bool {
 }
 
 // checkPreds polls /status-env once for each earlier registration files wait on, and
-// releases those whose queue shows none of their groups can still be there.
+// releases those whose queue shows none of their groups can still be there. When the
+// API proves it is the one that took an earlier registration's groups (see
+// [Client.sameLife]), those groups are not sent again: they are settled as this
+// client's own are, by that id's queue and the step, and sent again only if this
+// client's registration is lost before they are seen served.
 func (c *Client) checkPreds(ctx context.Context) {
 	c.mu.Lock()
 	reg := c.reg
@@ -321,13 +309,32 @@ func (c *Client) checkPreds(ctx context.Context) {
 	for _, env := range envs {
 		if reg != nil && env == reg.EnvID {
 			c.mu.Lock()
-			c.releasePred(env, false, "this env holds the id now: the API was restarted since")
+			c.releasePred(env, "this env holds the id now: the API was restarted since")
 			c.mu.Unlock()
 			continue
 		}
 		var st EnvStatus
 		err := c.once(ctx, func(ctx context.Context) error { return c.api.statusEnv(ctx, env, &st) })
+		if err == nil {
+			c.mu.Lock()
+			p := c.preds[env]
+			unknown := p != nil && p.proved == 0
+			c.mu.Unlock()
+			if unknown {
+				proved := reg != nil && reg.EnvID > env && c.sameLife(ctx, env)
+				c.mu.Lock()
+				if p := c.preds[env]; p != nil && p.proved == 0 {
+					p.proved = -1
+					if proved {
+						p.proved = 1
+						c.api.logger.Info("atropos: the API holds an earlier registration's groups: they are not sent again unless it loses them", "env_id", env, "groups", p.groups)
+					}
+				}
+				c.mu.Unlock()
+			}
+		}
 		var ae *APIError
+		var served []string
 		c.mu.Lock()
 		p := c.preds[env]
 		switch {
@@ -335,27 +342,83 @@ func (c *Client) checkPreds(ctx context.Context) {
 		case err == nil:
 			p.misses = 0
 			switch {
-			case st.SelfQueueSize == 0:
-				c.releasePred(env, true, "none of its groups is queued any more")
 			case st.SelfQueueSize > p.groups:
-				c.releasePred(env, p.lastQ >= 0 && p.lastQ < p.groups, fmt.Sprintf("self_queue_size %d is more than the %d groups it had: the id is another env's", st.SelfQueueSize, p.groups))
+				c.releasePred(env, fmt.Sprintf("self_queue_size %d is more than the %d groups it had: the id is another env's", st.SelfQueueSize, p.groups))
 			case p.lastQ >= 0 && st.SelfQueueSize > p.lastQ:
-				c.releasePred(env, p.lastQ < p.groups, fmt.Sprintf("its queue grew from %d to %d: the id is another env's", p.lastQ, st.SelfQueueSize))
+				c.releasePred(env, fmt.Sprintf("its queue grew from %d to %d: the id is another env's", p.lastQ, st.SelfQueueSize))
 			case st.CurrentStep < p.step:
-				c.releasePred(env, p.lastQ >= 0 && p.lastQ < p.groups, fmt.Sprintf("current_step went back from %d to %d", p.step, st.CurrentStep))
+				c.releasePred(env, fmt.Sprintf("current_step went back from %d to %d", p.step, st.CurrentStep))
+			case st.SelfQueueSize == 0 && p.proved < 1:
+				c.releasePred(env, "none of its groups is queued any more")
+			case st.SelfQueueSize == 0 && p.outStep >= 0 && st.CurrentStep > p.outStep:
+				// Out of the queue at outStep; a batch formed since, so every batch
+				// formed before it was served.
+				for base := range p.files {
+					served = append(served, base)
+				}
+				delete(c.preds, env)
 			default:
 				p.lastQ, p.step = st.SelfQueueSize, max(p.step, st.CurrentStep)
+				if st.SelfQueueSize == 0 && p.outStep < 0 {
+					p.outStep = st.CurrentStep
+				}
 			}
 		case errors.As(err, &ae) && ae.Status >= 500:
 			if p.misses++; p.misses >= statusMisses {
-				c.releasePred(env, p.lastQ >= 0 && p.lastQ < p.groups, fmt.Sprintf("/status-env failed %d times for the id", p.misses))
+				c.releasePred(env, fmt.Sprintf("/status-env failed %d times for the id", p.misses))
 			}
 		}
 		c.mu.Unlock()
+		c.removeServed(served)
 		if err != nil && ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// sameLife reports whether the API shows it took the groups earlier registration env
+// left in the spool: its latest example (the last group that entered its queue) is one
+// of them, stamped with env. An API restarted since has no such example; one reset
+// with /reset_data keeps it, but hands out env ids from 0 again, which the caller rules
+// out by holding a higher id than env.
+func (c *Client) sameLife(ctx context.Context, env int) bool {
+	var raw json.RawMessage
+	if err := c.once(ctx, func(ctx context.Context) error { return c.api.do(ctx, http.MethodGet, "/latest_example", nil, &raw) }); err != nil {
+		return false
+	}
+	var latest ScoredDataGroup
+	if err := latest.UnmarshalJSON(raw); err != nil || latest.EnvID == nil || *latest.EnvID != env {
+		return false
+	}
+	want, err := latest.AppendJSON(nil, &c.cfg.Encode)
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	var files []string
+	if p := c.preds[env]; p != nil {
+		for base := range p.files {
+			files = append(files, base)
+		}
+	}
+	c.mu.Unlock()
+	for _, base := range files {
+		data, err := os.ReadFile(c.path(base))
+		if err != nil {
+			continue
+		}
+		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+			var g ScoredDataGroup
+			if len(bytes.TrimSpace(line)) == 0 || g.UnmarshalJSON(line) != nil {
+				continue
+			}
+			g.EnvID = &env
+			if got, err := g.AppendJSON(nil, &c.cfg.Encode); err == nil && bytes.Equal(got, want) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // maybeCheckPreds runs checkPreds when files wait on earlier registrations and the

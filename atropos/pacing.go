@@ -41,15 +41,15 @@ func (c *Client) Status(ctx context.Context) (EnvStatus, error) {
 	for {
 		var st EnvStatus
 		var tick, epoch uint64
+		var start time.Time
 		err := c.retry(ctx, "GET /status-env", true, func(ctx context.Context, reg Registration, e uint64) error {
-			epoch, tick = e, c.tick()
+			epoch, tick, start = e, c.tick(), c.cfg.Now()
 			return c.api.statusEnv(ctx, reg.EnvID, &st)
 		})
 		if err != nil {
 			return EnvStatus{}, err
 		}
-		if c.observe(epoch, st, tick) {
-			c.seen(epoch)
+		if c.observe(epoch, st, tick, start) {
 			c.maybeCheckPreds(ctx)
 			return st, nil
 		}

@@ -210,12 +210,10 @@ func (c *Client) verify(ctx context.Context) error {
 		}
 		if err == nil {
 			var es EnvStatus
-			tick := c.tick()
+			tick, start := c.tick(), c.cfg.Now()
 			err = c.once(ctx, func(ctx context.Context) error { return c.api.statusEnv(ctx, reg.EnvID, &es) })
 			if err == nil {
-				if c.observe(epoch, es, tick) {
-					c.seen(epoch)
-				}
+				c.observe(epoch, es, tick, start)
 				return nil
 			}
 			var ae *APIError

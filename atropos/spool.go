@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -265,6 +266,12 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 		if err := c.freshCheck(ctx, reg.EnvID, epoch); err != nil {
 			return err
 		}
+		// Counted on disk before the post: a process that dies from here on leaves
+		// in the file's name that the API may hold this copy.
+		before, err := c.countPost(name, reg.EnvID)
+		if err != nil {
+			return err
+		}
 		sendTick := c.tick()
 		c.beginPost(epoch, len(groups), odd)
 		var reply struct {
@@ -272,13 +279,18 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 			Buffered int    `json:"buffered"`
 		}
 		if err := c.api.do(ctx, http.MethodPost, path, body, &reply); err != nil {
-			var ae *APIError
-			c.endPost(epoch, len(groups), !errors.As(err, &ae) || ae.Status >= 500 || ae.Status == http.StatusOK)
-			return err
+			c.endPost(epoch, len(groups), false)
+			if !mayHaveTaken(err) {
+				if uerr := c.setCopies(name, before); uerr != nil {
+					c.api.logger.Warn("atropos: spool: undoing the count of a post", "err", uerr)
+				}
+				return err
+			}
+			return c.heldMaybe(epoch, sendTick, name, len(groups), err)
 		}
 		if reply.Status != "received" && reply.Status != "buffered" {
-			c.endPost(epoch, len(groups), true)
-			return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: fmt.Sprintf("unexpected status %q", reply.Status)}
+			c.endPost(epoch, len(groups), false)
+			return c.heldMaybe(epoch, sendTick, name, len(groups), &APIError{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: fmt.Sprintf("unexpected status %q", reply.Status)})
 		}
 		// Which groups of a list were buffered the reply does not say: none counts as
 		// surely queued then.
@@ -286,14 +298,37 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 		for i := range q {
 			q[i] = reply.Status == "received" && reply.Buffered == 0
 		}
-		// Recorded on disk first: a process that dies from here on leaves the
-		// count of copies the API took in the file's name.
-		c.acceptedUnder(name, reg.EnvID)
-		err := c.accepted(epoch, sendTick, name, q)
+		err = c.accepted(epoch, sendTick, name, q)
 		c.endPost(epoch, len(groups), false)
 		return err
 	})
 	return lines, err
+}
+
+// mayHaveTaken reports whether a post that failed with err may still have been taken
+// by the API: not when the connection was refused, nor after a 4xx or a 500 (upstream
+// raises those before queueing), a 501 or a 503 (no server behind the proxy); yes after
+// a dropped connection, a timeout, a garbled 200, or a proxy's 502 or 504 (the server
+// may have answered too late or wrongly).
+func mayHaveTaken(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusOK || ae.Status == http.StatusBadGateway || ae.Status == http.StatusGatewayTimeout
+	}
+	return true
+}
+
+// heldMaybe holds the groups of a post that failed with err in a way the API may have
+// taken them (see [Client.acceptedMaybe]) and returns the error the post ends with.
+func (c *Client) heldMaybe(epoch, sendTick uint64, name string, n int, err error) error {
+	c.noteFailure(epoch, err)
+	if serr := c.acceptedMaybe(epoch, sendTick, name, n); serr != nil {
+		return serr
+	}
+	return fmt.Errorf("%w: %w", errMaybeTaken, err)
 }
 
 // DeadLetter is one line of the dead-letter file: a group the API refused, with why.
@@ -435,21 +470,21 @@ func (c *Client) Flush(ctx context.Context) error {
 		return ErrNotRegistered
 	}
 	c.removeTemps()
-	c.applyReleases()
 	entries, err := c.spoolFiles()
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	for _, e := range entries {
-		if e.pending >= 0 && !c.inflight[e.base] {
-			c.await(e.pending, e.base, -1)
+		if e.copies > 0 && !c.free[e.base] && !c.inflight[e.base] {
+			// Taken by an API under a registration that is not this client's now: it
+			// may still wait in that API's queue.
+			c.await(e.env, e.base, -1)
 		}
 	}
 	c.mu.Unlock()
 	c.fillPredCounts()
 	c.checkPreds(ctx)
-	c.applyReleases()
 	if entries, err = c.spoolFiles(); err != nil {
 		return err
 	}
@@ -457,7 +492,7 @@ func (c *Client) Flush(ctx context.Context) error {
 	sent := 0
 	for _, e := range entries {
 		c.mu.Lock()
-		busy := c.inflight[e.base] || c.held[e.base] != nil || e.pending >= 0 // a Send may have finished since the listing
+		busy := c.inflight[e.base] || c.held[e.base] != nil // a Send may have finished since the listing
 		if !busy {
 			c.inflight[e.base] = true
 		}
@@ -465,7 +500,7 @@ func (c *Client) Flush(ctx context.Context) error {
 		if busy {
 			continue
 		}
-		if e.out >= maxCopies {
+		if e.copies >= maxCopies {
 			err = c.abandon(e.base, e)
 		} else {
 			err = c.replay(ctx, e.base)
