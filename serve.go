@@ -81,10 +81,13 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 		if gaveUp {
 			cancelWork()
 		}
-		l.wg.Wait()
+		l.waitPolling(context.WithoutCancel(ctx))
 		cancelWork()
 		l.syncResets()
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(10*time.Second, e.cfg.StatusTimeout))
+		// The disconnect is preceded by a status check: on a slow API it takes a few
+		// of the round trips the client has learned.
+		budget := max(min(10*time.Second, e.cfg.StatusTimeout), 4*client.StatusCheckLimit())
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 		defer cancel()
 		switch err := client.Disconnect(dctx); {
 		case errors.Is(err, atropos.ErrRegistrationLost):
@@ -131,7 +134,7 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 		case dec.Stop:
 			// The groups in flight finish and are sent; then whatever the spool still
 			// holds (groups sent again after a reset, Sends that gave up) is sent too.
-			l.wg.Wait()
+			l.waitPolling(ctx)
 			l.syncResets()
 			if err := client.Flush(ctx); err != nil {
 				e.cfg.Logger.Warn("spool flush at the end failed; the next Register sends what is left", "err", err)
@@ -315,6 +318,30 @@ func (l *serveLoop) start(ctx context.Context, task tasks.Task) {
 			l.fail(err)
 		}
 	}()
+}
+
+// waitPolling waits for the groups in flight, polling the API's status meanwhile as
+// the loop does, so that the client does not take itself for paused (see
+// [atropos.ClientConfig.PauseLimit]) and can disconnect at the end.
+func (l *serveLoop) waitPolling(ctx context.Context) {
+	done := make(chan struct{})
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { l.wg.Wait(); close(done); stop() }()
+	t := time.NewTicker(l.e.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			if pctx.Err() == nil {
+				sctx, cancel := context.WithTimeout(pctx, l.e.cfg.StatusTimeout)
+				_, _ = l.client.Status(sctx)
+				cancel()
+			}
+		}
+	}
 }
 
 // maybeFlush sends the spool again, in the background, when a Send left groups there

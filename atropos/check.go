@@ -32,31 +32,23 @@ import (
 // sequences divided by the largest group size).
 
 // observe takes a /status-env reply for registration epoch, from a poll that began at
-// tick (start by the clock): a reply that shows a restart (a step below the highest seen, a queue that does
+// tick: a reply that shows a restart (a step below the highest seen, a queue that does
 // not match what this env sent) loses the registration; otherwise the registration is
 // current, and the accepted groups the reply shows served are settled (their spool
 // files removed). It reports whether the reply is this env's.
-func (c *Client) observe(epoch uint64, st EnvStatus, tick uint64, start time.Time) bool {
+func (c *Client) observe(epoch uint64, st EnvStatus, tick uint64) bool {
 	c.mu.Lock()
-	ok, done := c.observeLocked(epoch, st, tick, start)
+	ok, done := c.observeLocked(epoch, st, tick)
 	c.mu.Unlock()
 	c.removeServed(done)
 	return ok
 }
 
-func (c *Client) observeLocked(epoch uint64, st EnvStatus, tick uint64, start time.Time) (bool, []string) {
+func (c *Client) observeLocked(epoch uint64, st EnvStatus, tick uint64) (bool, []string) {
 	if c.reg == nil || c.epoch != epoch || c.state == regLost {
 		return false, nil
 	}
-	// After a pause the answer proves nothing: an API restart this env never saw may
-	// have given the id to another env whose queue looks like this env's.
-	if why := c.pausedBefore(start); why != "" {
-		c.retire(why)
-		return false, nil
-	}
-	if start.After(c.lastSeen) {
-		c.lastSeen = start
-	}
+
 	alone := c.lastObserve < tick // no other reply was taken while this poll was out
 	c.clock++
 	c.lastObserve = c.clock
@@ -146,38 +138,51 @@ func (c *Client) checkLimit() time.Duration {
 	return c.cfg.MaxCheckAge << c.checkLevel
 }
 
+// StatusCheckLimit returns the age a /status-env check may have when the next post goes
+// out: MaxCheckAge, doubled as often as slow round trips lately needed (see
+// [ClientConfig.MaxCheckAge]). A caller bounding a Send or a Disconnect by a deadline
+// should leave it a few times this.
+func (c *Client) StatusCheckLimit() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.checkLimit()
+}
+
 // pauseLimit is how long the client may go without a reply before it takes itself for
 // paused. Called with c.mu held.
 func (c *Client) pauseLimit() time.Duration {
 	return max(c.cfg.PauseLimit, 4*c.checkLimit())
 }
 
-// pausedBefore returns why the client takes itself for paused between the poll behind
-// its last reply and a poll that began at start, or "". Called with c.mu held.
-func (c *Client) pausedBefore(start time.Time) string {
-	if c.lastSeen.IsZero() {
-		return ""
-	}
-	gap := start.Sub(c.lastSeen)
-	if limit := c.pauseLimit(); gap > limit {
-		return fmt.Sprintf("no status poll for %v (limit %v): the process was paused", gap.Round(time.Millisecond), limit)
-	}
-	if skew := start.Round(0).Sub(c.lastSeen.Round(0)) - gap; skew > time.Second || skew < -time.Second {
-		return fmt.Sprintf("the wall clock moved %v apart from the monotonic one since the last status poll: the machine was suspended or its clock set", skew.Round(time.Millisecond))
-	}
-	return ""
-}
-
-// pausedFor returns why the client takes itself for paused since the poll behind the
-// last reply under registration epoch, or "".
-func (c *Client) pausedFor(epoch uint64) string {
-	now := c.cfg.Now()
+// tried records that a request under registration epoch begins now (by the clock). When the one
+// before it began longer ago than the pause limit (or the wall clock moved apart from
+// the monotonic one meanwhile), the process was paused: the registration is retired
+// (see [Client.retire]) and tried reports false; the caller sends nothing under it.
+// Failed requests count as tries: a process that keeps trying was not paused, and the
+// loss rules judge what its failures show.
+func (c *Client) tried(epoch uint64, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.reg == nil || c.epoch != epoch {
-		return ""
+	if c.reg == nil || c.epoch != epoch || c.state == regLost {
+		return true // stale anyway: the caller's reply is dropped
 	}
-	return c.pausedBefore(now)
+	if !c.lastTry.IsZero() {
+		gap := now.Sub(c.lastTry)
+		why := ""
+		if limit := c.pauseLimit(); gap > limit {
+			why = fmt.Sprintf("no request for %v (limit %v): the process was paused", gap.Round(time.Millisecond), limit)
+		} else if skew := now.Round(0).Sub(c.lastTry.Round(0)) - gap; skew > time.Second || skew < -time.Second {
+			why = fmt.Sprintf("the wall clock moved %v apart from the monotonic one since the last request: the machine was suspended or its clock set", skew.Round(time.Millisecond))
+		}
+		if why != "" {
+			c.retire(why)
+			return false
+		}
+	}
+	if now.After(c.lastTry) {
+		c.lastTry = now
+	}
+	return true
 }
 
 // freshCheck makes the /status-env check that guards a post under registration reg
@@ -193,10 +198,13 @@ func (c *Client) freshCheck(ctx context.Context, envID int, epoch uint64) error 
 		start := c.cfg.Now()
 		var st EnvStatus
 		tick := c.tick()
+		if !c.tried(epoch, start) {
+			return errStaleRegistration
+		}
 		if err := c.api.statusEnv(ctx, envID, &st); err != nil {
 			return err
 		}
-		if !c.observe(epoch, st, tick, start) {
+		if !c.observe(epoch, st, tick) {
 			return errStaleRegistration
 		}
 		age := c.cfg.Now().Sub(start)

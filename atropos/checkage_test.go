@@ -86,9 +86,10 @@ func TestHeldStatusAnswerIsCheckedAgain(t *testing.T) {
 			clock.advance(time.Hour) // the answer takes long to arrive
 			srv.ResetRequests()
 			hold.Release()
-			// The env acts on the answer: it posts, or it checks again.
+			// The env acts on the answer: it posts, checks again, or (taking itself for
+			// paused) registers again.
 			require.Eventually(t, func() bool {
-				return srv.RequestCount("/scored_data")+srv.RequestCount("/status-env") > 0
+				return srv.RequestCount("/scored_data")+srv.RequestCount("/status-env")+srv.RequestCount("/info") > 0
 			}, time.Minute, time.Millisecond)
 
 			after(t)

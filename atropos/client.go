@@ -177,7 +177,7 @@ type Client struct {
 	retired   int             // registrations given up after a pause
 	retiring  bool            // the registration was retired, not lost
 
-	lastSeen time.Time // when the last reply for the registration was taken
+	lastTry time.Time // when the last request under the registration began
 
 	predPoll   time.Time // the last round of polls for earlier registrations
 	checkLevel int       // doublings of MaxCheckAge the status checks have needed lately
@@ -374,12 +374,11 @@ func (c *Client) Disconnect(ctx context.Context) error {
 	}
 	// Not after a pause: a restart this env did not see may have given the id to
 	// another env, and a fresh check cannot always tell (see the package doc).
-	if why := c.pausedFor(epoch); why != "" {
+	if !c.tried(epoch, c.cfg.Now()) {
 		c.mu.Lock()
-		c.retire(why)
 		c.forget()
 		c.mu.Unlock()
-		return fmt.Errorf("%w: not disconnecting under env id %d: %s", ErrRegistrationLost, reg.EnvID, why)
+		return fmt.Errorf("%w: not disconnecting under env id %d: the process was paused, and the id may be another env's now", ErrRegistrationLost, reg.EnvID)
 	}
 	// As before a post: a check younger than MaxCheckAge that shows the id is still this
 	// env's, so that a restart this env did not see does not disconnect another env.
@@ -407,17 +406,9 @@ func (c *Client) Disconnect(ctx context.Context) error {
 	// The API holds this env's registration, so it holds the groups it accepted and
 	// did not serve yet too: sending them again later would only duplicate them.
 	c.mu.Lock()
-	maybe := map[string]bool{}
-	for _, s := range c.retained {
-		if s.maybe && !s.out {
-			maybe[s.file] = true // perhaps never taken: the next process sends it
-		}
-	}
 	var taken []string
 	for name := range c.held {
-		if !maybe[name] {
-			taken = append(taken, name)
-		}
+		taken = append(taken, name)
 	}
 	c.forget()
 	c.mu.Unlock()
@@ -459,7 +450,7 @@ func (c *Client) retry(ctx context.Context, what string, needReg bool, op func(c
 		if needReg && ctx.Err() == nil {
 			c.noteFailure(epoch, err)
 		}
-		if !retryable(ctx, err) || errors.Is(err, errMaybeTaken) {
+		if !retryable(ctx, err) {
 			return err
 		}
 		if r.MaxAttempts > 0 && attempt >= r.MaxAttempts {

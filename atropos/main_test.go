@@ -22,6 +22,8 @@ func TestMain(m *testing.M) {
 		os.Exit(helperAPI())
 	case "crash-env":
 		os.Exit(helperCrashEnv())
+	case "pause-env":
+		os.Exit(helperPauseEnv())
 	}
 	goleak.VerifyTestMain(m)
 }

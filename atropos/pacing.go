@@ -41,15 +41,17 @@ func (c *Client) Status(ctx context.Context) (EnvStatus, error) {
 	for {
 		var st EnvStatus
 		var tick, epoch uint64
-		var start time.Time
 		err := c.retry(ctx, "GET /status-env", true, func(ctx context.Context, reg Registration, e uint64) error {
-			epoch, tick, start = e, c.tick(), c.cfg.Now()
+			epoch, tick = e, c.tick()
+			if !c.tried(e, c.cfg.Now()) {
+				return errStaleRegistration
+			}
 			return c.api.statusEnv(ctx, reg.EnvID, &st)
 		})
 		if err != nil {
 			return EnvStatus{}, err
 		}
-		if c.observe(epoch, st, tick, start) {
+		if c.observe(epoch, st, tick) {
 			c.maybeCheckPreds(ctx)
 			return st, nil
 		}

@@ -1,8 +1,15 @@
 package atropos_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,4 +155,159 @@ func TestNewTrainerConfigurationIsAReset(t *testing.T) {
 	require.Equal(t, 1, c.Registration().EnvID)
 	require.Equal(t, 16, c.Registration().BatchSize)
 	require.Equal(t, []int{1}, envIDs(srv.Queue()))
+}
+
+// pauseLimit is the helper env's ClientConfig.PauseLimit in TestStoppedProcessAcrossARestart.
+const pauseLimit = 300 * time.Millisecond
+
+// helperPauseEnv is the env process of TestStoppedProcessAcrossARestart: it registers,
+// prints "registered <id>", then polls /status-env every few milliseconds and obeys
+// its stdin: "send N" sends group N and prints "accepted N"; "status" prints the step
+// and queue it sees; "disconnect" disconnects
+// and prints "disconnected" or "not disconnected: <why>", and exits.
+func helperPauseEnv() int {
+	c, err := atropos.NewClient(os.Getenv("ATROPOS_URL"), atropos.ClientConfig{
+		EnvName: "paused", GroupSize: 2, SpoolDir: os.Getenv("ATROPOS_SPOOL"), PauseLimit: pauseLimit, MaxCheckAge: pauseLimit / 6,
+		PollInterval: 2 * time.Millisecond, StatusInterval: 2 * time.Millisecond,
+		Retry: atropos.RetryConfig{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx := context.Background()
+	if err := c.Register(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("registered %d\n", c.Registration().EnvID)
+	var mu sync.Mutex // one request at a time, so that the order is the test's
+	go func() {
+		for {
+			mu.Lock()
+			_, _ = c.Status(ctx)
+			mu.Unlock()
+			time.Sleep(3 * time.Millisecond)
+		}
+	}()
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		mu.Lock()
+		switch cmd := sc.Text(); {
+		case strings.HasPrefix(cmd, "send "):
+			n, _ := strconv.Atoi(strings.TrimPrefix(cmd, "send "))
+			if err := c.Send(ctx, group(float64(n), 2)); err != nil {
+				fmt.Println("error", err)
+			} else {
+				fmt.Println("accepted", n)
+			}
+		case cmd == "status":
+			st, err := c.Status(ctx)
+			fmt.Println("step", st.CurrentStep, "queued", st.SelfQueueSize, err)
+		case cmd == "disconnect":
+			if err := c.Disconnect(ctx); err != nil {
+				fmt.Println("not disconnected:", err)
+			} else {
+				fmt.Println("disconnected")
+			}
+			return 0
+		}
+		mu.Unlock()
+	}
+	return 0
+}
+
+// TestStoppedProcessAcrossARestart: the env process is stopped (SIGSTOP) while the API
+// restarts, the trainer registers again at the step it had reached and another env
+// registers with nothing queued and takes the env's old id: what /status-env shows for
+// the id matches what the env could have there. When the process goes on, it has been
+// stopped for longer than its PauseLimit, so it must register again before any post, and
+// never disconnect the other env. 20 runs, half of them with a Send as the first act
+// after the pause, half with a Disconnect (the env's background polls run in both).
+func TestStoppedProcessAcrossARestart(t *testing.T) {
+	for run := range 20 {
+		disconnect := run%2 == 1
+		t.Run(fmt.Sprintf("run %d disconnect %v", run, disconnect), func(t *testing.T) {
+			ctx := context.Background()
+			srv := atropostest.NewServer(t)
+			tr := startTrainer(t, srv, 0)
+			env := startChild(t, "ATROPOS_TEST_HELPER=pause-env", "ATROPOS_URL="+srv.URL(), "ATROPOS_SPOOL="+t.TempDir())
+			line := func() string {
+				select {
+				case l := <-env.lines:
+					return l
+				case <-time.After(time.Minute): // a guard against a hang
+					t.Fatal("the env process said nothing")
+					return ""
+				}
+			}
+			require.Equal(t, "registered 0", line())
+			// One batch: 4 groups, pulled; the env sees the step move and has nothing
+			// queued.
+			for i := range 4 {
+				_, err := fmt.Fprintf(env.stdin, "send %d\n", i+1)
+				require.NoError(t, err)
+				require.Equal(t, fmt.Sprintf("accepted %d", i+1), line())
+			}
+			b, err := tr.Batch(ctx)
+			require.NoError(t, err)
+			require.Len(t, b, 4)
+			_, err = fmt.Fprintln(env.stdin, "status")
+			require.NoError(t, err)
+			require.Equal(t, "step 1 queued 0 <nil>", line(), "the env saw the step move")
+
+			require.NoError(t, env.cmd.Process.Signal(syscall.SIGSTOP))
+			stopped := time.Now()
+			before := len(srv.Received()) // of every life of the API
+			require.NoError(t, srv.Restart())
+			startTrainer(t, srv, 1)
+			other := registered(t, srv, t.TempDir(), func(c *atropos.ClientConfig) { c.EnvName = "other" })
+			require.Equal(t, 0, other.Registration().EnvID, "the other env has the stopped env's old id")
+			time.Sleep(pauseLimit - time.Since(stopped) + 10*time.Millisecond) // stopped longer than PauseLimit
+			srv.ResetRequests()
+			require.NoError(t, env.cmd.Process.Signal(syscall.SIGCONT))
+
+			if disconnect {
+				_, err := fmt.Fprintln(env.stdin, "disconnect")
+				require.NoError(t, err)
+				// Either the disconnect finds the pause and sends nothing, or a background
+				// poll found it first and the env registered again: then it disconnects
+				// its new registration.
+				l := line()
+				if l == "disconnected" {
+					var ours []int
+					for _, e := range srv.Envs() {
+						if e.DesiredName == "paused" {
+							ours = append(ours, e.ID)
+						}
+					}
+					require.Len(t, ours, 1, "disconnected after registering again")
+					require.False(t, srv.Envs()[ours[0]].Connected)
+				} else {
+					require.True(t, strings.HasPrefix(l, "not disconnected:"), l)
+				}
+			} else {
+				_, err := fmt.Fprintln(env.stdin, "send 9")
+				require.NoError(t, err)
+				require.Equal(t, "accepted 9", line())
+				var ours []int
+				for _, e := range srv.Envs() {
+					if e.DesiredName == "paused" {
+						ours = append(ours, e.ID)
+					}
+				}
+				require.Len(t, ours, 1, "registered again with the restarted API")
+				for _, g := range srv.Received()[before:] {
+					require.NotNil(t, g.EnvID)
+					require.Equal(t, ours[0], *g.EnvID, "group %v went under another env's id", g.Scores[0])
+				}
+			}
+			for _, r := range srv.Requests() {
+				if r.Path == "/disconnect-env" {
+					require.NotContains(t, string(r.Body), `"env_id":0`, "the other env's id was disconnected")
+				}
+			}
+			require.True(t, srv.Envs()[0].Connected, "the other env stays connected")
+		})
+	}
 }

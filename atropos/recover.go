@@ -210,10 +210,13 @@ func (c *Client) verify(ctx context.Context) error {
 		}
 		if err == nil {
 			var es EnvStatus
-			tick, start := c.tick(), c.cfg.Now()
+			tick := c.tick()
+			if !c.tried(epoch, c.cfg.Now()) {
+				return nil // retired: registered again by the caller
+			}
 			err = c.once(ctx, func(ctx context.Context) error { return c.api.statusEnv(ctx, reg.EnvID, &es) })
 			if err == nil {
-				c.observe(epoch, es, tick, start)
+				c.observe(epoch, es, tick)
 				return nil
 			}
 			var ae *APIError
@@ -266,7 +269,7 @@ func (c *Client) adopt(reg *Registration) {
 	c.reg = reg
 	c.epoch++
 	c.state = regCurrent
-	c.lastSeen = c.cfg.Now()
+	c.lastTry = c.cfg.Now()
 	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
 	c.posting, c.uncertain, c.oddSizes = 0, 0, false
 }

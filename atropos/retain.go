@@ -32,7 +32,6 @@ type sent struct {
 	sendTick  uint64 // before the post that carried it
 	replyTick uint64 // after its reply
 	queued    bool   // the API answered "received" for it: it went to the queue, no buffer
-	maybe     bool   // its post failed in a way the API may have taken it
 	out       bool   // known out of the queue
 	outStep   int    // the step when it was seen out of the queue
 	served    bool   // known served (or lost with a batch formed before a reset)
@@ -75,34 +74,6 @@ func (c *Client) accepted(epoch, sendTick uint64, name string, queued []bool) er
 	return nil
 }
 
-// acceptedMaybe records that a post of the n groups of spool file name, sent at
-// sendTick under registration epoch, failed in a way the API may have taken them: they
-// are held like accepted groups until a reply shows them out of the queue (or never in
-// it), and then sent again. It returns errStaleRegistration when the client registered
-// again meanwhile.
-func (c *Client) acceptedMaybe(epoch, sendTick uint64, name string, n int) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.epoch != epoch {
-		return errStaleRegistration
-	}
-	c.clock++
-	h := c.held[name]
-	if h == nil {
-		h = &heldFile{}
-		c.held[name] = h
-	}
-	for range n {
-		c.retained = append(c.retained, &sent{file: name, sendTick: sendTick, replyTick: c.clock, maybe: true})
-		h.unserved++
-	}
-	return nil
-}
-
-// errMaybeTaken: a post failed in a way the API may have taken it; the groups are
-// held until this env's queue shows them out, then sent again.
-var errMaybeTaken = errors.New("atropos: the post failed after the API may have taken it; kept in the spool until this env's queue shows it out, then sent again")
-
 // errStaleRegistration: a post was accepted under a registration the client has since
 // replaced; the caller posts again under the new one.
 var errStaleRegistration = errors.New("atropos: posted under a registration that was replaced meanwhile")
@@ -122,41 +93,18 @@ func (c *Client) settle(st EnvStatus, tick uint64) (done []string) {
 			}
 		}
 	}
-	// The groups that must still be queued: posted after the step last moved, answered
-	// "received" before this poll, the step unchanged. A held post that may have been
-	// taken is not queued when the queue holds no more than these.
-	surely := 0
-	if st.CurrentStep == c.lastStep {
-		for _, s := range c.retained {
-			if !s.out && !s.maybe && s.queued && s.sendTick > c.lastStepTick && s.replyTick < tick {
-				surely++
-			}
-		}
-	}
 	for _, a := range c.retained {
 		if a.out || a.replyTick >= tick {
 			continue
 		}
 		later := 0
 		for _, b := range c.retained {
-			if !b.maybe && b.sendTick > a.replyTick && b.replyTick < tick {
+			if b.sendTick > a.replyTick && b.replyTick < tick {
 				later++
 			}
 		}
-		if later >= st.SelfQueueSize || a.maybe && st.SelfQueueSize <= surely {
+		if later >= st.SelfQueueSize {
 			a.out, a.outStep = true, st.CurrentStep
-			if a.maybe {
-				// Out of the queue, or never in it: it may be posted again now, and no
-				// copy of it can wait beside the new one.
-				a.served = true
-				if h := c.held[a.file]; h != nil {
-					if h.unserved--; h.unserved == 0 {
-						delete(c.held, a.file)
-						c.free[a.file] = true
-						c.resent++
-					}
-				}
-			}
 		}
 	}
 	// A served group is forgotten once no unserved one was accepted before it was sent

@@ -255,14 +255,6 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 		// stopped for a while. A recent /status-env shows most such resets, so that
 		// the group neither wedges a fresh API nor lands under an id re-issued to
 		// another env.
-		if why := c.pausedFor(epoch); why != "" {
-			c.mu.Lock()
-			if c.epoch == epoch {
-				c.retire(why)
-			}
-			c.mu.Unlock()
-			return errStaleRegistration
-		}
 		if err := c.freshCheck(ctx, reg.EnvID, epoch); err != nil {
 			return err
 		}
@@ -279,18 +271,18 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 			Buffered int    `json:"buffered"`
 		}
 		if err := c.api.do(ctx, http.MethodPost, path, body, &reply); err != nil {
-			c.endPost(epoch, len(groups), false)
-			if !mayHaveTaken(err) {
+			taken := mayHaveTaken(err)
+			c.endPost(epoch, len(groups), taken)
+			if !taken {
 				if uerr := c.setCopies(name, before); uerr != nil {
 					c.api.logger.Warn("atropos: spool: undoing the count of a post", "err", uerr)
 				}
-				return err
 			}
-			return c.heldMaybe(epoch, sendTick, name, len(groups), err)
+			return err
 		}
 		if reply.Status != "received" && reply.Status != "buffered" {
-			c.endPost(epoch, len(groups), false)
-			return c.heldMaybe(epoch, sendTick, name, len(groups), &APIError{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: fmt.Sprintf("unexpected status %q", reply.Status)})
+			c.endPost(epoch, len(groups), true)
+			return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: fmt.Sprintf("unexpected status %q", reply.Status)}
 		}
 		// Which groups of a list were buffered the reply does not say: none counts as
 		// surely queued then.
@@ -319,16 +311,6 @@ func mayHaveTaken(err error) bool {
 		return ae.Status == http.StatusOK || ae.Status == http.StatusBadGateway || ae.Status == http.StatusGatewayTimeout
 	}
 	return true
-}
-
-// heldMaybe holds the groups of a post that failed with err in a way the API may have
-// taken them (see [Client.acceptedMaybe]) and returns the error the post ends with.
-func (c *Client) heldMaybe(epoch, sendTick uint64, name string, n int, err error) error {
-	c.noteFailure(epoch, err)
-	if serr := c.acceptedMaybe(epoch, sendTick, name, n); serr != nil {
-		return serr
-	}
-	return fmt.Errorf("%w: %w", errMaybeTaken, err)
 }
 
 // DeadLetter is one line of the dead-letter file: a group the API refused, with why.
