@@ -3,6 +3,7 @@ package agenticopd_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -114,6 +115,18 @@ func TestFaultInjection(t *testing.T) {
 	// Groups whose Send the stop cut short are in the spool: the env's next run sends them.
 	next := fastClient(t, api.URL(), spool, nil)
 	require.NoError(t, next.Register(ctx))
+	// The groups the stopped client's registration had accepted and not seen served are
+	// sent again once that registration's queue is empty (the trainer still pulls).
+	for next.Waiting() > 0 && ctx.Err() == nil {
+		_, _ = next.Status(ctx)
+		if err := next.Flush(ctx); err != nil && !errors.Is(err, atropos.ErrRejected) {
+			require.NoError(t, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := next.Flush(ctx); err != nil && !errors.Is(err, atropos.ErrRejected) {
+		require.NoError(t, err)
+	}
 	stopPulling()
 	<-pulled
 	apiRequests := len(api.Requests())
@@ -126,7 +139,7 @@ func TestFaultInjection(t *testing.T) {
 	}
 
 	m := env.Metrics()
-	dups := checkDelivered(t, col, p)
+	dups := checkDelivered(t, col, p, spool)
 	t.Logf("%d groups collected and delivered; %d duplicates at the trainer; %d API resets seen; %d groups resent; "+
 		"%v failed groups, %v rollouts with failed policy calls, %v cancelled",
 		col.count(), dups, client.Resets(), client.Resent(), m["env/failed_groups"], m["env/policy_failures"], m["env/cancelled_groups"])
@@ -136,6 +149,7 @@ func TestFaultInjection(t *testing.T) {
 	assert.Positive(t, m["env/policy_failures"], "rollouts whose policy calls failed are counted")
 	assert.GreaterOrEqual(t, m["env/failed_groups"], float64(1), "their groups failed and were not sent")
 	assert.Zero(t, m["env/send_failures"], "a Send retries until it delivers or is cancelled")
+	t.Logf("%d groups kept in the dead-letter file rather than posted a third time", client.Abandoned()+next.Abandoned())
 	spooled, err := next.Spooled()
 	require.NoError(t, err)
 	assert.Zero(t, spooled)

@@ -150,3 +150,59 @@ func TestSlowStatusChecksStillPost(t *testing.T) {
 	// Three checks at MaxCheckAge, then the limit is 2 × MaxCheckAge: the fourth passes.
 	require.Equal(t, 4, srv.RequestCount("/status-env"))
 }
+
+// varClock reads a time step later at every reading, with a step the test changes.
+type varClock struct {
+	base time.Time
+	off  atomic.Int64
+	step atomic.Int64
+}
+
+func (v *varClock) now() time.Time {
+	return v.base.Add(time.Duration(v.off.Add(v.step.Load())))
+}
+
+// TestSlowAPICheckLimitIsLearned: the widened status check limit is kept across posts
+// (one check per post once learned, not a climb every time), comes down again when
+// answers are fast, and the climb ends with an error, not a loop, when even the widest
+// limit is too short for the API.
+func TestSlowAPICheckLimitIsLearned(t *testing.T) {
+	srv := atropostest.NewServer(t)
+	startTrainer(t, srv, 0)
+	clock := &varClock{base: time.Now()}
+	c := registered(t, srv, t.TempDir(), func(c *atropos.ClientConfig) {
+		c.Now = clock.now
+		c.PauseLimit = time.Hour // the clock jumps; this test is not about pauses
+		c.Retry.MaxAttempts = 1
+	})
+	ctx := context.Background()
+	checks := func(id float64) int {
+		t.Helper()
+		before := srv.RequestCount("/status-env")
+		require.NoError(t, c.Send(ctx, group(id, 2)))
+		return srv.RequestCount("/status-env") - before
+	}
+	slow := int64(3 * atropos.DefaultMaxCheckAge / 2) // every check comes back 1.5 × MaxCheckAge old
+	clock.step.Store(slow)
+	require.Equal(t, 4, checks(1), "three too old at MaxCheckAge, the fourth within twice it")
+	require.Equal(t, 2*atropos.DefaultMaxCheckAge, c.StatusCheckLimit())
+	require.Equal(t, 1, checks(2), "the limit is learned")
+	require.Equal(t, 1, checks(3))
+
+	clock.step.Store(int64(atropos.DefaultMaxCheckAge / 10)) // fast again
+	require.Equal(t, 1, checks(4))
+	require.Equal(t, atropos.DefaultMaxCheckAge, c.StatusCheckLimit(), "the limit comes down")
+	clock.step.Store(slow)
+	require.Equal(t, 4, checks(5), "and is learned again")
+
+	// An API slower than 64 × MaxCheckAge: three checks at each limit from the learned
+	// one (2×) to the widest (64×), then the post gives up (the group stays in the spool).
+	clock.step.Store(int64(100 * atropos.DefaultMaxCheckAge))
+	before := srv.RequestCount("/status-env")
+	err := c.Send(ctx, group(6, 2))
+	require.ErrorIs(t, err, atropos.ErrSpooled)
+	require.ErrorContains(t, err, "too slowly")
+	require.Equal(t, 18, srv.RequestCount("/status-env")-before)
+	require.Equal(t, 64*atropos.DefaultMaxCheckAge, c.StatusCheckLimit())
+	require.Equal(t, []float64{1, 2, 3, 4, 5}, scoresOf(srv.Received()))
+}

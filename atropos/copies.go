@@ -3,7 +3,6 @@ package atropos
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,22 +17,19 @@ import (
 // groups the API had accepted were served, and sends them again; and the API never says
 // which of the groups it took it served. Two rules bound that:
 //
-//   - Each spool file's name counts the posts of its groups that the API may have taken,
-//     and the env id of the last (base.a<n>e<env>.jsonl): the file is renamed durably
-//     before each post, and back after a post the API surely did not take (a refused
-//     connection, a 4xx or a 500 reply). A file posted twice that way is never posted a
-//     third time: should it become sendable again (the API that took the second copy
+//   - Each spool file's name counts the posts of its groups the API took, or may have
+//     taken when the process died during the post, and the env id of the last
+//     (base.a<n>e<env>.jsonl): the file is renamed durably before each post, and back
+//     when the process sees the post fail. A file posted twice that way is never posted
+//     a third time: should it become sendable again (the API that took the second copy
 //     lost it, or a later process finds it), it goes to the dead-letter file instead,
 //     with why, so that no group reaches the trainer more than twice and none is dropped
 //     unseen.
 //   - A copy is never posted while an earlier one may still wait in an API's queue, so
-//     that two copies never land in one batch. A post that failed in a way the API may
-//     have taken it (a dropped connection, a timeout, a proxy's 502-504, a garbled reply)
-//     is held like an accepted one, and sent again only once this env's queue shows it
-//     out ([Client.Send] then returns an error matching [ErrSpooled]). A group accepted
-//     under a registration that is no longer this client's (an earlier process's, or one
-//     this client retired after a pause) is sent again only once that id's queue shows
-//     none of them can still be there: self_queue_size 0 (within one API life nothing is
+//     that two copies never land in one batch. A group accepted under a registration
+//     that is no longer this client's (an earlier process's, or one this client retired
+//     after a pause) is sent again only once that id's queue shows none of them can
+//     still be there: self_queue_size 0 (within one API life nothing is
 //     posted under a dead registration, so its queue only shrinks), or a queue that grew
 //     or holds more than the old registration had, a current_step that went back, the id
 //     failing with a 5xx statusMisses times, the id equal to this client's own current
@@ -43,9 +39,12 @@ import (
 // So a process that dies, alone or with the API, and the next one that sends its groups
 // again, give each group at most two copies at the trainer; a group whose second copy
 // was lost with an API goes to the dead-letter file, where the operator sees it (it may
-// be in the trainer's hands once already).
+// be in the trainer's hands once already). A post that fails while the process lives
+// (a dropped connection, a garbled reply) is retried at once and not counted: the API
+// cannot say whether it took it, and then two copies may meet in one queue.
 
-// maxCopies is how many posts of a group the API may have taken.
+// maxCopies is how many posts of a group the API may have taken before it is no longer
+// posted.
 const maxCopies = 2
 
 // spoolEntry is a spool file: its base name and what its name records.
@@ -186,6 +185,20 @@ func (c *Client) abandon(base string, e spoolEntry) error {
 	return fmt.Errorf("%w: spool file %s: %s", ErrRejected, base, why.Message)
 }
 
+// Waiting returns how many groups in the spool wait until the queue of the earlier
+// registration that accepted them shows they can no longer be there (see the package
+// doc). [Client.Status] polls those registrations at most every StatusInterval, and
+// [Client.Flush] sends what they released ([Client.Resent] grows); Serve does both.
+func (c *Client) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, p := range c.preds {
+		n += p.groups
+	}
+	return n
+}
+
 // Abandoned returns how many groups were moved to the dead-letter file instead of being
 // posted a third time (see the package doc).
 func (c *Client) Abandoned() int {
@@ -211,10 +224,6 @@ type pred struct {
 	lastQ  int            // its self_queue_size at the last poll; -1 before one
 	step   int            // the highest current_step seen for it
 	misses int            // 5xx replies in a row
-	// proved is 1 once the API showed it is the one that took these groups (its
-	// latest example is one of them), -1 when it did not.
-	proved  int
-	outStep int // with proved: the step when its queue was first seen empty; -1 before
 }
 
 // await puts the groups of spool file base (n of them), accepted under env id env by a
@@ -223,7 +232,7 @@ type pred struct {
 func (c *Client) await(env int, base string, n int) {
 	p := c.preds[env]
 	if p == nil {
-		p = &pred{files: map[string]int{}, lastQ: -1, outStep: -1}
+		p = &pred{files: map[string]int{}, lastQ: -1}
 		c.preds[env] = p
 	}
 	if _, ok := p.files[base]; !ok {
@@ -293,11 +302,10 @@ func (c *Client) waitingOnPred(base string) bool {
 }
 
 // checkPreds polls /status-env once for each earlier registration files wait on, and
-// releases those whose queue shows none of their groups can still be there. When the
-// API proves it is the one that took an earlier registration's groups (see
-// [Client.sameLife]), those groups are not sent again: they are settled as this
-// client's own are, by that id's queue and the step, and sent again only if this
-// client's registration is lost before they are seen served.
+// releases those whose queue shows none of their groups can still be there. An env id
+// names a registration only within one API life, and a post counted as a copy may not
+// have reached the API at all, so nothing proves that the API holds a given file's
+// groups: they are always sent again, once they cannot meet an earlier copy in a queue.
 func (c *Client) checkPreds(ctx context.Context) {
 	c.mu.Lock()
 	reg := c.reg
@@ -315,26 +323,7 @@ func (c *Client) checkPreds(ctx context.Context) {
 		}
 		var st EnvStatus
 		err := c.once(ctx, func(ctx context.Context) error { return c.api.statusEnv(ctx, env, &st) })
-		if err == nil {
-			c.mu.Lock()
-			p := c.preds[env]
-			unknown := p != nil && p.proved == 0
-			c.mu.Unlock()
-			if unknown {
-				proved := reg != nil && reg.EnvID > env && c.sameLife(ctx, env)
-				c.mu.Lock()
-				if p := c.preds[env]; p != nil && p.proved == 0 {
-					p.proved = -1
-					if proved {
-						p.proved = 1
-						c.api.logger.Info("atropos: the API holds an earlier registration's groups: they are not sent again unless it loses them", "env_id", env, "groups", p.groups)
-					}
-				}
-				c.mu.Unlock()
-			}
-		}
 		var ae *APIError
-		var served []string
 		c.mu.Lock()
 		p := c.preds[env]
 		switch {
@@ -348,20 +337,10 @@ func (c *Client) checkPreds(ctx context.Context) {
 				c.releasePred(env, fmt.Sprintf("its queue grew from %d to %d: the id is another env's", p.lastQ, st.SelfQueueSize))
 			case st.CurrentStep < p.step:
 				c.releasePred(env, fmt.Sprintf("current_step went back from %d to %d", p.step, st.CurrentStep))
-			case st.SelfQueueSize == 0 && p.proved < 1:
+			case st.SelfQueueSize == 0:
 				c.releasePred(env, "none of its groups is queued any more")
-			case st.SelfQueueSize == 0 && p.outStep >= 0 && st.CurrentStep > p.outStep:
-				// Out of the queue at outStep; a batch formed since, so every batch
-				// formed before it was served.
-				for base := range p.files {
-					served = append(served, base)
-				}
-				delete(c.preds, env)
 			default:
 				p.lastQ, p.step = st.SelfQueueSize, max(p.step, st.CurrentStep)
-				if st.SelfQueueSize == 0 && p.outStep < 0 {
-					p.outStep = st.CurrentStep
-				}
 			}
 		case errors.As(err, &ae) && ae.Status >= 500:
 			if p.misses++; p.misses >= statusMisses {
@@ -369,56 +348,10 @@ func (c *Client) checkPreds(ctx context.Context) {
 			}
 		}
 		c.mu.Unlock()
-		c.removeServed(served)
 		if err != nil && ctx.Err() != nil {
 			return
 		}
 	}
-}
-
-// sameLife reports whether the API shows it took the groups earlier registration env
-// left in the spool: its latest example (the last group that entered its queue) is one
-// of them, stamped with env. An API restarted since has no such example; one reset
-// with /reset_data keeps it, but hands out env ids from 0 again, which the caller rules
-// out by holding a higher id than env.
-func (c *Client) sameLife(ctx context.Context, env int) bool {
-	var raw json.RawMessage
-	if err := c.once(ctx, func(ctx context.Context) error { return c.api.do(ctx, http.MethodGet, "/latest_example", nil, &raw) }); err != nil {
-		return false
-	}
-	var latest ScoredDataGroup
-	if err := latest.UnmarshalJSON(raw); err != nil || latest.EnvID == nil || *latest.EnvID != env {
-		return false
-	}
-	want, err := latest.AppendJSON(nil, &c.cfg.Encode)
-	if err != nil {
-		return false
-	}
-	c.mu.Lock()
-	var files []string
-	if p := c.preds[env]; p != nil {
-		for base := range p.files {
-			files = append(files, base)
-		}
-	}
-	c.mu.Unlock()
-	for _, base := range files {
-		data, err := os.ReadFile(c.path(base))
-		if err != nil {
-			continue
-		}
-		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
-			var g ScoredDataGroup
-			if len(bytes.TrimSpace(line)) == 0 || g.UnmarshalJSON(line) != nil {
-				continue
-			}
-			g.EnvID = &env
-			if got, err := g.AppendJSON(nil, &c.cfg.Encode); err == nil && bytes.Equal(got, want) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // maybeCheckPreds runs checkPreds when files wait on earlier registrations and the

@@ -71,15 +71,55 @@
 // Besides, each post and each disconnect is preceded by a GET /status-env check sent at
 // most [ClientConfig.MaxCheckAge] (500 ms) before the post goes out, by the monotonic
 // clock; an older check (a slow answer, a process stopped between check and post) is
-// made again. When every round trip takes longer than that (a loaded API, a slow
-// link), the limit doubles every three checks in a row, up to 64 × MaxCheckAge, with a
-// warning, so that posts go on; the bound is then that widened limit. A reply to any poll shows a reset when its current_step went back, or when
+// made again. When the round trips take longer than that (a loaded API, a slow link),
+// the limit doubles after three checks in a row came back too old, up to 64 ×
+// MaxCheckAge, with a warning, so that posts go on; the limit is kept across posts
+// ([Client.StatusCheckLimit]) and halves after each check younger than half of it. When
+// even the widest limit is too short, the post gives up with an error (the group stays
+// in the spool) instead of checking for ever. A reply to any poll shows a reset when its current_step went back, or when
 // its self_queue_size does not match what this env sent: more groups queued under the
 // id than this env can have there (another env's groups under a re-issued id), or fewer
 // than the groups it posted since it last saw the step move, which no batch can have
 // taken while the step stays (the API lost its queue). A lost registration is renewed
 // in the start-up order (wait for the trainer, then /register-env), and in-flight posts
 // are stamped with the new id.
+//
+// A paused process does not trust what it sees. When a request under the registration
+// begins longer than [ClientConfig.PauseLimit] (3 s) after the one before it, or the
+// wall clock moved more than a second apart from the monotonic one meanwhile, the
+// process was stopped, swapped out or suspended: the API may have restarted and given
+// its id to another env whose queue looks like this env's. The client then retires the
+// registration without a word to the API (no disconnect under an id it cannot confirm),
+// registers again, and treats what the old registration had accepted as an earlier
+// registration's (below). [Client.Retired] counts this. Serve polls every 100 ms, also
+// while its last groups finish, so it retires only after a real stall; a caller that
+// posts rarely should poll [Client.Status] in between, or raise PauseLimit.
+//
+// # How many copies
+//
+// A group handed to Send reaches the trainer at least once (or is in the dead-letter
+// file) and at most twice, and two copies never wait in one queue, whatever dies when:
+//   - the spool file's name counts the posts the API took, or may have taken when the
+//     process died during the post (renamed durably before each post, and back when the
+//     process sees the post fail), with the env id of the last; a file posted twice is never posted a third time: when it would be,
+//     its groups go to the dead-letter file with why (the trainer may have them once or
+//     twice, or not at all) and [Client.Abandoned] counts them;
+//   - groups accepted under a registration that is no longer this client's (a dead
+//     process's, found in the spool by the next Register; or one retired after a pause)
+//     wait until that id's queue shows none of them can still be there: self_queue_size
+//     0, a queue that grew or holds more than that registration had, the step gone back,
+//     the id failing, the id now this client's own, or this client's registration lost.
+//     Only then are they sent again ([Client.Waiting] counts them meanwhile). Nothing
+//     proves that an API holds a given earlier file: an env id names a registration
+//     only within one API life, and a counted post may never have reached the API.
+//
+// So a process that dies, or an API that dies, costs one copy at the trainer of the
+// groups the API had taken and the env had not yet seen served. Two such losses of the same group within the time the
+// env needs to see it served (a batch formed after it) put it in the dead-letter file.
+// One case is not bounded: a post that fails while the process lives, after the API may
+// have taken it (a dropped connection, a garbled reply, a proxy's 502 or 504), is
+// retried at once and not counted, as the API cannot say whether it took it; then two
+// copies may wait in one queue.
 //
 // What cannot be seen. The API tells an env nothing about restarts: the trainer's
 // registration uuid is shown only to the trainer, and env ids are list indices handed out
@@ -91,8 +131,12 @@
 // signs above shows. Checks bound the age of what they saw, not what happens after:
 // a restart within MaxCheckAge (or its widened limit) after a check, or a post held on its way to the API (a
 // process stopped between the last clock reading and the request being written, a
-// proxy holding it), can still reach the restarted API. The monotonic clock does not
-// count time the whole machine was suspended.
+// proxy holding it), can still reach the restarted API. With Serve's polls every 100 ms
+// and PauseLimit, an unseen restart needs the API killed, started again, the trainer
+// registered and another env registered within one poll interval of a live process; a
+// real run-api takes seconds to start. To close it entirely, an operator restarts the
+// trainer from step 0 whenever the API restarts (the step going back is always seen),
+// or restarts the env processes with the API.
 //
 // "received" means only that a group is in the API's in-memory queue. The client keeps
 // every accepted group's spool file until /status-env shows it was served (out of the

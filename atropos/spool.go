@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -271,17 +270,20 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 			Buffered int    `json:"buffered"`
 		}
 		if err := c.api.do(ctx, http.MethodPost, path, body, &reply); err != nil {
-			taken := mayHaveTaken(err)
-			c.endPost(epoch, len(groups), taken)
-			if !taken {
-				if uerr := c.setCopies(name, before); uerr != nil {
-					c.api.logger.Warn("atropos: spool: undoing the count of a post", "err", uerr)
-				}
+			var ae *APIError
+			c.endPost(epoch, len(groups), !errors.As(err, &ae) || ae.Status >= 500 || ae.Status == http.StatusOK)
+			// The process lives to see the failure: the post is not counted, also when
+			// the API may have taken it (see the package doc).
+			if uerr := c.setCopies(name, before); uerr != nil {
+				c.api.logger.Warn("atropos: spool: undoing the count of a post", "err", uerr)
 			}
 			return err
 		}
 		if reply.Status != "received" && reply.Status != "buffered" {
 			c.endPost(epoch, len(groups), true)
+			if uerr := c.setCopies(name, before); uerr != nil {
+				c.api.logger.Warn("atropos: spool: undoing the count of a post", "err", uerr)
+			}
 			return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: fmt.Sprintf("unexpected status %q", reply.Status)}
 		}
 		// Which groups of a list were buffered the reply does not say: none counts as
@@ -295,22 +297,6 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 		return err
 	})
 	return lines, err
-}
-
-// mayHaveTaken reports whether a post that failed with err may still have been taken
-// by the API: not when the connection was refused, nor after a 4xx or a 500 (upstream
-// raises those before queueing), a 501 or a 503 (no server behind the proxy); yes after
-// a dropped connection, a timeout, a garbled 200, or a proxy's 502 or 504 (the server
-// may have answered too late or wrongly).
-func mayHaveTaken(err error) bool {
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return false
-	}
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae.Status == http.StatusOK || ae.Status == http.StatusBadGateway || ae.Status == http.StatusGatewayTimeout
-	}
-	return true
 }
 
 // DeadLetter is one line of the dead-letter file: a group the API refused, with why.
