@@ -114,7 +114,10 @@ func TestFaultInjection(t *testing.T) {
 	require.ErrorIs(t, <-serveErr, context.Canceled)
 	// Groups whose Send the stop cut short are in the spool: the env's next run sends them.
 	next := fastClient(t, api.URL(), spool, nil)
-	require.NoError(t, next.Register(ctx))
+	if err := next.Register(ctx); err != nil {
+		require.ErrorIs(t, err, atropos.ErrRejected) // groups kept in the dead-letter file
+		require.NotNil(t, next.Registration())
+	}
 	// The groups the stopped client's registration had accepted and not seen served are
 	// sent again once that registration's queue is empty (the trainer still pulls).
 	for next.Waiting() > 0 && ctx.Err() == nil {

@@ -17,10 +17,11 @@ import (
 // groups the API had accepted were served, and sends them again; and the API never says
 // which of the groups it took it served. Two rules bound that:
 //
-//   - Each spool file's name counts the posts of its groups the API took, or may have
-//     taken when the process died during the post, and the env id of the last
-//     (base.a<n>e<env>.jsonl): the file is renamed durably before each post, and back
-//     when the process sees the post fail. A file posted twice that way is never posted
+//   - Each spool file's name counts the posts of its groups the API took or may have
+//     taken, and the env id of the last (base.a<n>e<env>.jsonl): the file is renamed
+//     durably before each post, and back after a post the API surely did not take (a
+//     refused connection, a 4xx, a 500, a 501 or a 503, or a status poll right after a
+//     failed post that shows the queue without it). A file posted twice that way is never posted
 //     a third time: should it become sendable again (the API that took the second copy
 //     lost it, or a later process finds it), it goes to the dead-letter file instead,
 //     with why, so that no group reaches the trainer more than twice and none is dropped
@@ -40,8 +41,8 @@ import (
 // again, give each group at most two copies at the trainer; a group whose second copy
 // was lost with an API goes to the dead-letter file, where the operator sees it (it may
 // be in the trainer's hands once already). A post that fails while the process lives
-// (a dropped connection, a garbled reply) is retried at once and not counted: the API
-// cannot say whether it took it, and then two copies may meet in one queue.
+// after the API may have taken it (a dropped connection, a garbled reply) is retried at
+// once, and counted: then two copies may meet in one queue.
 
 // maxCopies is how many posts of a group the API may have taken before it is no longer
 // posted.

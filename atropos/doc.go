@@ -99,9 +99,9 @@
 //
 // A group handed to Send reaches the trainer at least once (or is in the dead-letter
 // file) and at most twice, and two copies never wait in one queue, whatever dies when:
-//   - the spool file's name counts the posts the API took, or may have taken when the
-//     process died during the post (renamed durably before each post, and back when the
-//     process sees the post fail), with the env id of the last; a file posted twice is never posted a third time: when it would be,
+//   - the spool file's name counts the posts the API took or may have taken (renamed
+//     durably before each post, and back after one the API surely did not take), with
+//     the env id of the last; a file posted twice is never posted a third time: when it would be,
 //     its groups go to the dead-letter file with why (the trainer may have them once or
 //     twice, or not at all) and [Client.Abandoned] counts them;
 //   - groups accepted under a registration that is no longer this client's (a dead
@@ -116,10 +116,10 @@
 // So a process that dies, or an API that dies, costs one copy at the trainer of the
 // groups the API had taken and the env had not yet seen served. Two such losses of the same group within the time the
 // env needs to see it served (a batch formed after it) put it in the dead-letter file.
-// One case is not bounded: a post that fails while the process lives, after the API may
-// have taken it (a dropped connection, a garbled reply, a proxy's 502 or 504), is
-// retried at once and not counted, as the API cannot say whether it took it; then two
-// copies may wait in one queue.
+// A post that fails while the process lives, after the API may have taken it (a
+// dropped connection, a garbled reply, a proxy's 502 or 504), and that the next status
+// poll cannot rule out, is retried at once, as the API cannot say whether it took it:
+// both posts count toward the two, and the two copies may wait in one queue.
 //
 // What cannot be seen. The API tells an env nothing about restarts: the trainer's
 // registration uuid is shown only to the trainer, and env ids are list indices handed out

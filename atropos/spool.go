@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -270,20 +271,19 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 			Buffered int    `json:"buffered"`
 		}
 		if err := c.api.do(ctx, http.MethodPost, path, body, &reply); err != nil {
-			var ae *APIError
-			c.endPost(epoch, len(groups), !errors.As(err, &ae) || ae.Status >= 500 || ae.Status == http.StatusOK)
-			// The process lives to see the failure: the post is not counted, also when
-			// the API may have taken it (see the package doc).
-			if uerr := c.setCopies(name, before); uerr != nil {
-				c.api.logger.Warn("atropos: spool: undoing the count of a post", "err", uerr)
+			// A post the API may have taken stays counted (the bound counts every copy
+			// that can reach the trainer), unless a status poll shows it did not.
+			taken := mayHaveTaken(err) && !c.notQueued(ctx, reg.EnvID, epoch, sendTick)
+			c.endPost(epoch, len(groups), taken)
+			if !taken {
+				if uerr := c.setCopies(name, before); uerr != nil {
+					c.api.logger.Warn("atropos: spool: undoing the count of a post", "err", uerr)
+				}
 			}
 			return err
 		}
 		if reply.Status != "received" && reply.Status != "buffered" {
 			c.endPost(epoch, len(groups), true)
-			if uerr := c.setCopies(name, before); uerr != nil {
-				c.api.logger.Warn("atropos: spool: undoing the count of a post", "err", uerr)
-			}
 			return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusOK, Message: fmt.Sprintf("unexpected status %q", reply.Status)}
 		}
 		// Which groups of a list were buffered the reply does not say: none counts as
@@ -297,6 +297,52 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 		return err
 	})
 	return lines, err
+}
+
+// mayHaveTaken reports whether a post that failed with err may still have been taken
+// by the API: not when the connection was refused, nor after a 4xx or a 500 (upstream
+// raises those before queueing), a 501 or a 503 (no server behind a proxy); yes after a
+// dropped connection, a timeout, a garbled 200, or a proxy's 502 or 504.
+func mayHaveTaken(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusOK || ae.Status == http.StatusBadGateway || ae.Status == http.StatusGatewayTimeout
+	}
+	return true
+}
+
+// notQueued polls /status-env once after a post sent at sendTick failed in a way the
+// API may have taken it, and reports whether the reply shows it did not: no batch
+// formed since the post was sent, and the queue holds no more than the groups surely
+// there before it.
+func (c *Client) notQueued(ctx context.Context, envID int, epoch, sendTick uint64) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var st EnvStatus
+	tick := c.tick()
+	if !c.tried(epoch, c.cfg.Now()) {
+		return false
+	}
+	if err := c.once(ctx, func(ctx context.Context) error { return c.api.statusEnv(ctx, envID, &st) }); err != nil {
+		return false
+	}
+	c.mu.Lock()
+	stepSeen, stepTick, odd := c.lastStep, c.lastStepTick, c.oddSizes
+	surely := 0
+	for _, s := range c.retained {
+		if !s.out && s.queued && s.sendTick > stepTick && s.replyTick < tick {
+			surely++
+		}
+	}
+	c.mu.Unlock()
+	if !c.observe(epoch, st, tick) {
+		return false
+	}
+	return !odd && st.CurrentStep == stepSeen && stepTick < sendTick && st.SelfQueueSize <= surely
 }
 
 // DeadLetter is one line of the dead-letter file: a group the API refused, with why.
