@@ -96,7 +96,9 @@
 // env/send_failures, env/cancelled_groups (cut short by the caller's ctx; not failures),
 // env/api_resets (times the trajectory API lost the env's registration and Serve
 // registered again), env/groups_resent_on_reset (groups the lost API had accepted, not
-// known to be served, sent again), judge/empty_content (judge choices with an empty
+// known to be served, sent again), env/groups_abandoned (groups kept in the
+// dead-letter file rather than posted once more than atropos.ClientConfig.MaxCopies
+// allows), judge/empty_content (judge choices with an empty
 // content, as a thinking judge behind a reasoning parser answers; never read as votes)
 // and judge/truncated_votes (judge choices cut at max_tokens, whatever their content;
 // never read as votes).

@@ -178,6 +178,7 @@ func promHelps() map[string]string {
 		"env/cancelled_groups":        "Groups cut short by shutdown; not failures.",
 		"env/api_resets":              "Times the trajectory API lost this env's registration (restart or /reset_data) and the env registered again.",
 		"env/groups_resent_on_reset":  "Groups the lost API had accepted but not served, sent again after a reset (the trainer may see them twice).",
+		"env/groups_abandoned":        "Groups kept in the dead-letter file instead of being posted again: the API may hold as many copies as the client's MaxCopies allows (the trainer may have them).",
 		"judge/truncated_votes":       "Judge answers cut at the judge's max tokens (finish_reason length), never read as votes; raise Config.JudgeMaxTokens or turn the judge's thinking off.",
 		"env/solution_sandbox_faults": "Rollouts whose solution broke its own sandbox (filled its memory or workspace, locked it), scored as the solution's fault (correctness 0.1) with the group kept; a steady rate is a policy learning to break its sandbox.",
 		"judge/empty_content":         "Judge answers with empty content (a thinking judge that spent its tokens behind a reasoning parser); raise the judge's max tokens or turn thinking off.",

@@ -139,6 +139,7 @@ func (e *Env) Serve(ctx context.Context, client *atropos.Client) error {
 			if err := client.Flush(ctx); err != nil {
 				e.cfg.Logger.Warn("spool flush at the end failed; the next Register sends what is left", "err", err)
 			}
+			l.syncResets()
 			return nil
 		default:
 			failingSince = time.Time{}
@@ -214,8 +215,9 @@ type serveLoop struct {
 	// spooled is set when a Send gave up with groups left in the spool.
 	spooled atomic.Bool
 
-	// resets and resent are the client's counts already added to the metrics.
-	resets, resent int
+	// resets, resent and abandoned are the client's counts already added to the
+	// metrics.
+	resets, resent, abandoned int
 
 	// fatal is closed, once, when a group turned out invalid for the API: every
 	// later group would be too (the groups come from one configuration), so Serve
@@ -228,7 +230,11 @@ type serveLoop struct {
 // syncResets adds the client's new resets to the metrics; after a reset the spool holds
 // the groups to send again, so it is flushed.
 func (l *serveLoop) syncResets() {
-	r, n := l.client.Resets(), l.client.Resent()
+	r, n, a := l.client.Resets(), l.client.Resent(), l.client.Abandoned()
+	if a != l.abandoned {
+		l.e.metrics.count("env/groups_abandoned", float64(a-l.abandoned))
+		l.abandoned = a
+	}
 	if r == l.resets && n == l.resent {
 		return
 	}
@@ -295,6 +301,10 @@ func (l *serveLoop) start(ctx context.Context, task tasks.Task) {
 			case err != nil && ctx.Err() != nil:
 				// Cut short at shutdown: the group is in the spool for the next Register.
 				e.metrics.count("env/cancelled_groups", 1)
+			case errors.Is(err, atropos.ErrAbandoned):
+				// Posted as often as the client allows, and kept in the dead-letter
+				// file: counted as env/groups_abandoned.
+				e.cfg.Logger.Warn("group kept in the dead-letter file, not posted again", "task", task.ID, "err", err)
 			case err != nil:
 				e.cfg.Logger.Warn("send failed", "task", task.ID, "err", err)
 				e.metrics.count("env/send_failures", 1)

@@ -185,7 +185,7 @@ func errorMessage(body []byte) string {
 // retryable reports whether err may go away on a retry: network errors, 5xx, and
 // unexpected 200 bodies, but not 4xx or the end of ctx.
 func retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, errCopiesSpent) {
 		return false
 	}
 	var ae *APIError

@@ -26,6 +26,9 @@ const DefaultMaxCheckAge = 500 * time.Millisecond
 // registering again.
 const DefaultPauseLimit = 3 * time.Second
 
+// DefaultMaxCopies is the default of [ClientConfig.MaxCopies].
+const DefaultMaxCopies = 2
+
 // ClientConfig configures an env-side [Client]. The zero value of each field, except
 // EnvName, GroupSize and SpoolDir, is a documented default.
 type ClientConfig struct {
@@ -66,6 +69,13 @@ type ClientConfig struct {
 	// DeadLetter is the JSON Lines file where groups the API rejected (4xx) are kept with
 	// the server's message. Default SpoolDir/dead-letter.jsonl.
 	DeadLetter string
+	// MaxCopies is how many posts of a group the API may have taken (a post answered
+	// "received", or one that failed in a way that does not rule out that the API took
+	// it) before the group is no longer posted and goes to the dead-letter file instead
+	// (see "How many copies" in the package doc). Default 2: a group reaches the trainer
+	// at most twice. 1 makes delivery at most once; a higher bound dead-letters fewer
+	// groups on a faulty network at the price of more copies.
+	MaxCopies int
 
 	// HTTPClient sends the requests. Default http.DefaultClient. Give it no overall
 	// Timeout shorter than a large group's upload; use Retry.AttemptTimeout instead.
@@ -223,6 +233,12 @@ func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.DeadLetter == "" {
 		cfg.DeadLetter = filepath.Join(cfg.SpoolDir, "dead-letter.jsonl")
+	}
+	if cfg.MaxCopies < 0 {
+		return nil, fmt.Errorf("atropos: ClientConfig.MaxCopies %d: want at least 1 (0 for the default, %d)", cfg.MaxCopies, DefaultMaxCopies)
+	}
+	if cfg.MaxCopies == 0 {
+		cfg.MaxCopies = DefaultMaxCopies
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second

@@ -21,11 +21,12 @@ import (
 //     taken, and the env id of the last (base.a<n>e<env>.jsonl): the file is renamed
 //     durably before each post, and back after a post the API surely did not take (a
 //     refused connection, a 4xx, a 500, a 501 or a 503, or a status poll right after a
-//     failed post that shows the queue without it). A file posted twice that way is never posted
-//     a third time: should it become sendable again (the API that took the second copy
-//     lost it, or a later process finds it), it goes to the dead-letter file instead,
-//     with why, so that no group reaches the trainer more than twice and none is dropped
-//     unseen.
+//     failed post that shows the queue without it). A file posted MaxCopies times (2 by
+//     default) that way is never posted again: should it become sendable again (the API
+//     that took the last copy lost it, a later process finds it, or the last post failed
+//     in a way that does not rule out that the API took it), it goes to the dead-letter
+//     file instead, with why, so that no group reaches the trainer more than MaxCopies
+//     times and none is dropped unseen.
 //   - A copy is never posted while an earlier one may still wait in an API's queue, so
 //     that two copies never land in one batch. A group accepted under a registration
 //     that is no longer this client's (an earlier process's, or one this client retired
@@ -42,11 +43,12 @@ import (
 // was lost with an API goes to the dead-letter file, where the operator sees it (it may
 // be in the trainer's hands once already). A post that fails while the process lives
 // after the API may have taken it (a dropped connection, a garbled reply) is retried at
-// once, and counted: then two copies may meet in one queue.
+// once, and counted: then two copies may meet in one queue, and a third attempt is not
+// made.
 
-// maxCopies is how many posts of a group the API may have taken before it is no longer
-// posted.
-const maxCopies = 2
+// errCopiesSpent stops the retries of a post whose file was posted MaxCopies times
+// already, within this process: the file goes to the dead-letter file instead.
+var errCopiesSpent = errors.New("atropos: the API may hold as many copies of these groups as ClientConfig.MaxCopies allows")
 
 // spoolEntry is a spool file: its base name and what its name records.
 type spoolEntry struct {
@@ -143,6 +145,13 @@ func (c *Client) countPost(base string, env int) (spoolEntry, error) {
 	return before, c.setCopies(base, spoolEntry{copies: before.copies + 1, env: env})
 }
 
+// copiesOf returns how many posts of spool file base the API may have taken.
+func (c *Client) copiesOf(base string) int {
+	c.nameMu.Lock()
+	defer c.nameMu.Unlock()
+	return c.entry(base).copies
+}
+
 // forgetName drops what the client knows of base's name once the file is gone.
 func (c *Client) forgetName(base string) {
 	c.nameMu.Lock()
@@ -150,7 +159,7 @@ func (c *Client) forgetName(base string) {
 	c.nameMu.Unlock()
 }
 
-// abandon moves the groups of spool file base, posted maxCopies times already, to the
+// abandon moves the groups of spool file base, posted MaxCopies times already, to the
 // dead-letter file instead of posting them again.
 func (c *Client) abandon(base string, e spoolEntry) error {
 	path := c.path(base)
@@ -162,9 +171,10 @@ func (c *Client) abandon(base string, e spoolEntry) error {
 		return fmt.Errorf("%w: %w", ErrSpooled, err)
 	}
 	why := &APIError{Method: http.MethodPost, Path: "/scored_data", Status: 0, Message: fmt.Sprintf(
-		"not sent again: the API may have taken %d copies of this group (the last under env id %d), and lost this env's registration, or this env's process died, before it was seen served; "+
-			"the trainer may have it once or twice, or not at all (the API does not say). It is kept here, not posted a third time, so that no trainer gets it more than twice",
-		e.copies, e.env)}
+		"not sent again: the API may have taken %d copies of this group (the last under env id %d), and this env has not seen it served: "+
+			"its registration was lost, its process died, or the posts failed in ways that do not rule out that the API took them. "+
+			"The trainer may have it up to %d times, or not at all (the API does not say); it is kept here instead of being posted again (ClientConfig.MaxCopies is %d)",
+		e.copies, e.env, e.copies, c.cfg.MaxCopies)}
 	n := 0
 	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -183,7 +193,7 @@ func (c *Client) abandon(base string, e spoolEntry) error {
 	c.abandoned += n
 	delete(c.free, base)
 	c.mu.Unlock()
-	return fmt.Errorf("%w: spool file %s: %s", ErrRejected, base, why.Message)
+	return fmt.Errorf("%w: spool file %s: %s", ErrAbandoned, base, why.Message)
 }
 
 // Waiting returns how many groups in the spool wait until the queue of the earlier

@@ -98,7 +98,8 @@
 // # How many copies
 //
 // A group handed to Send reaches the trainer at least once (or is in the dead-letter
-// file) and at most twice, and two copies never wait in one queue, whatever dies when:
+// file) and at most twice ([ClientConfig.MaxCopies]), and two copies never wait in one
+// queue, whatever dies when:
 //   - the spool file's name counts the posts the API took or may have taken (renamed
 //     durably before each post, and back after one the API surely did not take), with
 //     the env id of the last; a file posted twice is never posted a third time: when it would be,
@@ -120,6 +121,14 @@
 // dropped connection, a garbled reply, a proxy's 502 or 504), and that the next status
 // poll cannot rule out, is retried at once, as the API cannot say whether it took it:
 // both posts count toward the two, and the two copies may wait in one queue.
+//
+// The bound has a price on a faulty network: a group whose posts timed out or were cut
+// off (counted, as the API may have taken them) and whose API then died before the env
+// saw it served is dead-lettered, though the trainer has it once in most such cases.
+// This is the choice of the default: no trainer sees a group a third time, and no group
+// is dropped without a trace ([ReadDeadLetters] reads them back, with why, for an
+// operator who wants to post them again). MaxCopies 1 delivers at most once; 3 or more
+// dead-letters fewer groups and lets more copies through.
 //
 // What cannot be seen. The API tells an env nothing about restarts: the trainer's
 // registration uuid is shown only to the trainer, and env ids are list indices handed out

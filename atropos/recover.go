@@ -48,7 +48,7 @@ func (c *Client) noteFailure(epoch uint64, err error) {
 	if errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusOK {
 		return
 	}
-	if errors.Is(err, errStaleRegistration) {
+	if errors.Is(err, errStaleRegistration) || errors.Is(err, errCopiesSpent) {
 		return
 	}
 	c.mu.Lock()

@@ -26,6 +26,12 @@ var ErrSpooled = errors.New("atropos: groups kept in the spool")
 // server's message and are not retried.
 var ErrRejected = errors.New("atropos: groups rejected by the API")
 
+// ErrAbandoned is matched, beside [ErrRejected], by a [Client.Send] or [Client.Flush]
+// error when groups went to the dead-letter file instead of being posted again: the API
+// may already hold [ClientConfig.MaxCopies] copies of them (see "How many copies" in the
+// package doc). [Client.Abandoned] counts them.
+var ErrAbandoned = fmt.Errorf("%w: not posted again, as the API may hold as many copies as allowed", ErrRejected)
+
 const spoolExt = ".jsonl"
 
 // Send delivers groups to the API: one group to /scored_data, several to
@@ -165,8 +171,13 @@ func (c *Client) deliver(ctx context.Context, name string, groups []*ScoredDataG
 	switch {
 	case err == nil:
 		return nil // the file is held until /status-env shows its groups served
+	case errors.Is(err, errCopiesSpent):
+		c.nameMu.Lock()
+		e := c.entry(name)
+		c.nameMu.Unlock()
+		return c.abandon(name, e)
 	case errors.As(err, &ae) && !ae.Temporary():
-		err = c.reject(ctx, groups, lines, ae)
+		err = c.reject(ctx, name, groups, lines, ae)
 		if errors.Is(err, ErrSpooled) {
 			return err
 		}
@@ -185,7 +196,7 @@ func (c *Client) deliver(ctx context.Context, name string, groups []*ScoredDataG
 // split and each group resent alone so that only the groups the API refuses are kept.
 // A group of the list the API takes is first written to a spool file of its own, held
 // until it is served. lines are the groups as last posted.
-func (c *Client) reject(ctx context.Context, groups []*ScoredDataGroup, lines [][]byte, ae *APIError) error {
+func (c *Client) reject(ctx context.Context, name string, groups []*ScoredDataGroup, lines [][]byte, ae *APIError) error {
 	if len(groups) == 1 {
 		if err := c.deadLetter(lines[0], ae); err != nil {
 			return fmt.Errorf("%w: writing the dead letter: %w", ErrSpooled, err)
@@ -195,6 +206,17 @@ func (c *Client) reject(ctx context.Context, groups []*ScoredDataGroup, lines []
 	var rejected []error
 	for i, g := range groups {
 		own, err := c.spoolWrite([][]byte{lines[i]})
+		if err == nil {
+			// Earlier posts of the list that the API may have taken count for each
+			// of its groups.
+			c.nameMu.Lock()
+			listed := c.entry(name)
+			c.nameMu.Unlock()
+			err = c.setCopies(own, spoolEntry{copies: listed.copies, env: listed.env})
+			if err != nil {
+				c.release(own)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrSpooled, err)
 		}
@@ -203,6 +225,14 @@ func (c *Client) reject(ctx context.Context, groups []*ScoredDataGroup, lines []
 		var ae1 *APIError
 		switch {
 		case err == nil:
+		case errors.Is(err, errCopiesSpent):
+			c.nameMu.Lock()
+			e := c.entry(own)
+			c.nameMu.Unlock()
+			if aerr := c.abandon(own, e); aerr != nil && !errors.Is(aerr, ErrRejected) {
+				return aerr
+			}
+			rejected = append(rejected, fmt.Errorf("group %d: %w", i, err))
 		case errors.As(err, &ae1) && !ae1.Temporary():
 			os.Remove(c.path(own)) // still in the list's file until the dead letter is written
 			c.forgetName(own)
@@ -259,7 +289,12 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 			return err
 		}
 		// Counted on disk before the post: a process that dies from here on leaves
-		// in the file's name that the API may hold this copy.
+		// in the file's name that the API may hold this copy. A file this process
+		// posted MaxCopies times already (a retry after posts that may have been
+		// taken) is posted no more.
+		if c.copiesOf(name) >= c.cfg.MaxCopies {
+			return errCopiesSpent
+		}
 		before, err := c.countPost(name, reg.EnvID)
 		if err != nil {
 			return err
@@ -514,7 +549,7 @@ func (c *Client) Flush(ctx context.Context) error {
 		if busy {
 			continue
 		}
-		if e.copies >= maxCopies {
+		if e.copies >= c.cfg.MaxCopies {
 			err = c.abandon(e.base, e)
 		} else {
 			err = c.replay(ctx, e.base)

@@ -1,0 +1,101 @@
+package atropos_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+)
+
+// takeThenDrop stands in front of srv: every post to /scored_data reaches the API, and
+// then the connection is cut before the reply reaches the client, as a proxy or a
+// network that fails after the API took the group. Other requests pass through.
+func takeThenDrop(t *testing.T, srv *atropostest.Server) (url string, posts *atomic.Int32) {
+	t.Helper()
+	posts = new(atomic.Int32)
+	hc := httpClient(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, srv.URL()+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := hc.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		reply, _ := io.ReadAll(resp.Body)
+		if r.URL.Path == "/scored_data" {
+			posts.Add(1)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		w.Write(reply)
+	})
+	front := httptest.NewServer(h)
+	t.Cleanup(front.Close)
+	return front.URL, posts
+}
+
+// A post the API took but whose reply was lost counts as a copy, and the retries stop
+// at MaxCopies: the group goes to the dead-letter file, with why, instead of a third
+// post into a live API.
+func TestMaybeTakenPostsStopAtMaxCopies(t *testing.T) {
+	for _, maxCopies := range []int{1, 2, 3} {
+		t.Run("", func(t *testing.T) {
+			srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
+			url, posts := takeThenDrop(t, srv)
+			dir := t.TempDir()
+			c, err := atropos.NewClient(url, atropos.ClientConfig{
+				EnvName: "env", GroupSize: 2, SpoolDir: dir, HTTPClient: httpClient(t), MaxCopies: maxCopies,
+				PollInterval: 2e6, StatusInterval: 2e6,
+				Retry: atropos.RetryConfig{MinBackoff: 1e6, MaxBackoff: 5e6, MaxAttempts: 10},
+			})
+			require.NoError(t, err)
+			require.NoError(t, c.Register(context.Background()))
+
+			err = c.Send(context.Background(), group(5, 2))
+			require.ErrorIs(t, err, atropos.ErrRejected)
+			require.ErrorContains(t, err, "not sent again")
+			require.EqualValues(t, maxCopies, posts.Load(), "posts that reached the API")
+			require.Len(t, srv.Received(), maxCopies, "copies the API holds")
+			require.Equal(t, 1, c.Abandoned())
+			dls := readDeadLetters(t, filepath.Join(dir, "dead-letter.jsonl"))
+			require.Len(t, dls, 1)
+			require.Equal(t, []float64{5, 5.25}, dls[0].Group.Scores)
+			require.Contains(t, dls[0].Error, "may have taken")
+			n, err := c.Spooled()
+			require.NoError(t, err)
+			require.Zero(t, n, "the group left the spool for the dead-letter file")
+		})
+	}
+}
+
+func TestMaxCopiesConfig(t *testing.T) {
+	_, err := atropos.NewClient("http://h", atropos.ClientConfig{EnvName: "e", GroupSize: 2, SpoolDir: "x", MaxCopies: -1})
+	require.ErrorContains(t, err, "MaxCopies -1")
+}
