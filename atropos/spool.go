@@ -229,10 +229,12 @@ func (c *Client) reject(ctx context.Context, name string, groups []*ScoredDataGr
 			c.nameMu.Lock()
 			e := c.entry(own)
 			c.nameMu.Unlock()
-			if aerr := c.abandon(own, e); aerr != nil && !errors.Is(aerr, ErrRejected) {
+			switch aerr := c.abandon(own, e); {
+			case errors.Is(aerr, ErrRejected):
+				rejected = append(rejected, fmt.Errorf("group %d: %w", i, aerr))
+			case aerr != nil:
 				return aerr
 			}
-			rejected = append(rejected, fmt.Errorf("group %d: %w", i, err))
 		case errors.As(err, &ae1) && !ae1.Temporary():
 			os.Remove(c.path(own)) // still in the list's file until the dead letter is written
 			c.forgetName(own)
