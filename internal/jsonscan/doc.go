@@ -17,7 +17,9 @@
 // rather than strconv's ([Scanner.Number], [ValidNumber], [Scanner.Float32],
 // [Scanner.Int32]), whole values ([Scanner.Skip], [Scanner.UnmarshalNext]) and
 // containers ([Scanner.Object], [Scanner.Array]). [AppendInt32s] writes the lists of ids
-// that [Scanner.Int32s] reads, for the request bodies that carry long prompts.
+// that [Scanner.Int32s] reads, for the request bodies that carry long prompts, and
+// [AppendFloat32] writes a float32 as encoding/json does, byte for byte, in about half
+// strconv's time, for documents that carry hundreds of thousands of logprobs.
 //
 // # Errors
 //
