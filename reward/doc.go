@@ -99,8 +99,9 @@
 //     it is a fault ([RuleSolutionFault], 0.1, whatever the tests print): the test
 //     process is told and stops at once. A solution that never answers runs into the
 //     timeout (0.1). The relay checks the grammar byte by byte as it reads, never
-//     decoding a value into Go values, and keeps a message in 64 KiB chunks, so a
-//     message costs the host about its own size, whatever it holds.
+//     decoding a value into Go values, and keeps a message in chunks (the first of
+//     512 bytes, each next one twice the last, up to 64 KiB), so a message costs the
+//     host about its own size, whatever it holds.
 //     BenchmarkRelayMemory sends the worst reply, MaxMessage bytes of Nones (about
 //     3.4 million values): the highest heap was 16.5 MB, 1.03 times the message, for
 //     one verification and 66 MB for four at once (before, decoding the reply into

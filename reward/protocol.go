@@ -6,16 +6,23 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 )
 
 // The relay reads each message of the two processes once, byte by byte as it arrives,
-// checking its grammar on the way and keeping its bytes in chunks of msgChunk bytes;
-// it never decodes a value into Go values. A message costs its own size in memory (and
+// checking its grammar on the way and keeping its bytes in chunks, the first of
+// msgFirstChunk bytes, each next one twice the last up to msgChunk; it never decodes a
+// value into Go values. A message costs its own size in memory (and
 // a request or a reply that breaks the grammar is refused at the byte that breaks it),
 // so a reply of many tiny values costs what a reply of one long string does.
 
-// msgChunk is the size of the chunks a message is kept in.
-const msgChunk = 64 << 10
+// msgChunk is the largest chunk a message is kept in, and msgFirstChunk its first:
+// most messages are a few dozen bytes, and a chunk of msgChunk for each of them made
+// most of a verification's garbage.
+const (
+	msgChunk      = 64 << 10
+	msgFirstChunk = 512
+)
 
 // errTooLong is the error of a message over MaxMessage bytes.
 var errTooLong = fmt.Errorf("message longer than %d bytes (reward.MaxMessage)", MaxMessage)
@@ -63,7 +70,23 @@ type msgReader struct {
 }
 
 func newMsgReader(r io.Reader) *msgReader {
-	return &msgReader{br: bufio.NewReaderSize(r, msgChunk)}
+	br, _ := readerPool.Get().(*bufio.Reader)
+	if br == nil {
+		return &msgReader{br: bufio.NewReaderSize(r, msgChunk)}
+	}
+	br.Reset(r)
+	return &msgReader{br: br}
+}
+
+// readerPool keeps the buffered readers of finished relays (msgChunk bytes each).
+var readerPool sync.Pool
+
+// release gives the reader's buffer back for another relay; r must not be used
+// after it.
+func (r *msgReader) release() {
+	r.br.Reset(nil)
+	readerPool.Put(r.br)
+	r.br = nil
 }
 
 // get reads the next byte of the message; 0 after an error (0 is never valid).
@@ -86,7 +109,11 @@ func (r *msgReader) get() byte {
 	}
 	last := len(r.chunks) - 1
 	if last < 0 || len(r.chunks[last]) == cap(r.chunks[last]) {
-		r.chunks = append(r.chunks, make([]byte, 0, msgChunk))
+		size := msgFirstChunk
+		if last >= 0 {
+			size = min(2*cap(r.chunks[last]), msgChunk)
+		}
+		r.chunks = append(r.chunks, make([]byte, 0, size))
 		last++
 	}
 	r.chunks[last] = append(r.chunks[last], c)

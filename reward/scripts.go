@@ -232,9 +232,15 @@ func relay(test, sol rollout.Process) (conversation, func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	fromTest, fromSol := make(chan message), make(chan message)
-	wg.Go(func() { readMessages(newMsgReader(test.Stdout()).request, fromTest, done) })
-	wg.Go(func() { readMessages(solutionMessages(newMsgReader(sol.Stdout())), fromSol, done) })
-	stop := func() { close(done); wg.Wait() }
+	testReader, solReader := newMsgReader(test.Stdout()), newMsgReader(sol.Stdout())
+	wg.Go(func() { readMessages(testReader.request, fromTest, done) })
+	wg.Go(func() { readMessages(solutionMessages(solReader), fromSol, done) })
+	stop := func() {
+		close(done)
+		wg.Wait()
+		testReader.release()
+		solReader.release()
+	}
 
 	var c conversation
 	var pending *request // sent to the solution, not answered yet
