@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/agentic-opd/agenticopd/rollout"
 )
 
 // Exported for the tests of package reward_test.
@@ -61,3 +64,62 @@ func SectionPaths(diff string) [][]string {
 
 // PathKept reports whether the rules keep a change to path p.
 func PathKept(p string, testFiles []string) bool { return pathRule(p, testFiles) == ruleKeep }
+
+// The compiled harnesses (harnesscode.go).
+var (
+	// CompilePy is the program that compiles the harnesses.
+	CompilePy = compilePy
+	// TestsProgram and SolutionProgram are the two sides' harnesses.
+	TestsProgram, SolutionProgram = testsProgram, solutionProgram
+	// ParseCompiled reads what CompilePy wrote: the magic number and the two
+	// compiled harnesses.
+	ParseCompiled = func(b []byte) (magic []byte, tests, solution []byte, err error) {
+		c, err := parseCompiled(b)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return c.magic[:], c.tests, c.solution, nil
+	}
+)
+
+// CompileHarnesses compiles the two given sources with the interpreter python in st,
+// as the verifier compiles its harnesses.
+func CompileHarnesses(ctx context.Context, st rollout.Starter, python, tests, solution string) (magic, testsCode, solutionCode []byte, err error) {
+	c, err := compileHarness(ctx, st, python, tests, solution)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c.magic[:], c.tests, c.solution, nil
+}
+
+// HarnessCache is what the verifier keeps for the interpreter python: the magic
+// number and the compiled harnesses (nil when none), and whether a compilation
+// failed less than a retry period ago.
+func HarnessCache(python string) (magic, tests, solution []byte, failed bool) {
+	harnessCache.mu.Lock()
+	defer harnessCache.mu.Unlock()
+	e := harnessCache.entries[python]
+	if e == nil {
+		return nil, nil, nil, false
+	}
+	failed = !e.failedAt.IsZero() && time.Since(e.failedAt) < compileRetry
+	if e.code == nil {
+		return nil, nil, nil, failed
+	}
+	return e.code.magic[:], e.code.tests, e.code.solution, failed
+}
+
+// SetHarnessCache replaces what the verifier keeps for python (magic nil: nothing).
+func SetHarnessCache(python string, magic, tests, solution []byte) {
+	harnessCache.mu.Lock()
+	defer harnessCache.mu.Unlock()
+	if harnessCache.entries == nil {
+		harnessCache.entries = map[string]*harnessEntry{}
+	}
+	e := &harnessEntry{}
+	if magic != nil {
+		e.code = &compiledHarness{tests: tests, solution: solution}
+		copy(e.code.magic[:], magic)
+	}
+	harnessCache.entries[python] = e
+}

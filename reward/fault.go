@@ -149,6 +149,16 @@ type testStarter struct {
 	st rollout.Starter
 }
 
+// unwrapTests is the Starter of a test sandbox the watch made, without the watch: for
+// a command that is not the test process (whose output is not its channel).
+func unwrapTests(sb rollout.Sandbox) rollout.Starter {
+	if ts, ok := sb.(testStarter); ok {
+		return ts.st
+	}
+	st, _ := sb.(rollout.Starter)
+	return st
+}
+
 func (s testStarter) Start(ctx context.Context, c rollout.Command) (rollout.Process, error) {
 	p, err := s.st.Start(ctx, c)
 	if err != nil {

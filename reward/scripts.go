@@ -65,7 +65,7 @@ func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.Sandbo
 	if !ok {
 		return v, fmt.Errorf("test sandbox %T: %w", tsb, ErrNoStarter)
 	}
-	argv := []string{opts.Python, "-I", "-B", "-u", "-c", testsProgram}
+	argv := []string{opts.Python, "-I", "-B", "-u", "-c", bootPy, testsProgram}
 	for _, s := range []struct{ name, code string }{{visibleScript, t.TestCode}, {hiddenScript, t.HiddenTests}} {
 		if s.code == "" {
 			continue
@@ -76,11 +76,14 @@ func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.Sandbo
 		argv = append(argv, s.name)
 	}
 
+	// Compiled in the test sandbox, before any test, the first time (harnesscode.go).
+	code := compiledFor(ctx, unwrapTests(tsb), opts.Python)
+
 	// The solution process may outlive the test process by a little: it is killed as
 	// soon as the tests are done, and its timeout only guards a test process that
 	// was killed while it waited.
 	sol, err := solStarter.Start(ctx, rollout.Command{
-		Argv:    []string{opts.Python, "-I", "-B", "-u", "-c", solutionProgram},
+		Argv:    []string{opts.Python, "-I", "-B", "-u", "-c", bootPy, solutionProgram},
 		Timeout: opts.Timeout + time.Second,
 	})
 	if err != nil {
@@ -92,6 +95,12 @@ func verifyScripts(ctx context.Context, sb rollout.Sandbox, tests rollout.Sandbo
 		_, _ = sol.Wait()
 		return v, fmt.Errorf("start the test process: %w", err)
 	}
+	// What harness/boot.py reads first, before anything else runs in either process
+	// (each fits a pipe's buffer, so neither write waits for its reader). A write's
+	// error is a process that already ended, which the conversation finds as it would
+	// without the write.
+	_, _ = sol.Stdin().Write(harnessHeader(code, solutionCode(code)))
+	_, _ = test.Stdin().Write(harnessHeader(code, testsCode(code)))
 	c, stop := relay(test, sol)
 	solRes, solErr := endSolution(sol)
 	testRes, testErr := test.Wait()
