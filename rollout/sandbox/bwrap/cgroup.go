@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -402,7 +403,7 @@ func killCgroup(dir string) {
 		return
 	}
 	procsFile := filepath.Join(dir, "cgroup.procs")
-	for range 200 {
+	for pause := range cgroupPauses() {
 		b, err := os.ReadFile(procsFile)
 		if err != nil || len(bytes.TrimSpace(b)) == 0 {
 			return
@@ -421,7 +422,7 @@ func killCgroup(dir string) {
 			}
 			_ = unix.Close(fd)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(pause)
 	}
 }
 
@@ -439,11 +440,29 @@ func inCgroup(pid int, dir string) bool {
 	return false
 }
 
+// cgroupPauses are the pauses between two looks at a cgroup whose processes are
+// still going: from a quarter of a millisecond, doubling up to 5 ms, a second in all.
+// A process of a command that ended is usually gone within a millisecond (on cgroup
+// v1 the pid namespace's init is often still exiting when the command's first
+// process has ended); a fixed pause of 5 ms made every such command wait for it.
+func cgroupPauses() iter.Seq[time.Duration] {
+	return func(yield func(time.Duration) bool) {
+		pause, left := 250*time.Microsecond, time.Second
+		for left > 0 {
+			if !yield(pause) {
+				return
+			}
+			left -= pause
+			pause = min(2*pause, 5*time.Millisecond)
+		}
+	}
+}
+
 // rmdirCgroup removes an empty cgroup, waiting (about a second at most) for killed
 // processes to be gone.
 func rmdirCgroup(dir string) error {
 	var err error
-	for range 200 {
+	for pause := range cgroupPauses() {
 		err = unix.Rmdir(dir)
 		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
@@ -451,7 +470,7 @@ func rmdirCgroup(dir string) error {
 		if !errors.Is(err, unix.EBUSY) {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(pause)
 	}
 	return fmt.Errorf("cgroup: removing %s: %w", dir, err)
 }

@@ -137,3 +137,24 @@ func TestCgroupV2Plumbing(t *testing.T) {
 }
 
 func marker8() string { return strconv.FormatInt(time.Now().UnixNano()%1e8, 10) }
+
+// TestCgroupPauses: the looks at a cgroup still emptying start a quarter of a
+// millisecond apart and back off to 5 ms, for a second in all, as the fixed 5 ms
+// pauses did.
+func TestCgroupPauses(t *testing.T) {
+	var total, last time.Duration
+	n := 0
+	for p := range cgroupPauses() {
+		if n == 0 {
+			require.Equal(t, 250*time.Microsecond, p)
+		}
+		require.GreaterOrEqual(t, p, last, "pause %d", n)
+		require.LessOrEqual(t, p, 5*time.Millisecond, "pause %d", n)
+		total += p
+		last = p
+		n++
+	}
+	require.GreaterOrEqual(t, total, time.Second)
+	require.Less(t, total, time.Second+5*time.Millisecond)
+	require.Equal(t, 5*time.Millisecond, last)
+}
