@@ -34,14 +34,16 @@ func AppendFloat32(dst []byte, f float32) []byte {
 	if !ok {
 		return appendFloat32Strconv(dst, f)
 	}
-	var buf [32]byte // the digits from buf[0], then bytes to ignore
-	n, trailing := putDigits(&buf, d)
+	lo, hi, n, trailing := digits(d)
 	e += trailing
 	point := n + e // digits before the decimal point
 	if a < min1e6Bits || a >= min1e21Bits || e >= 0 {
 		if a != b {
 			dst = append(dst, '-')
 		}
+		var buf [16]byte
+		binary.LittleEndian.PutUint64(buf[:], lo)
+		binary.LittleEndian.PutUint64(buf[8:], hi)
 		if e >= 0 && a < min1e21Bits {
 			dst = append(dst, buf[:n]...)
 			for range e {
@@ -51,9 +53,9 @@ func AppendFloat32(dst []byte, f float32) []byte {
 		}
 		return appendExp(dst, buf[:n], point-1)
 	}
-	// A plain number with a fraction, written into room for 32 bytes by copies of a
-	// fixed length and cut to its length: the sign, digits, the point and digits, or
-	// "0." and up to five zeros before the digits (1e-6 ≤ |f|).
+	// A plain number with a fraction, written into room for 32 bytes by 8-byte stores
+	// and cut to its length: the sign, digits, the point and digits, or "0." and up to
+	// five zeros before the digits (1e-6 ≤ |f|).
 	l := len(dst)
 	if cap(dst)-l < 32 {
 		dst = slices.Grow(dst, 32)
@@ -64,14 +66,15 @@ func AppendFloat32(dst []byte, f float32) []byte {
 		out[0] = '-'
 		i = 1
 	}
-	if point > 0 {
-		copy(out[i:i+16], buf[:16])
+	if point > 0 { // and below n, so at most 8
+		binary.LittleEndian.PutUint64(out[i:], lo)
 		out[i+point] = '.'
-		copy(out[i+point+1:i+point+17], buf[point:point+16])
+		binary.LittleEndian.PutUint64(out[i+point+1:], lo>>(8*point)|hi<<(64-8*point))
 		return dst[:l+i+n+1]
 	}
-	copy(out[i:i+8], "0.000000")
-	copy(out[i+2-point:i+18-point], buf[:16])
+	binary.LittleEndian.PutUint64(out[i:], 0x3030303030302e30) // "0.000000"
+	binary.LittleEndian.PutUint64(out[i+2-point:], lo)
+	binary.LittleEndian.PutUint64(out[i+10-point:], hi)
 	return dst[:l+i+2-point+n]
 }
 
@@ -82,40 +85,40 @@ const (
 	min1e21Bits = 0x6258d727
 )
 
-// putDigits writes d, from 1 to below 2·10^8, in decimal at the start of buf without
-// its trailing zeros and returns how many digits it wrote and how many zeros it left
-// off. The last eight digits are made at once, as AppendInt32 makes them, and written
-// with one store; bytes past the digits are left as they are.
-func putDigits(buf *[32]byte, d uint64) (n, trailing int) {
+// digits returns d, from 1 to below 2·10^8, in decimal without its trailing zeros:
+// the text's first eight bytes in lo and the rest in hi, first byte lowest (bytes past
+// the digits are to be ignored), the number of digits, and how many zeros it left
+// off. The last eight digits are made at once, as AppendInt32 makes them, and kept
+// in registers: a store of some of them followed by a wider load of the same bytes
+// would stall.
+func digits(d uint64) (lo, hi uint64, n, trailing int) {
 	top := d >= 1e8
-	lo := d
+	low8 := d
 	if top {
-		lo -= 1e8
+		low8 -= 1e8
 	}
-	hi := lo / 10000
-	x := hi | (lo-hi*10000)<<32
+	h := low8 / 10000
+	x := h | (low8-h*10000)<<32
 	a := (x * 10486 >> 20) & 0x0000007F0000007F
 	x = a | (x-a*100)<<16
 	c := (x * 103 >> 10) & 0x000F000F000F000F
 	x = c | (x-c*10)<<8                   // one digit per byte, the first digit lowest
 	trailing = bits.LeadingZeros64(x) / 8 // 8 when x is 0
+	x |= 0x3030303030303030
 	if top {
-		buf[0] = '1'
-		binary.LittleEndian.PutUint64(buf[1:], x|0x3030303030303030)
-		return 9 - trailing, trailing
+		return '1' | x<<8, x >> 56, 9 - trailing, trailing
 	}
-	lead := bits.TrailingZeros64(x) / 8 // x is not 0
-	binary.LittleEndian.PutUint64(buf[:], (x|0x3030303030303030)>>(8*lead))
-	return 8 - lead - trailing, trailing
+	lead := bits.TrailingZeros64(x&^0x3030303030303030) / 8 // x has a digit other than 0
+	return x >> (8 * lead), 0, 8 - lead - trailing, trailing
 }
 
 // appendExp appends d.ddde±x, the exponent without a leading zero when negative and
 // with two digits at least when positive, as encoding/json writes it.
-func appendExp(dst, digits []byte, x int) []byte {
-	dst = append(dst, digits[0])
-	if len(digits) > 1 {
+func appendExp(dst, d []byte, x int) []byte {
+	dst = append(dst, d[0])
+	if len(d) > 1 {
 		dst = append(dst, '.')
-		dst = append(dst, digits[1:]...)
+		dst = append(dst, d[1:]...)
 	}
 	if x < 0 {
 		dst = append(dst, "e-"...)
