@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,6 +67,9 @@ func FuzzDecodePromptLogprobs(f *testing.F) {
 	f.Add([]byte(`[null,{"\u0034":{"logprob":-1e-3,"rank":null,"x":[{"y":true}]}},null]`))
 	f.Add([]byte(`[null,{"1":{"logprob":1e999}}]`))
 	f.Add(promptLogprobsPayload(4, 3)[0:0])
+	for _, seed := range fastPathSeeds {
+		f.Add([]byte(seed))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pl, err := vllm.DecodePromptLogprobs(data)
 		ref, ok := referencePromptLogprobs(data)
@@ -115,6 +119,66 @@ func FuzzDecodePromptLogprobs(f *testing.F) {
 				t.Fatalf("position %d (-reference +scanner):\n%s", j, d)
 			}
 		}
+	})
+}
+
+// fastPathSeeds are answers written as vLLM writes them, which the decoder's fast path
+// reads, and near misses that it leaves to the general path.
+var fastPathSeeds = []string{
+	`[null,{"872":{"logprob":-0.5,"rank":1,"decoded_token":"user"},"13":{"logprob":-1.25,"rank":null,"decoded_token":"a\"b\n"}},{"5":{"logprob":-9999.0,"rank":151000,"decoded_token":null},"60":{"logprob":-1e-3,"rank":2}},{}]`,
+	`[null,{"007":{"logprob":16777217,"rank":1,"decoded_token":""},"0":{"logprob":-3.014256586212193e+29,"rank":2,"decoded_token":"x"}}]`,
+	`[null,{"1234567890":{"logprob":-1,"rank":1,"decoded_token":"x"}},{"5":{"logprob":-1,"rank":0,"decoded_token":"x"}}]`,
+	`[null,{"5":{"logprob":-1,"rank":1,"decoded_token":"x"},"5":{"logprob":-2,"rank":2,"decoded_token":"y"}}]`,
+	`[null,{"5":{"logprob":-1,"rank":1,"decoded_token":"x"} ,"6":{"rank":2,"logprob":-2}},{"7":{"logprob":01,"rank":1}}]`,
+	`[null,{"5":{"logprob":-1,"rank":1,"decoded_token":"\q"}},{"6":{"logprob":1e39,"rank":1}},{"7":{"logprob":-1,"rank":1.0}}]`,
+	"[null,{\"5\":{\"logprob\":-1,\"rank\":1,\"decoded_token\":\"a\x01\"}}]",
+}
+
+// checkFastLikeGeneral requires DecodePromptLogprobs to give what the general path
+// alone gives: the same positions and entries, or the same error.
+func checkFastLikeGeneral(t testing.TB, data []byte) {
+	t.Helper()
+	got, err := vllm.DecodePromptLogprobs(data)
+	want, wantErr := vllm.DecodePromptLogprobsGeneral(data)
+	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("%q: error %v, general path %v", data, err, wantErr)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("%q: (-general +fast):\n%s", data, d)
+	}
+}
+
+// TestFastPathLikeGeneral checks the fast path against the general path on answers
+// written as vLLM writes them and on every one-byte change to them: a byte deleted,
+// replaced or inserted, and the answer cut there.
+func TestFastPathLikeGeneral(t *testing.T) {
+	_, pl, _ := strings.Cut(string(promptLogprobsPayload(3, 2)), `"prompt_logprobs":`)
+	pl, _, _ = strings.Cut(pl, `,"prompt_token_ids"`)
+	if !strings.HasPrefix(pl, "[null,{") || !strings.HasSuffix(pl, "}]") {
+		t.Fatalf("not a prompt_logprobs list: %s", pl)
+	}
+	bases := append([]string{pl}, fastPathSeeds...)
+	bytesToTry := []byte(" \t\"\\0159-.eE+,:{}[]nx\x01\xff")
+	for _, base := range bases {
+		checkFastLikeGeneral(t, []byte(base))
+		for i := range len(base) {
+			checkFastLikeGeneral(t, []byte(base[:i]))
+			checkFastLikeGeneral(t, []byte(base[:i]+base[i+1:]))
+			for _, c := range bytesToTry {
+				checkFastLikeGeneral(t, []byte(base[:i]+string(c)+base[i+1:]))
+				checkFastLikeGeneral(t, []byte(base[:i]+string(c)+base[i:]))
+			}
+		}
+	}
+}
+
+func FuzzFastPathLikeGeneral(f *testing.F) {
+	for _, seed := range fastPathSeeds {
+		f.Add([]byte(seed))
+	}
+	f.Add(promptLogprobsPayload(4, 3))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkFastLikeGeneral(t, data)
 	})
 }
 

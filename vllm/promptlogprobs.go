@@ -147,21 +147,44 @@ func (p *PromptLogprobs) appendTopKSorted(j, k int, ids []int32, logprobs []floa
 
 // decodePromptLogprobs reads a prompt_logprobs value (null or a list) from s into p,
 // reusing p's arrays.
+//
+// It reads the list as Scanner.Array does, but without having a streaming scanner
+// make each position readable whole first: that is a second pass over the bytes, and
+// the position (a few KB) is most often in the window already. decodePosition reads
+// one that is not with the general path, which reads on.
 func decodePromptLogprobs(s *jsonscan.Scanner, p *PromptLogprobs) error {
+	return decodePositions(s, p, true)
+}
+
+// decodePositions is decodePromptLogprobs; with fast false, every position and entry
+// takes the general path (for the tests that compare the two).
+func decodePositions(s *jsonscan.Scanner, p *PromptLogprobs, fast bool) error {
 	p.Offsets = append(p.Offsets[:0], 0)
 	p.IDs, p.Logprobs, p.Ranks = p.IDs[:0], p.Logprobs[:0], p.Ranks[:0]
 	if s.Null() {
 		p.Offsets = p.Offsets[:0]
 		return nil
 	}
-	return s.Array(false, func(j int) error {
+	s.Fill()
+	if err := s.Expect('['); err != nil {
+		return err
+	}
+	for j := 0; ; j++ {
+		s.Fill()
+		if j == 0 && s.Consume(']') {
+			return nil
+		}
 		p.grow()
-		if err := decodePosition(s, p); err != nil {
+		if err := decodePosition(s, p, fast); err != nil {
 			return fmt.Errorf("prompt_logprobs[%d]: %w", j, err)
 		}
 		p.Offsets = append(p.Offsets, int32(len(p.IDs)))
-		return nil
-	})
+		s.Fill()
+		if s.Consume(',') {
+			continue
+		}
+		return s.Expect(']')
+	}
 }
 
 // decodeOptPromptLogprobs reads a prompt_logprobs value that may be null (then nil).
@@ -188,13 +211,25 @@ func (p *PromptLogprobs) grow() {
 }
 
 // decodePosition reads null or {"<id>": {"logprob": f, "rank": r, "decoded_token": s}, …}.
-func decodePosition(s *jsonscan.Scanner, p *PromptLogprobs) error {
+// A position written as vLLM writes it is read by fastPosition, without the scanner's
+// calls, when it is in Data whole (always in memory; in a streaming scanner's window,
+// all but the positions that the window's end cuts); the general path below reads any
+// other, reading on in a stream (an object of up to 16 KiB whole, a longer one member
+// by member).
+func decodePosition(s *jsonscan.Scanner, p *PromptLogprobs, fast bool) error {
+	s.WS()
+	if fast && s.Pos < len(s.Data) && s.Data[s.Pos] == '{' {
+		if end, ok := fastPosition(s.Data, s.Pos, p); ok {
+			s.Pos = end
+			return nil
+		}
+	}
 	return s.Object(true, func(k []byte) error {
 		id, err := jsonscan.ParseInt32(k)
 		if err != nil || id < 0 {
 			return fmt.Errorf("key %q is not a token id", k)
 		}
-		lp, rank, err := decodeEntry(s)
+		lp, rank, err := decodeEntry(s, fast)
 		if err != nil {
 			return fmt.Errorf("token %d: %w", id, err)
 		}
@@ -208,11 +243,19 @@ func decodePosition(s *jsonscan.Scanner, p *PromptLogprobs) error {
 	})
 }
 
-// decodeEntry reads one {"logprob": f, "rank": r|null, "decoded_token": s|null}. It is
-// the innermost loop of the decoder, run once per entry, so it tries the two keys it
-// needs as literal bytes before reading a key in general.
-func decodeEntry(s *jsonscan.Scanner) (lp float32, rank int32, err error) {
+// decodeEntry reads one {"logprob": f, "rank": r|null, "decoded_token": s|null}, for
+// the general path of decodePosition: an entry written as vLLM writes it is read by
+// fastEntry; for any other it tries the two keys it needs as literal bytes before
+// reading a key in general.
+func decodeEntry(s *jsonscan.Scanner, fast bool) (lp float32, rank int32, err error) {
 	s.Buffer() // read whole when streamed: the loop below reads within the value
+	if fast {
+		s.WS()
+		if lp, rank, end, ok := fastEntry(s.Data, s.Pos); ok {
+			s.Pos = end
+			return lp, rank, nil
+		}
+	}
 	if err := s.Expect('{'); err != nil {
 		return 0, 0, err
 	}
