@@ -24,7 +24,11 @@ func (r *Result) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
 // (sorted, the reserved result keys left out, and the task's hidden keys left out of
 // "task": see [Result]), then responses_create_params, response, reward,
 // reward_components and the failure keys.
-func (r *Result) AppendJSON(b []byte) ([]byte, error) {
+func (r *Result) AppendJSON(b []byte) ([]byte, error) { return r.appendJSON(b, nil) }
+
+// appendJSON is AppendJSON; token id lists that are runs of ids.ids are copied from
+// its text (see idText).
+func (r *Result) appendJSON(b []byte, ids *idText) ([]byte, error) {
 	if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) {
 		return nil, fmt.Errorf("nemogym: reward %v is not finite", r.Reward)
 	}
@@ -59,7 +63,7 @@ func (r *Result) AppendJSON(b []byte) ([]byte, error) {
 	}
 	if r.Response != nil {
 		b = append(b, `,"response":`...)
-		if b, err = r.Response.appendJSON(b); err != nil {
+		if b, err = r.Response.appendJSON(b, ids); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +102,7 @@ func (r *Result) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func (r *Response) appendJSON(b []byte) ([]byte, error) {
+func (r *Response) appendJSON(b []byte, ids *idText) ([]byte, error) {
 	b = append(b, `{"id":`...)
 	b = appendString(b, r.ID)
 	b = append(b, `,"created_at":`...)
@@ -111,7 +115,7 @@ func (r *Response) appendJSON(b []byte) ([]byte, error) {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = r.Output[i].appendJSON(b); err != nil {
+		if b, err = r.Output[i].appendJSON(b, ids); err != nil {
 			return nil, err
 		}
 	}
@@ -158,9 +162,9 @@ func (r *Response) appendJSON(b []byte) ([]byte, error) {
 
 // MarshalJSON writes the item with only its type's keys; a NaN or infinite logprob
 // is an error.
-func (it Item) MarshalJSON() ([]byte, error) { return it.appendJSON(nil) }
+func (it Item) MarshalJSON() ([]byte, error) { return it.appendJSON(nil, nil) }
 
-func (it *Item) appendJSON(b []byte) ([]byte, error) {
+func (it *Item) appendJSON(b []byte, ids *idText) ([]byte, error) {
 	var err error
 	b = append(b, `{"type":`...)
 	b = appendString(b, it.Type)
@@ -215,9 +219,9 @@ func (it *Item) appendJSON(b []byte) ([]byte, error) {
 	}
 	if t := it.TokenInfo; t != nil {
 		b = append(b, `,"prompt_token_ids":`...)
-		b = jsonscan.AppendInt32s(b, t.PromptTokenIDs)
+		b = ids.appendList(b, t.PromptTokenIDs, 0)
 		b = append(b, `,"generation_token_ids":`...)
-		b = jsonscan.AppendInt32s(b, t.GenerationTokenIDs)
+		b = ids.appendList(b, t.GenerationTokenIDs, len(t.PromptTokenIDs))
 		b = append(b, `,"generation_log_probs":`...)
 		if b, err = appendFloats(b, t.GenerationLogProbs); err != nil {
 			return nil, err
@@ -245,11 +249,56 @@ func (it *Item) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// idText is a list of token ids (a trajectory's) written once as JSON numbers, for
+// the answers that hold runs of them: every call's prompt_token_ids is the
+// trajectory up to the call, and its generation_token_ids the tokens after that.
+// Copying a run's text costs much less than writing its ids again.
+type idText struct {
+	ids  []int32
+	text []byte  // the ids, separated by commas
+	off  []int32 // where id i starts in text; off[len(ids)] is len(text)+1
+}
+
+// newIDText writes ids.
+func newIDText(ids []int32) *idText {
+	t := &idText{ids: ids, text: make([]byte, 0, 7*len(ids)), off: make([]int32, len(ids)+1)}
+	for i, id := range ids {
+		t.off[i] = int32(len(t.text))
+		t.text = jsonscan.AppendInt32(t.text, id)
+		t.text = append(t.text, ',')
+	}
+	t.off[len(ids)] = int32(len(t.text))
+	if len(ids) > 0 {
+		t.text = t.text[:len(t.text)-1]
+	}
+	return t
+}
+
+// run returns the text of ids (without brackets) when ids is t.ids[from:from+len(ids)],
+// the same memory; ok is false otherwise (or when t is nil, or ids empty).
+func (t *idText) run(ids []int32, from int) (text []byte, ok bool) {
+	if t == nil || len(ids) == 0 || from < 0 || from+len(ids) > len(t.ids) || &ids[0] != &t.ids[from] {
+		return nil, false
+	}
+	return t.text[t.off[from] : t.off[from+len(ids)]-1], true
+}
+
+// appendList appends ids as a JSON list, copied from t's text when ids is a run of
+// t.ids starting at from.
+func (t *idText) appendList(b []byte, ids []int32, from int) []byte {
+	if text, ok := t.run(ids, from); ok {
+		b = append(b, '[')
+		b = append(b, text...)
+		return append(b, ']')
+	}
+	return jsonscan.AppendInt32s(b, ids)
+}
+
 // errNotFinite is the error for a NaN or infinite logprob: JSON has no such number.
 var errNotFinite = errors.New("nemogym: a logprob is NaN or infinite")
 
 // appendFloats appends float32s, each in the shortest form that reads back as the
-// same float32.
+// same float32, as strconv's 'g' format writes it (appendFloat32).
 func appendFloats(b []byte, fs []float32) ([]byte, error) {
 	b = append(b, '[')
 	for i, f := range fs {
@@ -259,7 +308,7 @@ func appendFloats(b []byte, fs []float32) ([]byte, error) {
 		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
 			return nil, errNotFinite
 		}
-		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
+		b = appendFloat32(b, f)
 	}
 	return append(b, ']'), nil
 }

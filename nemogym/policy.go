@@ -1,7 +1,6 @@
 package nemogym
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/agentic-opd/agenticopd/chat"
-	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
@@ -37,7 +35,8 @@ type Session struct {
 	sampling Sampling
 	mu       sync.Mutex
 	calls    []TokenInfo
-	frags    [][]byte // each call's token fields as JSON object members, written once
+	frags    []tokenFrag // each call's token fields as JSON object members, written once
+	enc      msgCache    // the messages written so far (see policybody.go)
 	jar      http.CookieJar
 
 	template    bool // SetTemplate was called
@@ -216,41 +215,6 @@ func (p *Policy) Render(ctx context.Context, req rollout.RenderRequest) (rollout
 	return p.cfg.Tokenizer.Render(ctx, req)
 }
 
-// chatMessage is a chat message with the optional token fields, as JSON members.
-type chatMessage struct {
-	chat.Message
-	tokens []byte
-}
-
-// appendJSON appends the message object with its token fields merged in.
-func (m chatMessage) appendJSON(b []byte) ([]byte, error) {
-	msg, err := json.Marshal(m.Message)
-	if err != nil {
-		return nil, err
-	}
-	if m.tokens == nil {
-		return append(b, msg...), nil
-	}
-	b = append(b, msg[:len(msg)-1]...)
-	if len(msg) > 2 {
-		b = append(b, ',')
-	}
-	b = append(b, m.tokens...)
-	return append(b, '}'), nil
-}
-
-// tokenMembers writes a call's token fields as JSON object members, once per call: a
-// late call replays every earlier one, and the bytes are the same each time.
-func tokenMembers(t TokenInfo) ([]byte, error) {
-	b := make([]byte, 0, 64+7*(len(t.PromptTokenIDs)+len(t.GenerationTokenIDs))+12*len(t.GenerationLogProbs))
-	b = append(b, `"prompt_token_ids":`...)
-	b = jsonscan.AppendInt32s(b, t.PromptTokenIDs)
-	b = append(b, `,"generation_token_ids":`...)
-	b = jsonscan.AppendInt32s(b, t.GenerationTokenIDs)
-	b = append(b, `,"generation_log_probs":`...)
-	return appendFloats(b, t.GenerationLogProbs)
-}
-
 type chatAnswer struct {
 	Choices []struct {
 		FinishReason string `json:"finish_reason"`
@@ -282,13 +246,18 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 		return rollout.Generation{}, fmt.Errorf("%s: the request carries no messages (GenerateRequest.Messages)", op)
 	}
 	s.mu.Lock()
-	calls, frags := slices.Clone(s.calls), slices.Clone(s.frags)
+	calls := slices.Clone(s.calls)
 	tools, kwargs := p.cfg.Tools, p.cfg.ChatTemplateKwargs
 	if s.template {
 		tools, kwargs = s.tools, s.templateKws
 	}
+	msgs, err := s.enc.messages(req.Messages, s.frags)
+	var prev *tokenFrag // the last call's token fields
+	if n := len(s.frags); n > 0 {
+		prev = &tokenFrag{}
+		*prev = s.frags[n-1]
+	}
 	s.mu.Unlock()
-	msgs, err := withTokens(req.Messages, frags)
 	if err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -335,7 +304,11 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 	if err := p.contiguous(calls, info.PromptTokenIDs, req.Prompt); err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
-	frag, err := tokenMembers(info)
+	var prevInfo *TokenInfo
+	if len(calls) > 0 {
+		prevInfo = &calls[len(calls)-1] // which info's prompt extends: contiguous checked it
+	}
+	frag, err := tokenMembers(info, prevInfo, prev)
 	if err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -386,32 +359,14 @@ func diffAt(a, b []int32) int {
 	return min(len(a), len(b))
 }
 
-// withTokens attaches the calls' token fields (frags, in call order) to the last
-// len(frags) assistant messages, in order.
-func withTokens(msgs []chat.Message, frags [][]byte) ([]chatMessage, error) {
-	out := make([]chatMessage, len(msgs))
-	var assistants []int
-	for i, m := range msgs {
-		out[i].Message = m
-		if m.Role == chat.RoleAssistant {
-			assistants = append(assistants, i)
-		}
-	}
-	if len(assistants) < len(frags) {
-		return nil, fmt.Errorf("the conversation has %d assistant messages for %d earlier calls", len(assistants), len(frags))
-	}
-	for j, i := range assistants[len(assistants)-len(frags):] {
-		out[i].tokens = frags[j]
-	}
-	return out, nil
-}
-
 // firstClass are the sampling fields NeMo Gym's chat parameters declare; the others
 // (top_k, min_p, repetition_penalty) are dropped by its model server unless they come
 // in metadata.extra_body.
 var firstClass = map[string]bool{"temperature": true, "top_p": true, "presence_penalty": true, "frequency_penalty": true}
 
-func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessage, tools []chat.Tool, kwargs map[string]any) ([]byte, error) {
+// body returns a call's request body: {"messages":[msgs],…} with the other keys
+// after the messages (msgs is what msgCache.messages returns).
+func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []byte, tools []chat.Tool, kwargs map[string]any) (requestBody, error) {
 	sp := req.Sampling.Resolved()
 	if s.Temperature != nil {
 		sp.Temperature = *s.Temperature
@@ -463,33 +418,23 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []chatMessag
 	if err != nil {
 		return nil, err
 	}
-	size := len(rest) + 64
-	for _, m := range msgs {
-		size += len(m.Content) + len(m.tokens) + 256
-	}
-	out := append(make([]byte, 0, size), `{"messages":[`...)
-	for i, m := range msgs {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		if out, err = m.appendJSON(out); err != nil {
-			return nil, err
-		}
-	}
-	out = append(out, "],"...)
-	return append(out, rest[1:]...), nil
+	rest[0] = ','
+	return requestBody{[]byte(`{"messages":[`), msgs, []byte("]"), rest}, nil
 }
 
-func (p *Policy) post(ctx context.Context, s *Session, body []byte) ([]byte, error) {
+func (p *Policy) post(ctx context.Context, s *Session, body requestBody) ([]byte, error) {
 	const op = "nemogym: POST /v1/chat/completions"
 	url := p.cfg.ModelURL + "/v1/chat/completions"
 	if s.rolloutID != "" && !p.cfg.NoRolloutPrefix {
 		url = p.cfg.ModelURL + "/ng-rollout/" + s.rolloutID + "/v1/chat/completions"
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body.reader())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	// as for a body in one slice: a Content-Length, and the body again for a retry
+	hr.ContentLength = int64(body.Len())
+	hr.GetBody = func() (io.ReadCloser, error) { return body.reader(), nil }
 	hr.Header.Set("Content-Type", "application/json")
 	for _, c := range s.jar.Cookies(hr.URL) {
 		hr.AddCookie(c)

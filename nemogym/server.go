@@ -276,7 +276,8 @@ func (s *Server) result(row *Row, out Outcome, id uint64) ([]byte, error) {
 		Row: row.Fields, ResponsesCreateParams: row.Fields["responses_create_params"], Response: resp,
 		Reward: out.Reward, RewardComponents: out.Components,
 	}
-	return res.AppendJSON(make([]byte, 0, sizeHint(resp)))
+	ids := newIDText(out.Trajectory.Tokens)
+	return res.appendJSON(make([]byte, 0, sizeHint(resp, ids)), ids)
 }
 
 // reject answers a row this server cannot use.
@@ -333,8 +334,9 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 }
 
 // sizeHint is about the length of a response's JSON, so that it is written into one
-// buffer: about 7 bytes per id and 12 per logprob.
-func sizeHint(r *Response) int {
+// buffer: about 7 bytes per id and 12 per logprob, and the length of the runs of ids
+// copied from ids' text.
+func sizeHint(r *Response, ids *idText) int {
 	n := 4 << 10
 	for i := range r.Output {
 		it := &r.Output[i]
@@ -345,7 +347,14 @@ func sizeHint(r *Response) int {
 			n += len(*it.Output) + 64
 		}
 		if t := it.TokenInfo; t != nil {
-			n += 7*(len(t.PromptTokenIDs)+len(t.GenerationTokenIDs)) + 12*len(t.GenerationLogProbs)
+			for i, l := range [][]int32{t.PromptTokenIDs, t.GenerationTokenIDs} {
+				if text, ok := ids.run(l, i*len(t.PromptTokenIDs)); ok {
+					n += len(text) + 2
+				} else {
+					n += 7 * len(l)
+				}
+			}
+			n += 12 * len(t.GenerationLogProbs)
 		}
 		if t := it.TeacherRows; t != nil {
 			for j := range t.TokenIDs {

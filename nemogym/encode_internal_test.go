@@ -1,0 +1,67 @@
+package nemogym
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/rollout"
+)
+
+// An answer whose token id lists are copied from the trajectory's text is the answer
+// written id by id, whatever the turns look like, and lists that are not runs of the
+// trajectory (or not where a run would be) are written id by id.
+func TestIDTextLikeWrittenAgain(t *testing.T) {
+	check := func(name string, out Outcome, change func([]Item)) {
+		t.Helper()
+		resp, err := response("resp_1", 1, "m", nil, out)
+		require.NoError(t, err, name)
+		if change != nil {
+			change(resp.Output)
+		}
+		res := &Result{Row: map[string]json.RawMessage{"_ng_task_index": json.RawMessage("0")}, Response: resp, Reward: out.Reward, RewardComponents: out.Components}
+		want, err := res.AppendJSON(nil)
+		require.NoError(t, err, name)
+		ids := newIDText(out.Trajectory.Tokens)
+		got, err := res.appendJSON(nil, ids)
+		require.NoError(t, err, name)
+		require.Equal(t, string(want), string(got), name)
+		require.LessOrEqual(t, len(got), sizeHint(resp, ids), name)
+		require.True(t, json.Valid(got), name)
+	}
+	check("rollout", syntheticOutcome(4, 30, 10, 5, 3, 2), nil)
+	check("no rows", Outcome{Trajectory: syntheticOutcome(3, 30, 10, 5, 0, 0).Trajectory}, nil)
+
+	// turns at the start, without tokens, and ids of every width
+	tr := &rollout.Trajectory{Messages: []chat.Message{{Role: chat.RoleUser, Content: "q"}}}
+	for _, id := range []int32{0, 5, 99999999, 100000000, 2147483647, -1, -2147483648, 42} {
+		tr.Tokens = append(tr.Tokens, id)
+		tr.Logprobs = append(tr.Logprobs, -0.5)
+	}
+	for _, span := range [][2]int{{0, 2}, {2, 2}, {2, 5}, {5, 5}, {5, 8}, {8, 8}} {
+		tr.Turns = append(tr.Turns, rollout.Turn{Message: len(tr.Messages), Start: span[0], End: span[1]})
+		tr.Messages = append(tr.Messages, chat.Message{Role: chat.RoleAssistant, Content: "a"})
+	}
+	check("odd turns", Outcome{Trajectory: tr}, nil)
+	check("copies", Outcome{Trajectory: tr}, func(items []Item) {
+		for _, it := range items {
+			if it.TokenInfo != nil && len(it.PromptTokenIDs) > 2 {
+				it.PromptTokenIDs = slices.Clone(it.PromptTokenIDs)
+				it.GenerationTokenIDs = slices.Clone(it.GenerationTokenIDs)
+				return
+			}
+		}
+	})
+	check("moved", Outcome{Trajectory: tr}, func(items []Item) {
+		for _, it := range items {
+			if it.TokenInfo != nil && len(it.PromptTokenIDs) > 2 {
+				it.PromptTokenIDs = it.PromptTokenIDs[1:]                       // a run, but not from the start
+				it.GenerationTokenIDs = tr.Tokens[len(it.PromptTokenIDs)+1 : 8] // a run, but not after the prompt
+				return
+			}
+		}
+	})
+}
