@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -54,7 +54,7 @@ func TestServeStopsAfterGroupsDroppedInARow(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a failure guard only
+			ctx, cancel := context.WithCancel(testctx.Context(t))
 			defer cancel()
 			sim := vllmtest.NewServer(t, vllmtest.WithAgentScript(answerScript(tc.name)))
 			api := atropostest.NewServer(t)

@@ -22,6 +22,7 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/vllm"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -88,7 +89,7 @@ func TestFaultInjection(t *testing.T) {
 		c.Retry.AttemptTimeout = 1500 * time.Millisecond
 		c.TotalSteps = -1 // the test stops Serve once it collected the groups
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	p := newPuller(t, api, batch, 1000)
 	p.tr, _ = atropos.NewTrainer(api.URL(), atropos.WithHTTPClient(closingHTTP(t, 5*time.Second)))
@@ -102,14 +103,14 @@ func TestFaultInjection(t *testing.T) {
 	sctx, stopServing := context.WithCancel(ctx)
 	go func() { serveErr <- env.Serve(sctx, client) }()
 	for _, at := range []int{groups / 3, 2 * groups / 3} {
-		require.Eventually(t, func() bool { return col.count() >= at }, 8*time.Minute, 5*time.Millisecond)
+		testctx.Eventually(t, func() bool { return col.count() >= at }, 5*time.Millisecond)
 		p.mu.Lock() // no pull in flight when the API dies
 		api.Kill()
 		time.Sleep(100 * time.Millisecond)
 		require.NoError(t, api.Restart())
 		p.mu.Unlock()
 	}
-	require.Eventually(t, func() bool { return col.count() >= groups }, 8*time.Minute, 5*time.Millisecond)
+	testctx.Eventually(t, func() bool { return col.count() >= groups }, 5*time.Millisecond)
 	stopServing()
 	require.ErrorIs(t, <-serveErr, context.Canceled)
 	// Groups whose Send the stop cut short are in the spool: the env's next run sends them.
@@ -279,7 +280,7 @@ func receivedKeys(api *atropostest.Server) map[string][]*atropos.ScoredDataGroup
 func TestFaultCrash(t *testing.T) {
 	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	api := atropostest.NewServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	p := newPuller(t, api, 4, 1000)
 	require.NoError(t, p.register(ctx))
@@ -292,7 +293,7 @@ func TestFaultCrash(t *testing.T) {
 	spool := filepath.Join(dir, "spool")
 	api.SetError("/scored_data", 503, "")
 	first := startChild(t, api.URL(), "crashy", spool, filepath.Join(dir, "first.log"), "WEIGHT=1", "ATTEMPTS=1")
-	require.Eventually(t, func() bool { return len(logged(t, first.log)) >= 6 }, 2*time.Minute, 10*time.Millisecond)
+	testctx.Eventually(t, func() bool { return len(logged(t, first.log)) >= 6 }, 10*time.Millisecond)
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	_ = first.cmd.Wait()
 	before := logged(t, first.log)
@@ -302,7 +303,7 @@ func TestFaultCrash(t *testing.T) {
 
 	api.ClearFaults()
 	second := startChild(t, api.URL(), "crashy", spool, filepath.Join(dir, "second.log"), "WEIGHT=1", "ATTEMPTS=0")
-	require.Eventually(t, func() bool {
+	testctx.Eventually(t, func() bool {
 		got := receivedKeys(api)
 		for k := range before {
 			if len(got[k]) == 0 {
@@ -310,7 +311,7 @@ func TestFaultCrash(t *testing.T) {
 			}
 		}
 		return true
-	}, 2*time.Minute, 10*time.Millisecond, "every group the killed process collected arrives")
+	}, 10*time.Millisecond, "every group the killed process collected arrives")
 	require.NoError(t, second.cmd.Process.Signal(syscall.SIGKILL))
 	_ = second.cmd.Wait()
 }
@@ -325,7 +326,7 @@ func TestFaultSeveralEnvProcesses(t *testing.T) {
 	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	const batch, steps = 8, 10
 	api := atropostest.NewServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	p := newPuller(t, api, batch, steps)
 	require.NoError(t, p.register(ctx))
@@ -342,7 +343,7 @@ func TestFaultSeveralEnvProcesses(t *testing.T) {
 		children = append(children, startChild(t, api.URL(), e.name, filepath.Join(dir, e.name), filepath.Join(dir, e.name+".log"),
 			fmt.Sprintf("WEIGHT=%g", e.weight), fmt.Sprintf("MIN=%g", e.weight/4), "ATTEMPTS=0"))
 	}
-	require.Eventually(t, func() bool { return len(api.Envs()) == 3 }, time.Minute, 5*time.Millisecond)
+	testctx.Eventually(t, func() bool { return len(api.Envs()) == 3 }, 5*time.Millisecond)
 
 	// Pull while all three are connected; these batches must mix them 2:2:4.
 	var mixed [][]*atropos.ScoredDataGroup

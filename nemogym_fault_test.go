@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/nemogym"
 	"github.com/agentic-opd/agenticopd/nemogym/nemogymtest"
 	"github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap"
@@ -103,7 +104,7 @@ func TestNemoGymClientDisconnectReleasesTheSandbox(t *testing.T) {
 		})
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return rig.model.Calls() > 0 }, time.Minute, 5*time.Millisecond,
+	testctx.Eventually(t, func() bool { return rig.model.Calls() > 0 }, 5*time.Millisecond,
 		"the rollout reaches the model server")
 	sbs.mu.Lock()
 	require.Equal(t, 1, sbs.open, "the rollout holds its sandbox while the model stalls")
@@ -149,7 +150,7 @@ func TestNemoGymDuplicateRun(t *testing.T) {
 	}
 	// Both requests are in while the rollout stalls. (Should the second join only
 	// after the rollout ended, it gets the kept answer: one rollout either way.)
-	require.Eventually(t, func() bool { return rig.model.Calls() > 0 && entered.Load() == 2 }, time.Minute, 5*time.Millisecond)
+	testctx.Eventually(t, func() bool { return rig.model.Calls() > 0 && entered.Load() == 2 }, 5*time.Millisecond)
 	release()
 	wg.Wait()
 	require.True(t, bytes.Equal(bodies[0], bodies[1]), "the two answers differ (%d and %d bytes): two rollouts ran", len(bodies[0]), len(bodies[1]))
@@ -172,7 +173,7 @@ func waitRollouts(t *testing.T, s *nemogym.Server) {
 	go func() { s.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(2 * time.Minute):
+	case <-testctx.Context(t).Done():
 		t.Fatal("a rollout did not end")
 	}
 }

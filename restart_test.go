@@ -19,6 +19,7 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
@@ -296,7 +297,7 @@ func TestServeSurvivesRestarts(t *testing.T) {
 					c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 				}
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithCancel(testctx.Context(t))
 			defer cancel()
 			p := newPuller(t, api, batch, steps)
 			require.NoError(t, p.register(ctx))
@@ -306,8 +307,8 @@ func TestServeSurvivesRestarts(t *testing.T) {
 
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- env.Serve(ctx, client) }()
-			require.Eventually(t, func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.trained >= 3 },
-				time.Minute, 5*time.Millisecond)
+			testctx.Eventually(t, func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.trained >= 3 },
+				5*time.Millisecond)
 			_, err := client.Status(ctx) // the env has seen the trainer's steps
 			require.NoError(t, err)
 			p.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/agentic-opd/agenticopd"
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
 
@@ -136,7 +137,7 @@ func TestServeDeliversEveryGroupOnceUnderBackPressure(t *testing.T) {
 	t.Parallel() // long and mostly waiting: it overlaps the other long tests
 	const queueLimit = offPolicy*batchSize/groupSize + maxGroups
 	s := newServing(t, atropos.RetryConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	trainer := train(ctx, t, s.api, 3)
 
@@ -187,7 +188,7 @@ func TestServeFlushesTheSpoolWhenSendsGiveUp(t *testing.T) {
 	s := newServing(t, atropos.RetryConfig{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
 		func(c *agenticopd.Config) { c.MaxGroups = 1 })
 	s.api.FailNext("/scored_data", 2, 503, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	trainer := train(ctx, t, s.api, 2)
 
@@ -207,7 +208,7 @@ func TestServeStopsOnCancel(t *testing.T) {
 	train(ctx, t, s.api, 1000)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
-	require.Eventually(t, func() bool { return len(s.api.Received()) > 0 }, time.Minute, 10*time.Millisecond)
+	testctx.Eventually(t, func() bool { return len(s.api.Received()) > 0 }, 10*time.Millisecond)
 	cancel()
 	require.ErrorIs(t, <-serveErr, context.Canceled)
 	assert.Equal(t, 1, s.api.RequestCount("/disconnect-env"), "a clean stop disconnects")
@@ -215,12 +216,12 @@ func TestServeStopsOnCancel(t *testing.T) {
 
 func TestServeGivesUpWhenTheAPIStopsAnswering(t *testing.T) {
 	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) { c.StatusTimeout = 300 * time.Millisecond })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	train(ctx, t, s.api, 1000)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.env.Serve(ctx, s.client) }()
-	require.Eventually(t, func() bool { return len(s.api.Received()) > 0 }, time.Minute, 10*time.Millisecond)
+	testctx.Eventually(t, func() bool { return len(s.api.Received()) > 0 }, 10*time.Millisecond)
 	s.api.SetDown(true) // the API process is gone: every request fails
 	err := <-serveErr
 	require.Error(t, err)
@@ -233,7 +234,7 @@ func TestServeGivesUpAfterOneHungPollOfStatusTimeout(t *testing.T) {
 	// StatusTimeout of failure: Serve gives up after it, without a second poll.
 	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) { c.StatusTimeout = 200 * time.Millisecond })
 	s.api.AddFault(atropostest.Fault{Path: "/status-env", Delay: time.Hour})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	train(ctx, t, s.api, 1000)
 	err := s.env.Serve(ctx, s.client)
@@ -256,7 +257,7 @@ func TestServeStopsOnAGroupTheAPICannotTake(t *testing.T) {
 		PollInterval: 10 * time.Millisecond, StatusInterval: 10 * time.Millisecond,
 	})
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	train(ctx, t, s.api, 1000)
 	err = s.env.Serve(ctx, client)
@@ -274,7 +275,7 @@ func TestServeTakesMaxTokenLenFromTheTrainer(t *testing.T) {
 		c.KeepEqualScores = true // concurrent groups can get equal scores from the scripted coder
 		c.OnGroup = func(g *agenticopd.Group) { dropped <- g.Dropped }
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	tr, err := atropos.NewTrainer(s.api.URL())
 	require.NoError(t, err)
@@ -297,7 +298,7 @@ func TestServeStopsWhenTheTeacherRefusesTopK(t *testing.T) {
 	// The simulator allows 20 logprobs (vLLM's default --max-logprobs); asking for 30
 	// fails every group with a hint, so Serve stops with that error.
 	s := newServing(t, atropos.RetryConfig{}, func(c *agenticopd.Config) { c.DistillTopK = 30 })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	train(ctx, t, s.api, 1000)
 	err := s.env.Serve(ctx, s.client)
@@ -319,7 +320,7 @@ func TestServeCallsOnGroupOneAtATime(t *testing.T) {
 			calls.Add(1)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	trainer := train(ctx, t, s.api, 2)
 	require.NoError(t, serveWhilePulling(ctx, t, s, trainer))
@@ -361,8 +362,8 @@ func TestServeBeforeTheFirstRegistration(t *testing.T) {
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- s.env.Serve(ctx, s.client) }()
 			// Serve logs each StatusTimeout it waited: two of them.
-			require.Eventually(t, func() bool { return s.logs.count("waiting for a trainer to register with the trajectory API") >= 2 },
-				time.Minute, 5*time.Millisecond)
+			testctx.Eventually(t, func() bool { return s.logs.count("waiting for a trainer to register with the trajectory API") >= 2 },
+				5*time.Millisecond)
 			select {
 			case err := <-serveErr:
 				t.Fatalf("Serve gave up while the API waited for a trainer: %v", err)
@@ -385,7 +386,7 @@ func TestServeBeforeTheFirstRegistration(t *testing.T) {
 			ctx, cancel := context.WithCancel(ctx)
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- s.env.Serve(ctx, s.client) }()
-			require.Eventually(t, func() bool { return s.api.RequestCount("/info") >= 2 }, time.Minute, 5*time.Millisecond)
+			testctx.Eventually(t, func() bool { return s.api.RequestCount("/info") >= 2 }, 5*time.Millisecond)
 			cancel()
 			return <-serveErr
 		}, func(t *testing.T, err error, _ string) {
@@ -410,7 +411,7 @@ func TestServeBeforeTheFirstRegistration(t *testing.T) {
 				s.client, err = atropos.NewClient(url, atropos.ClientConfig{EnvName: "agentic_opd", GroupSize: groupSize, SpoolDir: t.TempDir()})
 				require.NoError(t, err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a guard, not a timing
+			ctx, cancel := context.WithCancel(testctx.Context(t))
 			defer cancel()
 			err := tt.run(t, ctx, s)
 			require.NoError(t, ctx.Err(), "Serve ended by itself, before the guard's deadline")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 )
 
 // manualClock is a clock a test moves by hand: it reads the real clock at its start
@@ -48,7 +49,7 @@ func TestHeldStatusAnswerIsCheckedAgain(t *testing.T) {
 			other := newEnv(t, srv, t.TempDir(), func(c *atropos.ClientConfig) { c.EnvName = "other" })
 			registering := make(chan error, 1)
 			go func() { registering <- other.Register(context.Background()) }()
-			require.Eventually(t, func() bool { return srv.RequestCount("/info") >= 2 }, time.Minute, time.Millisecond,
+			testctx.Eventually(t, func() bool { return srv.RequestCount("/info") >= 2 }, time.Millisecond,
 				"the other env waits for a trainer")
 			return func(t *testing.T) {
 				// A post before the trainer registered would have wedged the API: the
@@ -88,15 +89,15 @@ func TestHeldStatusAnswerIsCheckedAgain(t *testing.T) {
 			hold.Release()
 			// The env acts on the answer: it posts, checks again, or (taking itself for
 			// paused) registers again.
-			require.Eventually(t, func() bool {
+			testctx.Eventually(t, func() bool {
 				return srv.RequestCount("/scored_data")+srv.RequestCount("/status-env")+srv.RequestCount("/info") > 0
-			}, time.Minute, time.Millisecond)
+			}, time.Millisecond)
 
 			after(t)
 			select {
 			case err := <-sent:
 				require.NoError(t, err)
-			case <-time.After(time.Minute):
+			case <-testctx.Context(t).Done():
 				t.Fatal("Send did not return")
 			}
 			var ours []int
@@ -143,7 +144,7 @@ func TestSlowStatusChecksStillPost(t *testing.T) {
 	clock := &steppingClock{base: time.Now(), step: 3 * atropos.DefaultMaxCheckAge / 2}
 	c := registered(t, srv, t.TempDir(), func(c *atropos.ClientConfig) { c.Now = clock.now })
 	srv.ResetRequests()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	require.NoError(t, c.Send(ctx, group(1, 2)), "the group is posted although every check is 1.5 × MaxCheckAge old")
 	require.Equal(t, 1, srv.RequestCount("/scored_data"))

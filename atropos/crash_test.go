@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 )
 
 var crashKills = flag.Int("crash.kills", 20, "TestEnvAndAPIKilled: how many kills (the env, the API, or both, in turn)")
@@ -330,7 +331,7 @@ func TestEnvAndAPIKilled(t *testing.T) {
 			}
 			return true
 		}
-		require.Eventually(t, func() bool { return waiting() >= 2 && settled() }, time.Minute, time.Millisecond)
+		testctx.Eventually(t, func() bool { return waiting() >= 2 && settled() }, time.Millisecond)
 		kind := kinds[(kill-1)%len(kinds)]
 		p.mu.Lock()
 		if kind != "api" {
@@ -353,7 +354,7 @@ func TestEnvAndAPIKilled(t *testing.T) {
 	env, done := startEnv(*crashKills+2, 3)
 	select {
 	case <-done:
-	case <-time.After(time.Minute):
+	case <-testctx.Context(t).Done():
 		t.Fatal("the last env process did not finish")
 	}
 	acc := acceptedNow()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 )
 
 // TestPausedAcrossARestart: the env process is stopped (or simply idle) while the API
@@ -236,7 +237,7 @@ func TestStoppedProcessAcrossARestart(t *testing.T) {
 				select {
 				case l := <-env.lines:
 					return l
-				case <-time.After(time.Minute): // a guard against a hang
+				case <-testctx.Context(t).Done(): // a guard against a hang
 					t.Fatal("the env process said nothing")
 					return ""
 				}

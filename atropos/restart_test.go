@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/atropos"
 	"github.com/agentic-opd/agenticopd/atropos/atropostest"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 )
 
 // startTrainer registers a trainer (resuming at step) and makes its first /batch.
@@ -65,7 +66,7 @@ func TestSendAfterRestartWaitsForTheTrainer(t *testing.T) {
 	go func() { sent <- c.Send(context.Background(), group(1, 2)) }()
 	require.NoError(t, srv.Restart())
 	// The env must keep asking /info and not post while no trainer is registered.
-	require.Eventually(t, func() bool { return srv.RequestCount("/info") >= 3 }, time.Minute, time.Millisecond)
+	testctx.Eventually(t, func() bool { return srv.RequestCount("/info") >= 3 }, time.Millisecond)
 	require.Empty(t, srv.Received(), "nothing posted into an API without a trainer")
 	srv.ResetRequests()
 	tr := startTrainer(t, srv, 0)

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -26,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentic-opd/agenticopd/images"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 )
 
 // TestMain runs the child process of the tests with processes when
@@ -247,7 +247,7 @@ func TestUnpackerKilled(t *testing.T) {
 	require.NoError(t, err)
 	select { // the child is unpacking: it has its temporary root, and waits for the layer's rest
 	case <-stalled:
-	case <-time.After(time.Minute): // a failure guard, not a measure
+	case <-testctx.Context(t).Done(): // a failure guard, not a measure
 		t.Fatal("the child never started unpacking")
 	}
 	require.NoError(t, p.cmd.Process.Kill())
@@ -257,7 +257,7 @@ func TestUnpackerKilled(t *testing.T) {
 	open()
 
 	c := newCache(t, images.CacheConfig{Dir: dir})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	r, err := c.Root(ctx, tag.String())
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
 	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/nemogym"
 	"github.com/agentic-opd/agenticopd/nemogym/nemogymtest"
 	"github.com/agentic-opd/agenticopd/tasks"
@@ -34,7 +35,7 @@ func closeIdle(t *testing.T) { t.Cleanup(http.DefaultClient.CloseIdleConnections
 
 func TestOfflineRunPassesTheTrainersChecks(t *testing.T) {
 	closeIdle(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	dir := t.TempDir()
 	var out bytes.Buffer
@@ -144,7 +145,7 @@ func TestServeFromTheLaunchersConfig(t *testing.T) {
 		done <- run(ctx, []string{"-serve", "-addr", "127.0.0.1:0", "-topk", "8", "-config-json", view}, out)
 	}()
 	addrRE := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
-	require.Eventually(t, func() bool { return addrRE.MatchString(out.String()) }, time.Minute, 10*time.Millisecond, out.String())
+	testctx.Eventually(t, func() bool { return addrRE.MatchString(out.String()) }, 10*time.Millisecond, out.String())
 	agentURL := "http://" + addrRE.FindStringSubmatch(out.String())[1]
 
 	task := tasks.Builtin()[0]

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/assert"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/agentic-opd/agenticopd/examples/internal/clitest"
 	"github.com/agentic-opd/agenticopd/images/imagestest"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/tasks"
 )
 
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestServeOfflineFeedsTheTrainer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	var out bytes.Buffer
 	require.NoError(t, run(ctx, []string{"-steps", "2", "-group-size", "2", "-batch-size", "4", "-spool", t.TempDir(), "-metrics-every", "2"}, &out), out.String())
@@ -57,7 +57,7 @@ func TestServeOfflineFeedsTheTrainer(t *testing.T) {
 }
 
 func TestServeLogsJSONAndStopsAfterGroups(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	var out bytes.Buffer
 	// Many trainer steps: -groups is what stops it.
@@ -83,7 +83,7 @@ func TestServeLogsJSONAndStopsAfterGroups(t *testing.T) {
 }
 
 func TestServeTasksFromJSONL(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "tasks.jsonl")
 	// The built-in tasks three times over, as dataset rows, so that the scripted
@@ -153,7 +153,7 @@ func (w *scrapeOnGroup) Write(p []byte) (int, error) {
 }
 
 func TestServeMetricsEndpoint(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	w := &scrapeOnGroup{t: t}
 	err := run(ctx, []string{"-groups", "1", "-steps", "1000", "-group-size", "2", "-batch-size", "2", "-metrics-addr", "127.0.0.1:0"}, w)
@@ -188,7 +188,7 @@ func TestServeMetricsEndpoint(t *testing.T) {
 }
 
 func TestServeStopsOnSignal(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	sig, stop := context.WithCancel(ctx)
 	w := &cancelOnGroup{t: t, cancel: stop}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/examples/internal/cli"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/tasks"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
@@ -62,7 +63,7 @@ func TestServeExitsZeroOnSignal(t *testing.T) {
 }
 
 func TestServeRefusesTopKAboveTheTeachersMaxLogprobs(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	// A vLLM server started with its default --max-logprobs 20.
 	sim := vllmtest.NewServer(t, vllmtest.WithMaxLogprobs(20))
@@ -121,7 +122,7 @@ func TestServeRefusesDatasetsWithoutUsableTasks(t *testing.T) {
 }
 
 func TestServeTrainsOnASmallDatasetWithNoEvalSplit(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	task := tasks.Builtin()[0]
 	path := writeTasks(t, map[string]string{"id": "only-" + task.ID, "task": task.Statement, "test_code": task.TestCode})
@@ -135,7 +136,7 @@ func TestServeTrainsOnASmallDatasetWithNoEvalSplit(t *testing.T) {
 // TestServeSaysWhereItWaits points the program at an API that is not there: the log
 // says at once that it registers and where, and a signal still ends it cleanly.
 func TestServeSaysWhereItWaits(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	sig, stop := context.WithCancel(ctx)
 	w := &cancelOn{match: "registering with the trajectory API", cancel: stop}

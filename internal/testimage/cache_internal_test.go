@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 )
 
 // fakeBuild writes a one-file root, counting its calls.
@@ -104,7 +106,7 @@ func TestEnsureAfterBuilderKilled(t *testing.T) {
 	require.Len(t, stale, 1, "the killed build's directory")
 
 	var calls atomic.Int32
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(testctx.Context(t))
 	defer cancel()
 	d, err := ensure(ctx, base, "k", fakeBuild(&calls, 0))
 	require.NoError(t, err, "the lock must be free once its holder is dead")
