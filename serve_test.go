@@ -196,7 +196,8 @@ func TestServeFlushesTheSpoolWhenSendsGiveUp(t *testing.T) {
 	require.GreaterOrEqual(t, s.env.Metrics()["env/send_failures"], float64(1), "a Send gave up")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	assert.Equal(t, s.sent, s.received(), "the spooled group was delivered, once")
+	assert.Equal(t, s.sent, s.received(), "the spooled group was delivered, once (API resets seen %d, groups resent %d, registrations retired after a pause %d)",
+		s.client.Resets(), s.client.Resent(), s.client.Retired())
 	n, err := s.client.Spooled()
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing left in the spool")
