@@ -88,9 +88,7 @@ const (
 // digits returns d, from 1 to below 2·10^8, in decimal without its trailing zeros:
 // the text's first eight bytes in lo and the rest in hi, first byte lowest (bytes past
 // the digits are to be ignored), the number of digits, and how many zeros it left
-// off. The last eight digits are made at once, as AppendInt32 makes them, and kept
-// in registers: a store of some of them followed by a wider load of the same bytes
-// would stall.
+// off. The last eight digits are made at once, as AppendInt32 makes them.
 func digits(d uint64) (lo, hi uint64, n, trailing int) {
 	top := d >= 1e8
 	low8 := d
