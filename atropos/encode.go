@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 )
 
 // ErrNonFinite reports a NaN or ±Inf value: JSON cannot carry it, and the API would accept
@@ -157,7 +159,11 @@ func (jw *jsonWriter) intMatrix(m [][]int) {
 			if j > 0 {
 				jw.buf = append(jw.buf, ',')
 			}
-			jw.buf = strconv.AppendInt(jw.buf, int64(v), 10)
+			if int(int32(v)) == v {
+				jw.buf = jsonscan.AppendInt32(jw.buf, int32(v))
+			} else {
+				jw.buf = strconv.AppendInt(jw.buf, int64(v), 10)
+			}
 			if j&1023 == 1023 {
 				jw.maybeFlush()
 			}
@@ -184,7 +190,13 @@ func (jw *jsonWriter) floats(v []float64, field string, seq int) error {
 			}
 			return fmt.Errorf("%w: %s[%d][%d] = %v", ErrNonFinite, field, seq, j, f)
 		}
-		jw.buf = appendFloat(jw.buf, f, 64)
+		if f == math.Trunc(f) && math.Abs(f) < 1<<53 && !(f == 0 && math.Signbit(f)) {
+			// An integer float64 (MaskedLogprob, most of inference_logprobs) is its own
+			// shortest form below 2^53, where float64s are at most 1 apart.
+			jw.buf = strconv.AppendInt(jw.buf, int64(f), 10)
+		} else {
+			jw.buf = appendFloat(jw.buf, f, 64)
+		}
 		if j&1023 == 1023 {
 			jw.maybeFlush()
 		}
@@ -286,7 +298,7 @@ func (jw *jsonWriter) distillIDs(d []*DistillRows, k int) {
 				jw.buf = append(jw.buf, ',')
 			}
 			if j < len(ids) {
-				jw.buf = strconv.AppendInt(jw.buf, int64(ids[j]), 10)
+				jw.buf = jsonscan.AppendInt32(jw.buf, ids[j])
 			} else {
 				jw.buf = append(jw.buf, '0')
 			}
@@ -312,7 +324,7 @@ func (jw *jsonWriter) distillLogprobs(d []*DistillRows, k int) error {
 			if !finite(f) {
 				return nonFiniteDistill(i, pos, j, f)
 			}
-			jw.buf = appendFloat(jw.buf, f, 32)
+			jw.buf = jsonscan.AppendFloat32(jw.buf, lps[j])
 		}
 		jw.buf = append(jw.buf, ']')
 		return nil
