@@ -205,9 +205,14 @@
 // when the library mounts them as root (an overlay takes lower layers only from its
 // own mount namespace, so the library's descriptors cannot be passed); the layers
 // are named relative to the sandbox's directory, so mountinfo inside shows no host
-// path. Each command enters the holder's namespaces with nsenter(1), then prlimit(1)
-// and bwrap run there with the flag list above, over the same paths; the host-side
-// file methods reach the workspace through /proc/<holder>/root ([Sandbox.HostDir]).
+// path. The holder's namespaces include a pid namespace whose init is the script
+// (then its cat), with a /proc of its own. Each command enters the holder's
+// namespaces with nsenter(1), then prlimit(1) and bwrap run there with the flag list
+// above, over the same paths; the host-side file methods reach the workspace through
+// /proc/<holder>/root ([Sandbox.HostDir]). When the library's process dies, the pipe
+// ends, cat ends, and the kernel kills every process of the pid namespace: bubblewrap
+// and everything the command started, whatever became of their parent-death signals
+// (which a process can lose when its credentials change).
 // This was preferred to re-executing the library's own binary as a mount helper
 // (that would take over the caller's program at start-up) and to bubblewrap's
 // overlay options (0.10 and later; Debian 12 ships 0.8): it reuses the holder the

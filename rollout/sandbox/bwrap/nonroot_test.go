@@ -256,17 +256,10 @@ func TestHostileWithoutRoot(t *testing.T) {
 // library process while a command runs in its image sandbox: the command's
 // processes and the holder of the sandbox's namespaces die with it, and the next New
 // on the same base directory removes the directory it left. The image's files are
-// untouched.
-//
-// It is a known failure, not yet understood: in about two of five whole-suite runs,
-// bwrap and the command's processes outlived the library process (bwrap's parent-death
-// signal did not fire). It runs only with AGENTICOPD_KNOWN_FAILURES=1 until that is
-// fixed, so that it is not counted as passing.
+// untouched. (The holder is the init of the sandbox's pid namespace: when the library
+// dies, so does it, and the kernel kills everything in the namespace, bubblewrap
+// included, whatever became of its parent-death signal.)
 func TestImageSandboxAfterSIGKILLWithoutRoot(t *testing.T) {
-	_, child := testuser.Dir()
-	if !child && os.Getenv("AGENTICOPD_KNOWN_FAILURES") == "" {
-		t.Skip("known failure: the sandbox's processes sometimes outlive a killed library process without root; AGENTICOPD_KNOWN_FAILURES=1 runs it")
-	}
 	if dir, ok := testuser.Dir(); ok {
 		tr := &http.Transport{}
 		t.Cleanup(tr.CloseIdleConnections)

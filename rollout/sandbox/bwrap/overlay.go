@@ -21,9 +21,11 @@ import (
 // library's uid is root there), mount(8) mounts the overlay on the workspace
 // directory with its layers named relative to the sandbox's directory (mountinfo
 // shows "lowerdir=empty,upperdir=data,..."), and cat(1) waits on a pipe the library
-// holds, so the holder ends when the sandbox closes or the library process dies.
-// Commands enter those namespaces with nsenter(1) before bwrap starts; the host-side
-// file methods reach the overlay through /proc/<holder>/root.
+// holds, so the holder ends when the sandbox closes or the library process dies. The
+// holder has a pid namespace of its own too, with cat as its init: every process of
+// the sandbox is in it and dies with it. Commands enter those namespaces with
+// nsenter(1) before bwrap starts; the host-side file methods reach the overlay
+// through /proc/<holder>/root.
 const (
 	unsharePath = "/usr/bin/unshare"
 	nsenterPath = "/usr/bin/nsenter"
@@ -87,8 +89,14 @@ func startHolderScript(ctx context.Context, dir, script string, env []string) (*
 		return nil, err
 	}
 	stderr := &bytes.Buffer{}
+	// A pid namespace of its own too, whose init is the script (and then its cat): when
+	// that ends (the library closed its standard input, or died), the kernel kills every
+	// process in the namespace, so no command of the sandbox outlives the holder, however
+	// its processes were started or reparented. --kill-child ends the init should
+	// unshare itself be killed; --mount-proc gives the namespaces a /proc of that pid
+	// namespace, as bubblewrap, run in them, reads its own entries there.
 	cmd := exec.Command(unsharePath, "--user", "--map-root-user", "--mount", "--propagation", "private",
-		"--", "/bin/sh", "-c", script)
+		"--pid", "--fork", "--kill-child", "--mount-proc", "--", "/bin/sh", "-c", script)
 	cmd.Dir, cmd.Env = dir, append([]string{"PATH=/usr/bin:/bin"}, env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
 	// No Pdeathsig: it would fire when the OS thread that started the holder ends,
@@ -157,9 +165,15 @@ func (h *overlayHolder) stop() error {
 	return nil
 }
 
-// enter makes cmd, a bwrap command, start in the holder's namespaces.
+// enter makes cmd, a bwrap command, start in the holder's namespaces: its user and
+// mount namespaces, and the pid namespace its children are made in (nsenter forks the
+// command into it). The holder's pid is unshare's, which the library reaps only in
+// stop, so it names no other process; once the namespace's init has ended, no process
+// can be made in it and the command fails.
 func (h *overlayHolder) enter(cmd *exec.Cmd) {
-	args := append([]string{nsenterPath, "--target", strconv.Itoa(h.cmd.Process.Pid), "--user", "--mount", "--preserve-credentials", "--"},
+	pid := strconv.Itoa(h.cmd.Process.Pid)
+	args := append([]string{nsenterPath, "--target", pid, "--user", "--mount", "--pid=/proc/" + pid + "/ns/pid_for_children",
+		"--preserve-credentials", "--"},
 		cmd.Args...)
 	args[len(args)-len(cmd.Args)] = cmd.Path
 	cmd.Path, cmd.Args = nsenterPath, args
