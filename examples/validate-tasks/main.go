@@ -145,13 +145,14 @@ func validate(ctx context.Context, f rollout.SpecFactory, ts []tasks.Task, concu
 					got = append(got, fl)
 				}
 			}
-			mu.Lock()
-			fails = append(fails, got...)
-			mu.Unlock()
 			status := "ok"
 			if len(got) > 0 {
 				status = "FAILING: " + got[0].Check + ": " + got[0].Reason
 			}
+			// One line at a time: w need not be safe for concurrent writes.
+			mu.Lock()
+			defer mu.Unlock()
+			fails = append(fails, got...)
 			fmt.Fprintf(w, "[%d/%d %s] %s %s\n", done.Add(1), len(ts), time.Since(start).Round(time.Second), t.ID, status)
 			return nil
 		})
