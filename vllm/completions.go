@@ -1,10 +1,12 @@
 package vllm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -159,7 +161,7 @@ const (
 
 func (c *Client) completions(ctx context.Context, req CompletionRequest, mode decodeMode) (*CompletionResponse, error) {
 	const path = "/v1/completions"
-	body, err := c.completionBody(ctx, req)
+	body, sent, err := c.completionBody(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +181,7 @@ func (c *Client) completions(ctx context.Context, req CompletionRequest, mode de
 	// 16k tokens at K = 50, read as it arrives into arrays a fifth of its size.
 	var resp *CompletionResponse
 	err = c.post(ctx, limit, path, body, req.PromptLogprobs != nil, func(s *jsonscan.Scanner) (err error) {
-		resp, err = decodeCompletion(s, mode)
+		resp, err = decodeCompletion(s, mode, sent)
 		return err
 	})
 	if err != nil {
@@ -192,21 +194,23 @@ func (c *Client) completions(ctx context.Context, req CompletionRequest, mode de
 	return resp, nil
 }
 
-func (c *Client) completionBody(ctx context.Context, req CompletionRequest) ([]byte, error) {
+// completionBody encodes req; sent is its one prompt as the body carries it, nil
+// for a batch.
+func (c *Client) completionBody(ctx context.Context, req CompletionRequest) (body []byte, sent *sentPrompt, err error) {
 	if len(req.Prompts) == 0 {
-		return nil, errors.New("vllm: POST /v1/completions: no prompt")
+		return nil, nil, errors.New("vllm: POST /v1/completions: no prompt")
 	}
 	for i, p := range req.Prompts {
 		if len(p) == 0 {
-			return nil, fmt.Errorf("vllm: POST /v1/completions: prompt %d is empty", i)
+			return nil, nil, fmt.Errorf("vllm: POST /v1/completions: prompt %d is empty", i)
 		}
 	}
 	if req.N < 0 || req.MaxTokens < 0 {
-		return nil, fmt.Errorf("vllm: POST /v1/completions: negative N (%d) or MaxTokens (%d)", req.N, req.MaxTokens)
+		return nil, nil, fmt.Errorf("vllm: POST /v1/completions: negative N (%d) or MaxTokens (%d)", req.N, req.MaxTokens)
 	}
 	m, err := c.modelFor(ctx, req.Model)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b := completionBody{
 		Model: m, N: req.N, MaxTokens: req.MaxTokens, Temperature: req.Temperature,
@@ -217,13 +221,45 @@ func (c *Client) completionBody(ctx context.Context, req CompletionRequest) ([]b
 		SpacesBetweenSpecialTokens: req.SpacesBetweenSpecialTokens,
 	}
 	if _, dup := req.Extra["prompt"]; dup {
-		return nil, errors.New(`vllm: POST /v1/completions: Extra key "prompt" is already set by a request field`)
+		return nil, nil, errors.New(`vllm: POST /v1/completions: Extra key "prompt" is already set by a request field`)
 	}
 	rest, err := mergeExtra(b, req.Extra)
 	if err != nil {
-		return nil, fmt.Errorf("vllm: POST /v1/completions: %w", err)
+		return nil, nil, fmt.Errorf("vllm: POST /v1/completions: %w", err)
 	}
-	return appendPrompt(rest, req.Prompts), nil
+	body = appendPrompt(rest, req.Prompts)
+	if len(req.Prompts) == 1 {
+		// body is rest without its closing brace, a comma unless rest is {},
+		// "prompt":, the list and the closing brace
+		start := len(rest) - 1 + len(`"prompt":`)
+		if len(rest) > 2 {
+			start++
+		}
+		sent = &sentPrompt{ids: req.Prompts[0], json: body[start : len(body)-1]}
+	}
+	return body, sent, nil
+}
+
+// sentPrompt is the one prompt of a request: its ids and the JSON list the request
+// sent them as.
+type sentPrompt struct {
+	ids  []int32
+	json []byte
+}
+
+// echo reads a prompt_token_ids list at s that repeats sent.json byte for byte
+// without parsing it, and reports whether it did; the ids are then a copy of
+// sent.ids, which is what parsing those bytes gives.
+func (sent *sentPrompt) echo(s *jsonscan.Scanner) ([]int32, bool) {
+	if sent == nil {
+		return nil, false
+	}
+	s.WS()
+	if !bytes.HasPrefix(s.Data[s.Pos:], sent.json) {
+		return nil, false
+	}
+	s.Pos += len(sent.json)
+	return slices.Clone(sent.ids), true
 }
 
 // appendPrompt adds the "prompt" member to the encoded object obj: one prompt as a
@@ -263,7 +299,7 @@ func DecodeCompletionResponse(data []byte) (*CompletionResponse, error) {
 }
 
 func decodeCompletionResponse(data []byte, mode decodeMode) (*CompletionResponse, error) {
-	return decodeCompletion(&jsonscan.Scanner{Data: data}, mode)
+	return decodeCompletion(&jsonscan.Scanner{Data: data}, mode, nil)
 }
 
 // DecodeCompletionStream is [DecodeCompletionResponse] for a body read from r as it
@@ -274,7 +310,7 @@ func decodeCompletionResponse(data []byte, mode decodeMode) (*CompletionResponse
 func DecodeCompletionStream(r io.Reader) (*CompletionResponse, error) {
 	var resp *CompletionResponse
 	err := decodeFrom(r, func(s *jsonscan.Scanner) (err error) {
-		resp, err = decodeCompletion(s, decodeAll)
+		resp, err = decodeCompletion(s, decodeAll, nil)
 		return err
 	})
 	if err != nil {
@@ -284,8 +320,9 @@ func DecodeCompletionStream(r io.Reader) (*CompletionResponse, error) {
 }
 
 // decodeCompletion reads a /v1/completions response body from s, in memory or
-// streamed.
-func decodeCompletion(s *jsonscan.Scanner, mode decodeMode) (*CompletionResponse, error) {
+// streamed; sent, when not nil, is the request's one prompt, which every choice's
+// prompt_token_ids is expected to echo.
+func decodeCompletion(s *jsonscan.Scanner, mode decodeMode, sent *sentPrompt) (*CompletionResponse, error) {
 	out := &CompletionResponse{}
 	err := decodeResponse(s, &out.ID, &out.Model, &out.Usage, func(s *jsonscan.Scanner, k []byte) (bool, error) {
 		if string(k) != "choices" {
@@ -293,7 +330,7 @@ func decodeCompletion(s *jsonscan.Scanner, mode decodeMode) (*CompletionResponse
 		}
 		return true, s.Array(true, func(i int) error {
 			var ch CompletionChoice
-			if err := decodeChoice(s, &ch, mode); err != nil {
+			if err := decodeChoice(s, &ch, mode, sent); err != nil {
 				return fmt.Errorf("choices[%d]: %w", i, err)
 			}
 			out.Choices = append(out.Choices, ch)
@@ -351,7 +388,7 @@ func checkIndex(i, index int) error {
 	return nil
 }
 
-func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice, mode decodeMode) error {
+func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice, mode decodeMode, sent *sentPrompt) error {
 	return s.Object(false, func(k []byte) error {
 		switch string(k) {
 		case "index":
@@ -367,6 +404,10 @@ func decodeChoice(s *jsonscan.Scanner, ch *CompletionChoice, mode decodeMode) er
 			ch.TokenIDs = ids
 			return err
 		case "prompt_token_ids":
+			if ids, ok := sent.echo(s); ok {
+				ch.PromptTokenIDs = ids
+				return nil
+			}
 			ids, err := s.Int32s()
 			ch.PromptTokenIDs = ids
 			return err
