@@ -187,7 +187,7 @@ func (s *Server) writeChat(w http.ResponseWriter, req *chatRequest, sp sampling,
 	}
 	j.raw(`],`)
 	j.usage(len(prompt), completion)
-	s.writePromptFields(j, prompt, sp.promptLogprobs, req.ReturnTokenIDs)
+	s.writePromptFields(j, prompt, nil, sp.promptLogprobs, req.ReturnTokenIDs)
 	j.raw(`,"system_fingerprint":null,"service_tier":null,"kv_transfer_params":null}`)
 	j.raw("\n")
 }

@@ -404,7 +404,7 @@ func (s *Server) writeCompletion(w http.ResponseWriter, req *completionRequest, 
 			j.raw("null")
 		}
 		j.choiceEnd(c.finish, c.stopReason, c.ids, req.ReturnTokenIDs)
-		s.writePromptFields(j, c.prompt, sp.promptLogprobs, req.ReturnTokenIDs)
+		s.writePromptFields(j, c.prompt, req.promptIDsJSON(), sp.promptLogprobs, req.ReturnTokenIDs)
 		j.raw("}")
 	}
 	j.raw(`],`)
@@ -417,7 +417,12 @@ func (s *Server) writeCompletion(w http.ResponseWriter, req *completionRequest, 
 // its choices array; flush must run once the response is complete.
 func (s *Server) startGeneration(w http.ResponseWriter, id, object string) (j *jw, flush func()) {
 	w.Header().Set("Content-Type", "application/json")
-	sw := &sizedWriter{w: w, buf: make([]byte, 0, streamChunk)}
+	sw := &sizedWriter{w: w}
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		sw.buf = (*b)[:0]
+	} else {
+		sw.buf = make([]byte, 0, streamChunk)
+	}
 	bw := bufio.NewWriterSize(sw, 4<<10) // sw holds the response: this only batches small writes
 	j = &jw{w: bw}
 	j.raw(`{"id":`)
@@ -432,6 +437,9 @@ func (s *Server) startGeneration(w http.ResponseWriter, id, object string) (j *j
 	return j, func() {
 		_ = bw.Flush()
 		sw.close()
+		if cap(sw.buf) <= 4*streamChunk { // the response went out: its buffer is free
+			s.bufs.Put(&sw.buf)
+		}
 	}
 }
 
@@ -487,9 +495,19 @@ func (j *jw) choiceEnd(finish string, stopReason any, ids []int32, returnIDs boo
 	j.idsOrNull(ids, returnIDs)
 }
 
+// promptIDsJSON is the request's text of its one prompt when decodeIDPrompt read it
+// as a flat list of ids, else nil.
+func (req *completionRequest) promptIDsJSON() []byte {
+	if req.promptIDs == nil {
+		return nil
+	}
+	return req.Prompt
+}
+
 // writePromptFields writes prompt_logprobs (null when k is noLogprobs) and
-// prompt_token_ids (null unless returnIDs), each after a comma.
-func (s *Server) writePromptFields(j *jw, prompt []int32, k int, returnIDs bool) {
+// prompt_token_ids (null unless returnIDs), each after a comma. sent, when not nil,
+// is the request's text of prompt (see jw.echoIDs).
+func (s *Server) writePromptFields(j *jw, prompt []int32, sent []byte, k int, returnIDs bool) {
 	j.raw(`,"prompt_logprobs":`)
 	if k != noLogprobs {
 		s.writePromptLogprobs(j, prompt, k)
@@ -497,7 +515,14 @@ func (s *Server) writePromptFields(j *jw, prompt []int32, k int, returnIDs bool)
 		j.raw("null")
 	}
 	j.raw(`,"prompt_token_ids":`)
-	j.idsOrNull(prompt, returnIDs)
+	switch {
+	case !returnIDs:
+		j.raw("null")
+	case sent != nil:
+		j.echoIDs(prompt, sent)
+	default:
+		j.ids(prompt)
+	}
 }
 
 // usage writes the usage field.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"strconv"
 
 	"github.com/agentic-opd/agenticopd/internal/jsonscan"
@@ -57,6 +58,44 @@ func (j *jw) ids(ids []int32) {
 	}
 	j.buf = append(b, ']')
 	j.bytes(j.buf)
+}
+
+// echoIDs writes ids, which sent, a JSON list, parses to: sent itself when it is
+// written as ids writes them, which saves formatting them again. A list that parses
+// to ids is never shorter than ids' compact form (spaces, a "-0" or a null element
+// for 0 only add bytes), so one of the same length is that form.
+func (j *jw) echoIDs(ids []int32, sent []byte) {
+	if len(sent) != compactLen(ids) {
+		j.ids(ids)
+		return
+	}
+	j.bytes(sent)
+}
+
+// compactLen is the length of the list ids writes for ids, which are not negative.
+func compactLen(ids []int32) int {
+	n := len(ids) + 1 // brackets and commas
+	if len(ids) == 0 {
+		n = 2
+	}
+	for _, id := range ids {
+		n += uintLen(uint32(id))
+	}
+	return n
+}
+
+// tens[d] is 10^d, except that tens[0] is 0 (see uintLen).
+var tens = [...]uint32{0, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
+
+// uintLen is the number of decimal digits of v, without a division: 1233/4096
+// approximates log10(2), so d is the digits of v less one, or one short of that,
+// which the comparison with 10^d settles.
+func uintLen(v uint32) int {
+	d := bits.Len32(v) * 1233 >> 12
+	if v >= tens[d] {
+		d++
+	}
+	return d
 }
 
 // idsOrNull writes ids when ok, null otherwise.

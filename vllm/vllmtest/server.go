@@ -114,6 +114,8 @@ type Server struct {
 	ids    atomic.Uint64
 	conns  atomic.Int64 // connections accepted
 	routes map[string]route
+	// bufs holds the buffers of finished responses (*[]byte) for the next ones.
+	bufs sync.Pool
 
 	mu       sync.Mutex
 	closed   bool
