@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -19,7 +20,19 @@ var errSlowPath = errors.New("vllm: logprobs block needs encoding/json")
 // so results and errors are those of encoding/json.
 //
 // With decodeNoTopLogprobs, top_logprobs is left nil on either path.
+//
+// A document held whole is read in place first, where the block has only the four
+// known keys; whatever that refuses is read again from the block's start as a
+// stream's is: the value's bytes are taken (s.Skip), then read.
 func decodeCompletionLogprobs(s *jsonscan.Scanner, dst **CompletionLogprobs, mode decodeMode) error {
+	if !s.Streaming() {
+		start := s.Pos
+		if lp, err := fastCompletionLogprobs(s, mode, false); err == nil {
+			*dst = lp
+			return nil
+		}
+		s.Pos = start
+	}
 	raw, err := s.Skip()
 	if err != nil {
 		return err
@@ -27,7 +40,7 @@ func decodeCompletionLogprobs(s *jsonscan.Scanner, dst **CompletionLogprobs, mod
 	if string(raw) == "null" {
 		return nil
 	}
-	if lp, err := fastCompletionLogprobs(raw, mode); err == nil {
+	if lp, err := fastCompletionLogprobs(&jsonscan.Scanner{Data: raw}, mode, true); err == nil {
 		*dst = lp
 		return nil
 	}
@@ -42,8 +55,10 @@ func decodeCompletionLogprobs(s *jsonscan.Scanner, dst **CompletionLogprobs, mod
 
 var logprobsKeys = []string{"tokens", "token_logprobs", "top_logprobs", "text_offset"}
 
-func fastCompletionLogprobs(raw []byte, mode decodeMode) (*CompletionLogprobs, error) {
-	s := &jsonscan.Scanner{Data: raw}
+// fastCompletionLogprobs reads the logprobs object at s, without reflection.
+// whole says that s holds the object and nothing more, whose other members are then
+// skipped; otherwise another member is errSlowPath.
+func fastCompletionLogprobs(s *jsonscan.Scanner, mode decodeMode, whole bool) (*CompletionLogprobs, error) {
 	out := &CompletionLogprobs{}
 	seen := map[string]bool{}
 	err := s.Object(false, func(k []byte) error {
@@ -62,6 +77,9 @@ func fastCompletionLogprobs(raw []byte, mode decodeMode) (*CompletionLogprobs, e
 		case "text_offset":
 			return fastInts(s, &out.TextOffset)
 		}
+		if !whole {
+			return errSlowPath // Skip bounds nesting from the block's start
+		}
 		for _, known := range logprobsKeys {
 			if strings.EqualFold(key, known) {
 				return errSlowPath // encoding/json matches keys without regard to case
@@ -72,6 +90,9 @@ func fastCompletionLogprobs(raw []byte, mode decodeMode) (*CompletionLogprobs, e
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !whole {
+		return out, nil
 	}
 	return out, s.End()
 }
@@ -143,10 +164,11 @@ func fastTopLogprobs(s *jsonscan.Scanner, dst *[]map[string]float32, keep bool) 
 			if !utf8.Valid(k) {
 				return errSlowPath // encoding/json replaces invalid UTF-8
 			}
-			f, err := fastFloat32(s)
-			if keep {
-				m[string(k)] = f
+			if !keep {
+				return checkFloat32(s)
 			}
+			f, err := fastFloat32(s)
+			m[string(k)] = f
 			return err
 		})
 	})
@@ -175,6 +197,29 @@ func fastInts(s *jsonscan.Scanner, dst *[]int) error {
 		return err
 	})
 	*dst = out
+	return err
+}
+
+// checkFloat32 reads a number and fails where fastFloat32 fails, without converting
+// it when it cannot fail: a number written without exponent and with at most 38
+// digits before any point is below float32's largest, and parsing one that is too
+// small to represent gives 0 without an error.
+func checkFloat32(s *jsonscan.Scanner) error {
+	num, err := s.Number()
+	if err != nil {
+		return err
+	}
+	digits := len(num)
+	if i := bytes.IndexByte(num, '.'); i >= 0 {
+		digits = i
+	}
+	if num[0] == '-' {
+		digits--
+	}
+	if digits <= 38 && !bytes.ContainsAny(num, "eE") {
+		return nil
+	}
+	_, err = strconv.ParseFloat(string(num), 32)
 	return err
 }
 

@@ -39,6 +39,10 @@ func NewStream(r io.Reader, size int) *Scanner {
 	return &Scanner{Data: make([]byte, 0, size), r: r}
 }
 
+// Streaming reports whether s reads a stream (NewStream) rather than a document
+// held whole in Data; only then may Data drop bytes already read.
+func (s *Scanner) Streaming() bool { return s.r != nil }
+
 // ReadErr returns the error that ended reading the stream early, other than io.EOF,
 // or nil (and always nil for a Scanner over a document in memory).
 func (s *Scanner) ReadErr() error { return s.readErr }
