@@ -54,7 +54,17 @@ type tokenizer struct {
 	// chunk's bytes as they are, where a sync.Map boxes every key.
 	cacheMu sync.RWMutex
 	cache   map[string][]int32
+
+	// segments maps a run of text between special tokens to its ids, which
+	// encodeSegment computes from the chunk cache: a conversation is tokenized again
+	// every turn, and all but its last messages are runs seen before.
+	segMu    sync.RWMutex
+	segments map[string][]int32
+	segBytes int // the length of segments' keys
 }
+
+// maxSegmentBytes bounds the text of the runs the segment cache holds.
+const maxSegmentBytes = 16 << 20
 
 var (
 	sharedTokOnce sync.Once
@@ -74,7 +84,7 @@ func (t *tokenizer) vocabSize() int { return len(t.pieces) }
 // adjacent pair wins, ties go to the smallest pair of ids. Merges never cross
 // pre-tokenization chunks nor special tokens.
 func trainTokenizer(text string, n int) *tokenizer {
-	t := &tokenizer{ranks: map[[2]int32]int32{}, cache: map[string][]int32{}}
+	t := &tokenizer{ranks: map[[2]int32]int32{}, cache: map[string][]int32{}, segments: map[string][]int32{}}
 	for b := 0; b < 256; b++ {
 		t.pieces = append(t.pieces, []byte{byte(b)})
 	}
@@ -214,11 +224,38 @@ func (t *tokenizer) encode(text string) []int32 {
 			out = append(out, seg.special)
 			continue
 		}
-		for _, c := range pretokenize(seg.text) {
-			out = append(out, t.encodeChunk(c)...)
-		}
+		out = append(out, t.encodeSegment(seg.text)...)
 	}
 	return out
+}
+
+// encodeSegment tokenizes text without special tokens, through the segment cache; the
+// ids it returns are shared and must not be modified.
+func (t *tokenizer) encodeSegment(text string) []int32 {
+	t.segMu.RLock()
+	v, ok := t.segments[text]
+	t.segMu.RUnlock()
+	if ok {
+		return v
+	}
+	var ids []int32
+	for _, c := range pretokenize(text) {
+		ids = append(ids, t.encodeChunk(c)...)
+	}
+	if len(text) > maxSegmentBytes/16 {
+		return ids // rare, and would crowd out the rest
+	}
+	t.segMu.Lock()
+	if t.segBytes+len(text) > maxSegmentBytes {
+		clear(t.segments)
+		t.segBytes = 0
+	}
+	if _, ok := t.segments[text]; !ok {
+		t.segments[strings.Clone(text)] = ids // not the request's text, which it would keep
+		t.segBytes += len(text)
+	}
+	t.segMu.Unlock()
+	return ids
 }
 
 func (t *tokenizer) encodeChunk(c string) []int32 {
