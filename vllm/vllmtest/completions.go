@@ -252,10 +252,10 @@ func (sp *sampling) rng(j int) *rand.Rand {
 func (s *Server) generateChoices(prompt []int32, p int, sp sampling) []genChoice {
 	var in *ScriptInput
 	if s.cfg.agentScript != nil {
-		text, _ := s.tok.decode(prompt, false)
+		text, _ := s.tok.decodeTurns(prompt)
 		for _, g := range generationPrompts {
 			if strings.HasSuffix(text, g) {
-				msgs, hasTools := parseConversation(text)
+				msgs, hasTools := parseConversation(text, &s.calls)
 				turn := 1
 				for _, m := range msgs {
 					if m.Role == chat.RoleAssistant {

@@ -116,6 +116,8 @@ type Server struct {
 	routes map[string]route
 	// bufs holds the buffers of finished responses (*[]byte) for the next ones.
 	bufs sync.Pool
+	// calls remembers the tool calls of the assistant turns the agent script reads.
+	calls callCache
 
 	mu       sync.Mutex
 	closed   bool

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/agentic-opd/agenticopd/chat"
@@ -286,7 +288,9 @@ func parseToolCalls(text string, idBase string) (content string, calls []chat.To
 // parseConversation reads a rendered ChatML prompt back into messages. The open turn at
 // the end (the generation prompt) is not a message. The tools section of the system
 // prompt is removed; hasTools reports whether there was one.
-func parseConversation(text string) (msgs []chat.Message, hasTools bool) {
+//
+// calls, when not nil, remembers the tool calls of assistant turns across calls.
+func parseConversation(text string, calls *callCache) (msgs []chat.Message, hasTools bool) {
 	blocks := strings.Split(text, "<|im_start|>")
 	for _, blk := range blocks[1:] {
 		body, closed := strings.CutSuffix(strings.TrimSuffix(blk, "\n"), "<|im_end|>")
@@ -320,9 +324,9 @@ func parseConversation(text string) (msgs []chat.Message, hasTools bool) {
 					content = after
 				}
 			}
-			if c, calls, ok := parseToolCalls(content, "call_"); ok {
+			if c, tc, ok := calls.parse(content); ok {
 				m.Content = strings.TrimSuffix(c, "\n")
-				m.ToolCalls = calls
+				m.ToolCalls = tc
 			} else {
 				m.Content = content
 			}
@@ -332,6 +336,52 @@ func parseConversation(text string) (msgs []chat.Message, hasTools bool) {
 		}
 	}
 	return msgs, hasTools
+}
+
+// callCache remembers what parseToolCalls makes of an assistant turn's text with
+// idBase "call_": a conversation is read back every turn, its earlier turns
+// unchanged. It is safe for concurrent use; a nil *callCache remembers nothing.
+type callCache struct {
+	mu    sync.RWMutex
+	m     map[string]parsedCalls
+	bytes int // the length of m's keys
+}
+
+// maxCallCacheBytes bounds the text of the turns a callCache holds.
+const maxCallCacheBytes = 16 << 20
+
+type parsedCalls struct {
+	content string
+	calls   []chat.ToolCall
+	ok      bool
+}
+
+// parse is parseToolCalls(text, "call_"); the calls it returns are the caller's.
+func (cc *callCache) parse(text string) (string, []chat.ToolCall, bool) {
+	if cc == nil || !strings.Contains(text, "<tool_call>") {
+		return parseToolCalls(text, "call_")
+	}
+	cc.mu.RLock()
+	p, ok := cc.m[text]
+	cc.mu.RUnlock()
+	if !ok {
+		key := strings.Clone(text) // not the request's text, which it would keep
+		p.content, p.calls, p.ok = parseToolCalls(key, "call_")
+		cc.mu.Lock()
+		if cc.bytes+len(key) > maxCallCacheBytes {
+			clear(cc.m)
+			cc.bytes = 0
+		}
+		if cc.m == nil {
+			cc.m = map[string]parsedCalls{}
+		}
+		if _, dup := cc.m[key]; !dup {
+			cc.m[key] = p
+			cc.bytes += len(key)
+		}
+		cc.mu.Unlock()
+	}
+	return p.content, slices.Clone(p.calls), p.ok
 }
 
 // splitToolResponses splits a user turn made only of <tool_response> blocks.

@@ -4,10 +4,12 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Special token ids. They come right after the 256 byte tokens; every id from
@@ -61,7 +63,15 @@ type tokenizer struct {
 	segMu    sync.RWMutex
 	segments map[string][]int32
 	segBytes int // the length of segments' keys
+
+	// turns maps the ids of a chat turn, as bytes, to its text (decodeTurns).
+	turnMu    sync.RWMutex
+	turns     map[string]string
+	turnBytes int // the length of turns' keys and values
 }
+
+// maxTurnBytes bounds the ids and text of the turns decodeTurns holds.
+const maxTurnBytes = 32 << 20
 
 // maxSegmentBytes bounds the text of the runs the segment cache holds.
 const maxSegmentBytes = 16 << 20
@@ -84,7 +94,7 @@ func (t *tokenizer) vocabSize() int { return len(t.pieces) }
 // adjacent pair wins, ties go to the smallest pair of ids. Merges never cross
 // pre-tokenization chunks nor special tokens.
 func trainTokenizer(text string, n int) *tokenizer {
-	t := &tokenizer{ranks: map[[2]int32]int32{}, cache: map[string][]int32{}, segments: map[string][]int32{}}
+	t := &tokenizer{ranks: map[[2]int32]int32{}, cache: map[string][]int32{}, segments: map[string][]int32{}, turns: map[string]string{}}
 	for b := 0; b < 256; b++ {
 		t.pieces = append(t.pieces, []byte{byte(b)})
 	}
@@ -309,6 +319,56 @@ func (t *tokenizer) decode(ids []int32, skipSpecial bool) (string, error) {
 		b.Write(t.pieces[id])
 	}
 	return b.String(), nil
+}
+
+// decodeTurns is decode(ids, false), through a cache of the text of each turn of a
+// chat prompt (its ids from one <|im_start|> to the next): the agent script reads
+// back a prompt every turn, all but its last turns seen before.
+func (t *tokenizer) decodeTurns(ids []int32) (string, error) {
+	var b strings.Builder
+	for len(ids) > 0 {
+		k := 1 + slices.Index(ids[1:], ImStart)
+		if k == 0 {
+			k = len(ids)
+		}
+		text, err := t.decodeTurn(ids[:k])
+		if err != nil {
+			return "", err
+		}
+		if b.Len() == 0 && k == len(ids) {
+			return text, nil
+		}
+		b.WriteString(text)
+		ids = ids[k:]
+	}
+	return b.String(), nil
+}
+
+// decodeTurn is decode(ids, false) through the turn cache.
+func (t *tokenizer) decodeTurn(ids []int32) (string, error) {
+	// the key is the ids' memory, a string without a copy for the lookup
+	key := unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(ids))), 4*len(ids))
+	t.turnMu.RLock()
+	text, ok := t.turns[key]
+	t.turnMu.RUnlock()
+	if ok {
+		return text, nil
+	}
+	text, err := t.decode(ids, false)
+	if err != nil {
+		return "", err
+	}
+	t.turnMu.Lock()
+	if t.turnBytes+len(key)+len(text) > maxTurnBytes {
+		clear(t.turns)
+		t.turnBytes = 0
+	}
+	if _, dup := t.turns[key]; !dup {
+		t.turns[strings.Clone(key)] = text
+		t.turnBytes += len(key) + len(text)
+	}
+	t.turnMu.Unlock()
+	return text, nil
 }
 
 // isSkippedSpecial reports whether skip_special_tokens removes id from text. As with

@@ -1,6 +1,7 @@
 package vllmtest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -49,4 +50,41 @@ func FuzzSegmentCacheLikeNone(f *testing.F) {
 	f.Add("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n")
 	f.Add("a<think>b</think>c")
 	f.Fuzz(segmentCacheLikeNone)
+}
+
+// decodeTurnsLikeDecode checks that decodeTurns gives what decode gives, before and
+// after it remembers the turns of ids.
+func decodeTurnsLikeDecode(t *testing.T, ids []int32) {
+	tok := defaultTokenizer()
+	want, wantErr := tok.decode(ids, false)
+	for range 2 {
+		got, err := tok.decodeTurns(ids)
+		require.Equal(t, wantErr, err)
+		require.Equal(t, want, got)
+	}
+}
+
+func TestDecodeTurnsLikeDecode(t *testing.T) {
+	tok := defaultTokenizer()
+	chat := tok.encode("<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+	for _, ids := range [][]int32{
+		nil, {}, {ImStart}, {ImStart, ImStart}, {1, 2, ImStart}, chat, chat[1:], append(slices.Clone(chat), ImStart),
+		{ImStart, 5, -1}, {ImStart, 5, ImStart, int32(tok.vocabSize())},
+	} {
+		decodeTurnsLikeDecode(t, ids)
+	}
+}
+
+func FuzzDecodeTurnsLikeDecode(f *testing.F) {
+	f.Add([]byte{1, 2, 1, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ids := make([]int32, len(b))
+		for i, c := range b {
+			ids[i] = int32(c) // every byte id
+			if c%7 == 0 {
+				ids[i] = ImStart
+			}
+		}
+		decodeTurnsLikeDecode(t, ids)
+	})
 }
