@@ -325,7 +325,8 @@ func (t *tokenizer) decode(ids []int32, skipSpecial bool) (string, error) {
 // chat prompt (its ids from one <|im_start|> to the next): the agent script reads
 // back a prompt every turn, all but its last turns seen before.
 func (t *tokenizer) decodeTurns(ids []int32) (string, error) {
-	var b strings.Builder
+	var turns []string
+	n := 0
 	for len(ids) > 0 {
 		k := 1 + slices.Index(ids[1:], ImStart)
 		if k == 0 {
@@ -335,11 +336,17 @@ func (t *tokenizer) decodeTurns(ids []int32) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if b.Len() == 0 && k == len(ids) {
-			return text, nil
-		}
-		b.WriteString(text)
+		turns = append(turns, text)
+		n += len(text)
 		ids = ids[k:]
+	}
+	if len(turns) == 1 {
+		return turns[0], nil
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, text := range turns {
+		b.WriteString(text)
 	}
 	return b.String(), nil
 }
