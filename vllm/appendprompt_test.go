@@ -24,7 +24,7 @@ func TestAppendPromptMatchesEncodingJSON(t *testing.T) {
 			prompts[i] = p
 		}
 		obj := []byte(`{"model":"m","n":1}`)
-		got := appendPrompt(obj, prompts)
+		got := appendPrompt(obj, prompts, nil)
 		var want any = prompts
 		if len(prompts) == 1 {
 			want = prompts[0]
@@ -33,5 +33,5 @@ func TestAppendPromptMatchesEncodingJSON(t *testing.T) {
 		require.NoError(t, err)
 		require.JSONEq(t, string(wantJSON), string(got))
 	}
-	require.JSONEq(t, `{"prompt":[5]}`, string(appendPrompt([]byte(`{}`), [][]int32{{5}})))
+	require.JSONEq(t, `{"prompt":[5]}`, string(appendPrompt([]byte(`{}`), [][]int32{{5}}, nil)))
 }

@@ -47,6 +47,8 @@ type Client struct {
 
 	mu    sync.Mutex
 	model string // resolved lazily from /v1/models when fixedMd is ""
+
+	prompts promptCache // the JSON of recent prompts, which the next ones extend
 }
 
 // Option configures a [Client] or a [Pool].

@@ -227,7 +227,7 @@ func (c *Client) completionBody(ctx context.Context, req CompletionRequest) (bod
 	if err != nil {
 		return nil, nil, fmt.Errorf("vllm: POST /v1/completions: %w", err)
 	}
-	body = appendPrompt(rest, req.Prompts)
+	body = appendPrompt(rest, req.Prompts, &c.prompts)
 	if len(req.Prompts) == 1 {
 		// body is rest without its closing brace, a comma unless rest is {},
 		// "prompt":, the list and the closing brace
@@ -265,7 +265,8 @@ func (sent *sentPrompt) echo(s *jsonscan.Scanner) ([]int32, bool) {
 // appendPrompt adds the "prompt" member to the encoded object obj: one prompt as a
 // flat list of ids, several as a list of lists. The ids are written by hand, not
 // through encoding/json: a prompt is up to a context's worth of ids, sent every turn.
-func appendPrompt(obj []byte, prompts [][]int32) []byte {
+// One prompt goes through pc, when not nil.
+func appendPrompt(obj []byte, prompts [][]int32, pc *promptCache) []byte {
 	n := len(obj) + len(`,"prompt":[]`) + 2*len(prompts) + 8 // jsonscan.AppendInt32 wants 8 bytes of room
 	for _, p := range prompts {
 		n += 7 * len(p) // six digits and a comma cover a vocabulary below 10⁶
@@ -276,9 +277,12 @@ func appendPrompt(obj []byte, prompts [][]int32) []byte {
 		out = append(out, ',')
 	}
 	out = append(out, `"prompt":`...)
-	if len(prompts) == 1 {
+	switch {
+	case len(prompts) == 1 && pc != nil:
+		out = pc.appendIDs(out, prompts[0])
+	case len(prompts) == 1:
 		out = jsonscan.AppendInt32s(out, prompts[0])
-	} else {
+	default:
 		out = append(out, '[')
 		for i, p := range prompts {
 			if i > 0 {
