@@ -340,7 +340,7 @@ func TestServeSurvivesRestarts(t *testing.T) {
 					ours = append(ours, e.ID)
 				}
 			}
-			require.Len(t, ours, 1, "registered once with the restarted API")
+			require.Len(t, ours, 1, "registered once with the restarted API (resets seen %d, registrations retired after a pause %d)", client.Resets(), client.Retired())
 			col.mu.Lock()
 			for _, g := range api.Received()[before:] {
 				if col.keys[groupKey(g)] > 0 && !strings.Contains(groupKey(g), "other") {

@@ -196,8 +196,22 @@ func TestServeFlushesTheSpoolWhenSendsGiveUp(t *testing.T) {
 	require.GreaterOrEqual(t, s.env.Metrics()["env/send_failures"], float64(1), "a Send gave up")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	assert.Equal(t, s.sent, s.received(), "the spooled group was delivered, once (API resets seen %d, groups resent %d, registrations retired after a pause %d)",
-		s.client.Resets(), s.client.Resent(), s.client.Retired())
+	// Once, unless the client took itself for paused (a status round trip slower than
+	// PauseLimit on a loaded machine) or saw a reset: then a group the API had may be
+	// sent again, and reach it twice, never more.
+	again := s.client.Resets() + s.client.Retired()
+	for k, n := range s.sent {
+		got := s.received()[k]
+		if again == 0 {
+			assert.Equal(t, n, got, "the spooled group was delivered, once")
+		} else {
+			assert.True(t, got >= n && got <= 2*n, "delivered %d times for %d collected (resets %d, retired after a pause %d)",
+				got, n, s.client.Resets(), s.client.Retired())
+		}
+	}
+	for k := range s.received() {
+		assert.Contains(t, s.sent, k, "a group the API got was collected")
+	}
 	n, err := s.client.Spooled()
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing left in the spool")

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -74,20 +73,6 @@ type api struct {
 	base   *url.URL
 	hc     *http.Client
 	logger *slog.Logger
-
-	// Requests in flight, and when the last one ended (UnixNano, on the real clock):
-	// a client waiting on a reply is not idle (see [Client.beat]).
-	active  atomic.Int32
-	lastEnd atomic.Int64
-}
-
-// begin counts a request in flight until the returned function is called.
-func (a *api) begin() (end func()) {
-	a.active.Add(1)
-	return func() {
-		a.lastEnd.Store(time.Now().UnixNano())
-		a.active.Add(-1)
-	}
 }
 
 func newAPI(baseURL string, hc *http.Client, logger *slog.Logger) (*api, error) {
@@ -130,7 +115,6 @@ func (a *api) do(ctx context.Context, method, path string, body []byte, out any)
 			req.Header.Set("Content-Encoding", "gzip")
 		}
 	}
-	defer a.begin()()
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("atropos: %s %s: %w", method, path, err)
