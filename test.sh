@@ -101,12 +101,7 @@ fi
 heavy='github.com/agentic-opd/agenticopd github.com/agentic-opd/agenticopd/reward github.com/agentic-opd/agenticopd/rollout/sandbox/bwrap github.com/agentic-opd/agenticopd/images/imagestest'
 AGENTICOPD_KUBE=off go test -race -count=1 -timeout 30m $(go list ./... | grep -v -x -F -f <(printf '%s\n' $heavy))
 for pkg in $heavy; do
-  # The root package's long tests mostly wait (on simulated servers, restarts and
-  # sandboxes): four of them at a time, not GOMAXPROCS, overlap those waits (about 13 GB
-  # at peak, within what the others take).
-  par=()
-  [ "$pkg" = github.com/agentic-opd/agenticopd ] && par=(-parallel 4)
-  AGENTICOPD_KUBE=off go test -race -count=1 -timeout 30m "${par[@]}" "$pkg"
+  AGENTICOPD_KUBE=off go test -race -count=1 -timeout 30m "$pkg"
 done
 if [ "$kube" = yes ]; then
   go test -race -count=1 -timeout 30m ./internal/kubetest/... ./rollout/sandbox/kube/... ./examples/k8s-sandbox/

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -73,6 +74,20 @@ type api struct {
 	base   *url.URL
 	hc     *http.Client
 	logger *slog.Logger
+
+	// Requests in flight, and when the last one ended (UnixNano, on the real clock):
+	// a client waiting on a reply is not idle (see [Client.beat]).
+	active  atomic.Int32
+	lastEnd atomic.Int64
+}
+
+// begin counts a request in flight until the returned function is called.
+func (a *api) begin() (end func()) {
+	a.active.Add(1)
+	return func() {
+		a.lastEnd.Store(time.Now().UnixNano())
+		a.active.Add(-1)
+	}
 }
 
 func newAPI(baseURL string, hc *http.Client, logger *slog.Logger) (*api, error) {
@@ -115,6 +130,7 @@ func (a *api) do(ctx context.Context, method, path string, body []byte, out any)
 			req.Header.Set("Content-Encoding", "gzip")
 		}
 	}
+	defer a.begin()()
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("atropos: %s %s: %w", method, path, err)

@@ -154,27 +154,45 @@ func (c *Client) pauseLimit() time.Duration {
 	return max(c.cfg.PauseLimit, 4*c.checkLimit())
 }
 
-// tried records that a request under registration epoch begins now (by the clock). When the one
-// before it began longer ago than the pause limit (or the wall clock moved apart from
-// the monotonic one meanwhile), the process was paused: the registration is retired
-// (see [Client.retire]) and tried reports false; the caller sends nothing under it.
-// Failed requests count as tries: a process that keeps trying was not paused, and the
-// loss rules judge what its failures show.
+// tried records that a request under registration epoch begins now (by the clock).
+// When the process was paused since the last request, the registration is retired (see
+// [Client.retire]) and tried reports false; the caller sends nothing under it.
+//
+// A paused process and one waiting on a slow API both see a long gap between requests;
+// a heartbeat tells them apart. While requests under the registration keep coming, a
+// timer beats every tenth of the pause limit on the real clock. A beat that comes more
+// than the limit after the one before (a timer fires late after a SIGCONT, or on a
+// machine that ran nothing of the process's for that long), or a beat overdue by more
+// than the limit when a request begins, shows that the whole process stood still; a
+// slow reply does not stop the beats. Once no request was in flight, and none began or
+// ended, for the limit (an idle client), the beats stop, and the gap between requests decides: a client that posts
+// rarely registers again after such a gap (see [ClientConfig.PauseLimit]). Either way,
+// a wall clock that moved more than a second apart from the monotonic one shows a
+// suspended machine or a clock that was set.
 func (c *Client) tried(epoch uint64, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.reg == nil || c.epoch != epoch || c.state == regLost {
 		return true // stale anyway: the caller's reply is dropped
 	}
+	limit := c.pauseLimit()
 	if !c.lastTry.IsZero() {
+		why := c.pauseWhy
 		gap := now.Sub(c.lastTry)
-		why := ""
-		if limit := c.pauseLimit(); gap > limit {
-			why = fmt.Sprintf("no request for %v (limit %v): the process was paused", gap.Round(time.Millisecond), limit)
-		} else if skew := now.Round(0).Sub(c.lastTry.Round(0)) - gap; skew > time.Second || skew < -time.Second {
+		switch {
+		case why != "":
+		case c.beating:
+			if late := time.Since(c.lastBeat); late > limit {
+				why = fmt.Sprintf("the process stood still for %v (limit %v): it was paused", late.Round(time.Millisecond), limit)
+			}
+		case gap > limit:
+			why = fmt.Sprintf("no request for %v (limit %v): the process was paused, or idle", gap.Round(time.Millisecond), limit)
+		}
+		if skew := now.Round(0).Sub(c.lastTry.Round(0)) - gap; why == "" && (skew > time.Second || skew < -time.Second) {
 			why = fmt.Sprintf("the wall clock moved %v apart from the monotonic one since the last request: the machine was suspended or its clock set", skew.Round(time.Millisecond))
 		}
 		if why != "" {
+			c.pauseWhy = ""
 			c.retire(why)
 			return false
 		}
@@ -182,7 +200,38 @@ func (c *Client) tried(epoch uint64, now time.Time) bool {
 	if now.After(c.lastTry) {
 		c.lastTry = now
 	}
+	c.lastTryReal = time.Now()
+	if !c.beating {
+		c.beating, c.lastBeat = true, time.Now()
+		if c.beatTimer == nil {
+			c.beatTimer = time.AfterFunc(limit/10, c.beat)
+		} else {
+			c.beatTimer.Reset(limit / 10)
+		}
+	}
 	return true
+}
+
+// beat is the heartbeat's timer (see [Client.tried]).
+func (c *Client) beat() {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	limit := c.pauseLimit()
+	if late := now.Sub(c.lastBeat); late > limit && c.pauseWhy == "" {
+		c.pauseWhy = fmt.Sprintf("the process stood still for %v (limit %v): it was paused", late.Round(time.Millisecond), limit)
+	}
+	c.lastBeat = now
+	last := c.lastTryReal
+	if end := time.Unix(0, c.api.lastEnd.Load()); end.After(last) {
+		last = end
+	}
+	idle := c.api.active.Load() == 0 && now.Sub(last) > limit
+	if c.reg == nil || c.state == regLost || idle {
+		c.beating = false // idle, or nothing to guard: the gap between requests decides
+		return
+	}
+	c.beatTimer.Reset(limit / 10)
 }
 
 // freshCheck makes the /status-env check that guards a post under registration reg

@@ -98,15 +98,15 @@ type ClientConfig struct {
 	// in a row that came back too old (up to 64 × MaxCheckAge), with a warning, so that
 	// posts go on; on such a link, raise it.
 	MaxCheckAge time.Duration
-	// PauseLimit is how long the client may go without a /status-env reply for its
-	// registration before it takes itself for paused (stopped, swapped out, or the
-	// machine suspended: a wall clock that moved more than a second apart from the
-	// monotonic one counts too): its id may have been re-issued to another env by an API
-	// restart it never saw, so before its next post it registers again, and it sends
-	// no disconnect under the old id. Default 3s, and never below four times the
-	// current status check limit (see MaxCheckAge). [Client.WaitReady] and
-	// [Client.Status] polls keep the registration fresh; a caller that posts rarely
-	// should poll in between.
+	// PauseLimit is how long the process may stand still (stopped, swapped out, the
+	// machine suspended; a wall clock that moved more than a second apart from the
+	// monotonic one counts too), as a heartbeat timer sees it, or an idle client go
+	// without a request, before the client takes itself for paused: its id may have
+	// been re-issued to another env by an API restart it never saw, so before its next
+	// post it registers again, and it sends no disconnect under the old id. A slow API
+	// reply is not a pause. Default 3s, and never below four times the current status
+	// check limit (see MaxCheckAge). [Client.WaitReady] and [Client.Status] polls keep
+	// the registration fresh; a caller that posts rarely should poll in between.
 	PauseLimit time.Duration
 	// Now reads the clock that ages the checks. Default [time.Now], whose monotonic
 	// reading is what counts; tests give a clock they move by hand.
@@ -188,6 +188,13 @@ type Client struct {
 	retiring  bool            // the registration was retired, not lost
 
 	lastTry time.Time // when the last request under the registration began
+
+	// The heartbeat that tells a paused process from a slow API (see [Client.tried]).
+	beatTimer   *time.Timer
+	beating     bool      // the timer is armed
+	lastTryReal time.Time // lastTry on the real clock
+	lastBeat    time.Time // when it last ran, on the real clock
+	pauseWhy    string    // a pause a beat saw, for the next request to act on
 
 	predPoll   time.Time // the last round of polls for earlier registrations
 	checkLevel int       // doublings of MaxCheckAge the status checks have needed lately

@@ -84,16 +84,20 @@
 // in the start-up order (wait for the trainer, then /register-env), and in-flight posts
 // are stamped with the new id.
 //
-// A paused process does not trust what it sees. When a request under the registration
-// begins longer than [ClientConfig.PauseLimit] (3 s) after the one before it, or the
-// wall clock moved more than a second apart from the monotonic one meanwhile, the
-// process was stopped, swapped out or suspended: the API may have restarted and given
-// its id to another env whose queue looks like this env's. The client then retires the
-// registration without a word to the API (no disconnect under an id it cannot confirm),
-// registers again, and treats what the old registration had accepted as an earlier
-// registration's (below). [Client.Retired] counts this. Serve polls every 100 ms, also
-// while its last groups finish, so it retires only after a real stall; a caller that
-// posts rarely should poll [Client.Status] in between, or raise PauseLimit.
+// A paused process does not trust what it sees. While requests under the registration
+// keep coming, a heartbeat timer runs every tenth of [ClientConfig.PauseLimit] (3 s);
+// when the process stood still for longer than the limit (a beat came that late, or is
+// that overdue when a request begins), or the wall clock moved more than a second apart
+// from the monotonic one, the process was stopped, swapped out or suspended: the API
+// may have restarted and given its id to another env whose queue looks like this env's.
+// A slow API does not look like a pause: the beats go on while a reply is awaited. The
+// client then retires the registration without a word to the API (no disconnect under
+// an id it cannot confirm), registers again, and treats what the old registration had
+// accepted as an earlier registration's (below). [Client.Retired] counts this. An idle
+// client's beats stop once no request began for the limit, and its next request, that
+// long after the last, retires the registration too: Serve polls every 100 ms, also
+// while its last groups finish; a caller that posts rarely should poll [Client.Status]
+// in between, or raise PauseLimit.
 //
 // # How many copies
 //

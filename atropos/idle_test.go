@@ -21,7 +21,7 @@ func TestIdleClientRegistersAgain(t *testing.T) {
 	})
 	ctx := context.Background()
 	require.NoError(t, c.Send(ctx, group(1, 2)))
-	time.Sleep(2 * limit)
+	time.Sleep(3 * limit) // idle: the heartbeat stops after one limit
 	require.NoError(t, c.Send(ctx, group(2, 2)))
 	require.Equal(t, 1, c.Retired())
 	require.Len(t, srv.Envs(), 2, "registered again after the idle gap")

@@ -67,6 +67,7 @@ func (a *api) statusEnv(ctx context.Context, envID int, out *EnvStatus) error {
 		return fmt.Errorf("atropos: GET /status-env: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	defer a.begin()()
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("atropos: GET /status-env: %w", err)

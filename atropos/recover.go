@@ -269,7 +269,7 @@ func (c *Client) adopt(reg *Registration) {
 	c.reg = reg
 	c.epoch++
 	c.state = regCurrent
-	c.lastTry = c.cfg.Now()
+	c.lastTry, c.pauseWhy = c.cfg.Now(), ""
 	c.lastStep, c.lastStepTick = reg.StartingStep, c.clock
 	c.posting, c.uncertain, c.oddSizes = 0, 0, false
 }
