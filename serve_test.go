@@ -200,8 +200,9 @@ func TestServeFlushesTheSpoolWhenSendsGiveUp(t *testing.T) {
 	// PauseLimit on a loaded machine) or saw a reset: then a group the API had may be
 	// sent again, and reach it twice, never more.
 	again := s.client.Resets() + s.client.Retired()
+	received := s.received()
 	for k, n := range s.sent {
-		got := s.received()[k]
+		got := received[k]
 		if again == 0 {
 			assert.Equal(t, n, got, "the spooled group was delivered, once")
 		} else {
@@ -209,7 +210,7 @@ func TestServeFlushesTheSpoolWhenSendsGiveUp(t *testing.T) {
 				got, n, s.client.Resets(), s.client.Retired())
 		}
 	}
-	for k := range s.received() {
+	for k := range received {
 		assert.Contains(t, s.sent, k, "a group the API got was collected")
 	}
 	n, err := s.client.Spooled()
