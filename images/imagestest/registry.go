@@ -12,12 +12,15 @@
 //
 // The registry speaks the OCI distribution API as pkg/registry implements it: blobs
 // and manifests by digest and tag, chunked and monolithic uploads, no auth. It keeps
-// everything in memory.
+// everything in memory, except that the repository images' registries serve the
+// cached layout's blobs from disk.
 package imagestest
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,6 +31,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,6 +62,62 @@ func NewRegistry(tb testing.TB) *Registry {
 func startRegistry() *Registry {
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	return &Registry{srv: httptest.NewServer(h)}
+}
+
+// startRegistryOver starts a registry that serves the blobs of an OCI layout's blobs
+// directory (dir/sha256/HEX) from disk, read-only, and keeps the blobs pushed to it
+// in memory.
+func startRegistryOver(dir string) *Registry {
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)),
+		registry.WithBlobHandler(&layoutBlobs{dir: dir, mem: map[v1.Hash][]byte{}}))
+	return &Registry{srv: httptest.NewServer(h)}
+}
+
+// layoutBlobs is a registry's blob store over a layout's blobs directory: a blob is
+// the layout's file when it has one (named by its digest, written whole when the
+// layout was made, so its size is its Stat), and otherwise one pushed to this store.
+type layoutBlobs struct {
+	dir string
+	mu  sync.Mutex
+	mem map[v1.Hash][]byte
+}
+
+func (b *layoutBlobs) path(h v1.Hash) string { return filepath.Join(b.dir, h.Algorithm, h.Hex) }
+
+func (b *layoutBlobs) Stat(_ context.Context, _ string, h v1.Hash) (int64, error) {
+	if fi, err := os.Stat(b.path(h)); err == nil && fi.Mode().IsRegular() {
+		return fi.Size(), nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if blob, ok := b.mem[h]; ok {
+		return int64(len(blob)), nil
+	}
+	return 0, registry.ErrNotFound
+}
+
+func (b *layoutBlobs) Get(_ context.Context, _ string, h v1.Hash) (io.ReadCloser, error) {
+	if f, err := os.Open(b.path(h)); err == nil {
+		return f, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if blob, ok := b.mem[h]; ok {
+		return io.NopCloser(bytes.NewReader(blob)), nil
+	}
+	return nil, registry.ErrNotFound
+}
+
+func (b *layoutBlobs) Put(_ context.Context, _ string, h v1.Hash, rc io.ReadCloser) error {
+	defer rc.Close()
+	blob, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mem[h] = blob
+	return nil
 }
 
 // Host returns the registry's "127.0.0.1:port", the first part of its references.

@@ -132,6 +132,21 @@ func Ensure(ctx context.Context, base string, v Variant) (string, error) {
 	return ensure(ctx, base, Key(v), func(ctx context.Context, dir string) error { return build(ctx, dir, v) })
 }
 
+// Cached returns base/key/root under [CacheBase], made by build when no finished
+// build of key is there yet: build fills the directory it is given, which becomes
+// that root, under the same lock and with the same clean-up of half-made builds as
+// the roots [Ensure] builds. It is for what tests derive from a root and should make
+// once per machine (key must change whenever what build makes would).
+func Cached(ctx context.Context, key string, build func(ctx context.Context, root string) error) (string, error) {
+	return ensure(ctx, CacheBase(), key, func(ctx context.Context, dir string) error {
+		root := filepath.Join(dir, "root")
+		if err := os.Mkdir(root, 0o755); err != nil {
+			return err
+		}
+		return build(ctx, root)
+	})
+}
+
 // ensure is Ensure with the key and the builder (which fills dir/root) given.
 func ensure(ctx context.Context, base, key string, build func(ctx context.Context, dir string) error) (string, error) {
 	base = filepath.Clean(base)
