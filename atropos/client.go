@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -184,6 +185,7 @@ type Client struct {
 	free      map[string]bool // spool files accepted before that may be sent again
 	preds     map[int]*pred   // earlier registrations by env id, with the files waiting on them
 	abandoned int             // groups dead-lettered instead of a third post
+	encodes   atomic.Int64    // groups encoded for the spool or a post
 	retired   int             // registrations given up after a pause
 	retiring  bool            // the registration was retired, not lost
 

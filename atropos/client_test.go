@@ -279,6 +279,24 @@ func TestSendListAndGzip(t *testing.T) {
 	require.Equal(t, []float64{0, 1, 2, 3}, scoresOf(srv.Received()))
 }
 
+// TestSendEncodesEachGroupOnce: the JSON written to the spool is the body posted
+// under the same registration; Send does not encode a group a second time.
+func TestSendEncodesEachGroupOnce(t *testing.T) {
+	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
+	c := registered(t, srv, t.TempDir())
+	ctx := context.Background()
+	require.NoError(t, c.Send(ctx, group(1, 2)))
+	require.NoError(t, c.Send(ctx, group(2, 2), group(3, 2), group(4, 2)))
+	require.Equal(t, int64(4), c.Encodes())
+	got := srv.Received()
+	require.Len(t, got, 4)
+	for _, g := range got {
+		require.NotNil(t, g.EnvID)
+		require.Equal(t, c.Registration().EnvID, *g.EnvID)
+	}
+	require.Equal(t, []float64{1, 2, 3, 4}, scoresOf(got))
+}
+
 func TestSendRejectsInvalidGroupBeforeSpooling(t *testing.T) {
 	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
 	dir := t.TempDir()

@@ -84,11 +84,20 @@ func (c *Client) Send(ctx context.Context, groups ...*ScoredDataGroup) error {
 		return err
 	}
 	defer c.release(name)
-	return c.deliver(ctx, name, groups)
+	return c.deliver(ctx, name, groups, &encoded{envID: reg.EnvID, lines: lines})
+}
+
+// encoded is groups as encoded with env_id envID: a post under a registration with
+// that id sends them as they are instead of encoding them again (a group with teacher
+// rows is tens of MB of JSON).
+type encoded struct {
+	envID int
+	lines [][]byte
 }
 
 // encode returns the JSON of g with env_id set to envID; g is not modified.
 func (c *Client) encode(g *ScoredDataGroup, envID int) ([]byte, error) {
+	c.encodes.Add(1)
 	cp := *g
 	cp.EnvID = &envID
 	return cp.AppendJSON(nil, &c.cfg.Encode)
@@ -165,8 +174,8 @@ func (c *Client) release(name string) {
 
 // deliver posts the groups of one spool file and settles the file: kept (held) until
 // the API served them after success, removed after dead-lettering, kept otherwise.
-func (c *Client) deliver(ctx context.Context, name string, groups []*ScoredDataGroup) error {
-	lines, err := c.post(ctx, name, groups)
+func (c *Client) deliver(ctx context.Context, name string, groups []*ScoredDataGroup, pre *encoded) error {
+	lines, err := c.post(ctx, name, groups, pre)
 	var ae *APIError
 	switch {
 	case err == nil:
@@ -220,7 +229,7 @@ func (c *Client) reject(ctx context.Context, name string, groups []*ScoredDataGr
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrSpooled, err)
 		}
-		one, err := c.post(ctx, own, []*ScoredDataGroup{g})
+		one, err := c.post(ctx, own, []*ScoredDataGroup{g}, nil)
 		c.release(own)
 		var ae1 *APIError
 		switch {
@@ -257,9 +266,10 @@ func (c *Client) reject(ctx context.Context, name string, groups []*ScoredDataGr
 // attempt takes a registration known to be current, makes a /status-env check younger
 // than MaxCheckAge (see the package doc), and stamps the groups with its env id, so a
 // group is never posted into an API that lost this env's or the trainer's registration
-// as far as the API lets this env see, nor under an id that is not this env's. It
-// returns the groups as last encoded.
-func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGroup) ([][]byte, error) {
+// as far as the API lets this env see, nor under an id that is not this env's. An
+// attempt under pre's env id sends pre's lines; others encode the groups. It returns
+// the groups as last encoded.
+func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGroup, pre *encoded) ([][]byte, error) {
 	path := "/scored_data"
 	if len(groups) > 1 {
 		path = "/scored_data_list"
@@ -270,12 +280,16 @@ func (c *Client) post(ctx context.Context, name string, groups []*ScoredDataGrou
 	}
 	lines := make([][]byte, len(groups))
 	err := c.retry(ctx, "POST "+path, true, func(ctx context.Context, reg Registration, epoch uint64) error {
-		for i, g := range groups {
-			b, err := c.encode(g, reg.EnvID)
-			if err != nil {
-				return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusBadRequest, Message: "encoding the group: " + err.Error()}
+		if pre != nil && pre.envID == reg.EnvID && len(pre.lines) == len(groups) {
+			copy(lines, pre.lines)
+		} else {
+			for i, g := range groups {
+				b, err := c.encode(g, reg.EnvID)
+				if err != nil {
+					return &APIError{Method: http.MethodPost, Path: path, Status: http.StatusBadRequest, Message: "encoding the group: " + err.Error()}
+				}
+				lines[i] = b
 			}
-			lines[i] = b
 		}
 		body := lines[0]
 		if len(lines) > 1 {
@@ -601,7 +615,7 @@ func (c *Client) replay(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: spool file %s is unreadable (moved to %s): %v", ErrRejected, name, bad, err)
 	}
 	c.api.logger.Info("atropos: spool: replaying", "file", name, "groups", len(groups))
-	return c.deliver(ctx, name, groups)
+	return c.deliver(ctx, name, groups, nil)
 }
 
 func (c *Client) removeTemps() {
