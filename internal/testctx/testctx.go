@@ -27,6 +27,16 @@ func Context(t testing.TB) context.Context {
 	return ctx
 }
 
+// Left returns the time until [Context]'s deadline, or a day when the test binary has
+// no deadline: a limit for work a test starts whose own time limit is not what it
+// checks (a verifier's case timeout, say), so that a loaded machine only makes it slow.
+func Left(t testing.TB) time.Duration {
+	if d, ok := Context(t).Deadline(); ok {
+		return time.Until(d)
+	}
+	return 24 * time.Hour
+}
+
 // Eventually polls cond every tick until it holds, and fails the test if the test
 // binary's deadline comes first.
 func Eventually(t testing.TB, cond func() bool, tick time.Duration, msgAndArgs ...any) {
