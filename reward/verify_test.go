@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/reward"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/tasks"
@@ -30,8 +31,18 @@ func verifyWork(t *testing.T, f rollout.SandboxFactory, task tasks.Task, work ag
 	return verifyWorkWith(t, f, task, work, reward.VerifyOptions{})
 }
 
+// verifyWorkWith verifies work with opts. A zero Timeout or CaseTimeout is the test
+// binary's time (testctx.Left), not the verifier's default: a test that checks a time
+// limit sets its own, and the others only get slower on a loaded machine (beside 16
+// busy loops, messages of reward.MaxMessage took longer than the default 30 s).
 func verifyWorkWith(t *testing.T, f rollout.SandboxFactory, task tasks.Task, work agentWork, opts reward.VerifyOptions) reward.Verification {
 	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = testctx.Left(t)
+	}
+	if opts.CaseTimeout == 0 {
+		opts.CaseTimeout = testctx.Left(t)
+	}
 	sb, err := f.NewSandbox(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
