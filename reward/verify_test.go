@@ -1,6 +1,7 @@
 package reward_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,12 +38,9 @@ func verifyWork(t *testing.T, f rollout.SandboxFactory, task tasks.Task, work ag
 // busy loops, messages of reward.MaxMessage took longer than the default 30 s).
 func verifyWorkWith(t *testing.T, f rollout.SandboxFactory, task tasks.Task, work agentWork, opts reward.VerifyOptions) reward.Verification {
 	t.Helper()
-	if opts.Timeout == 0 {
-		opts.Timeout = testctx.Left(t)
-	}
-	if opts.CaseTimeout == 0 {
-		opts.CaseTimeout = testctx.Left(t)
-	}
+	left := testctx.Left(t)
+	opts.Timeout = cmp.Or(opts.Timeout, left)
+	opts.CaseTimeout = cmp.Or(opts.CaseTimeout, left)
 	sb, err := f.NewSandbox(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
