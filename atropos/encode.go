@@ -153,22 +153,10 @@ func (jw *jsonWriter) intMatrix(m [][]int) {
 		jw.buf = append(jw.buf, "[]"...) // required fields are never null
 		return
 	}
+	// A row is written whole: a streaming encoder's buffer then holds at most the text
+	// of one sequence's tokens beyond flushSize, less than the sequence takes in memory.
 	_ = jw.list(len(m), func(i int) error {
-		jw.buf = append(jw.buf, '[')
-		for j, v := range m[i] {
-			if j > 0 {
-				jw.buf = append(jw.buf, ',')
-			}
-			if int(int32(v)) == v {
-				jw.buf = jsonscan.AppendInt32(jw.buf, int32(v))
-			} else {
-				jw.buf = strconv.AppendInt(jw.buf, int64(v), 10)
-			}
-			if j&1023 == 1023 {
-				jw.maybeFlush()
-			}
-		}
-		jw.buf = append(jw.buf, ']')
+		jw.buf = jsonscan.AppendInts(jw.buf, m[i])
 		return nil
 	})
 }
@@ -195,7 +183,7 @@ func (jw *jsonWriter) floats(v []float64, field string, seq int) error {
 			// shortest form below 2^53, where float64s are at most 1 apart.
 			jw.buf = strconv.AppendInt(jw.buf, int64(f), 10)
 		} else {
-			jw.buf = appendFloat(jw.buf, f, 64)
+			jw.buf = jsonscan.AppendFloat64(jw.buf, f)
 		}
 		if j&1023 == 1023 {
 			jw.maybeFlush()
@@ -280,30 +268,12 @@ func (jw *jsonWriter) distill(d []*DistillRows, row func(i, pos int, r *DistillR
 	})
 }
 
-// padWidth is how many entries a distill row of n entries has on the wire: k when
-// DenseZeroPad is positive, n otherwise.
-func padWidth(n, k int) int {
-	if k > 0 {
-		return k
-	}
-	return n
-}
-
 func (jw *jsonWriter) distillIDs(d []*DistillRows, k int) {
 	_ = jw.distill(d, func(_, pos int, r *DistillRows) error {
 		ids, _ := r.Row(pos)
-		jw.buf = append(jw.buf, '[')
-		for j := range padWidth(len(ids), k) {
-			if j > 0 {
-				jw.buf = append(jw.buf, ',')
-			}
-			if j < len(ids) {
-				jw.buf = jsonscan.AppendInt32(jw.buf, ids[j])
-			} else {
-				jw.buf = append(jw.buf, '0')
-			}
-		}
-		jw.buf = append(jw.buf, ']')
+		ids = ids[:keep(len(ids), k)]
+		jw.buf = jsonscan.AppendInts(jw.buf, ids)
+		jw.pad(len(ids), k)
 		return nil
 	})
 }
@@ -311,51 +281,43 @@ func (jw *jsonWriter) distillIDs(d []*DistillRows, k int) {
 func (jw *jsonWriter) distillLogprobs(d []*DistillRows, k int) error {
 	return jw.distill(d, func(i, pos int, r *DistillRows) error {
 		_, lps := r.Row(pos)
-		jw.buf = append(jw.buf, '[')
-		for j := range padWidth(len(lps), k) {
-			if j > 0 {
-				jw.buf = append(jw.buf, ',')
-			}
-			if j >= len(lps) {
-				jw.buf = append(jw.buf, '0')
-				continue
-			}
-			f := float64(lps[j])
-			if !finite(f) {
-				return nonFiniteDistill(i, pos, j, f)
-			}
-			jw.buf = jsonscan.AppendFloat32(jw.buf, lps[j])
+		lps = lps[:keep(len(lps), k)]
+		var bad int
+		if jw.buf, bad = jsonscan.AppendFloat32s(jw.buf, lps); bad >= 0 {
+			return nonFiniteDistill(i, pos, bad, float64(lps[bad]))
 		}
-		jw.buf = append(jw.buf, ']')
+		jw.pad(len(lps), k)
 		return nil
 	})
 }
 
-func nonFiniteDistill(i, pos, j int, f float64) error {
-	return fmt.Errorf("%w: distill_logprobs[%d][%d][%d] = %v", ErrNonFinite, i, pos, j, f)
+// keep is how many of a distill row's n entries are written: all, or the first k
+// when DenseZeroPad is k.
+func keep(n, k int) int {
+	if k > 0 {
+		return min(n, k)
+	}
+	return n
 }
 
-// appendFloat writes f in the shortest form that parses back to the same value at the
-// given bit size, in plain notation for moderate magnitudes and exponent notation
-// otherwise (like encoding/json).
-func appendFloat(b []byte, f float64, bits int) []byte {
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 {
-		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
-			format = 'e'
-		}
+// pad writes the zeros that fill a distill row of n entries, just written, to k
+// entries (DenseZeroPad) before its closing bracket.
+func (jw *jsonWriter) pad(n, k int) {
+	if k <= n {
+		return
 	}
-	b = strconv.AppendFloat(b, f, format, -1, bits)
-	if format == 'e' {
-		// Clean up e-09 to e-9.
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
+	jw.buf = jw.buf[:len(jw.buf)-1] // the closing bracket
+	for j := n; j < k; j++ {
+		if j > 0 {
+			jw.buf = append(jw.buf, ',')
 		}
+		jw.buf = append(jw.buf, '0')
 	}
-	return b
+	jw.buf = append(jw.buf, ']')
+}
+
+func nonFiniteDistill(i, pos, j int, f float64) error {
+	return fmt.Errorf("%w: distill_logprobs[%d][%d][%d] = %v", ErrNonFinite, i, pos, j, f)
 }
 
 // checkEncodable reports the first error encode would meet other than a write error, so

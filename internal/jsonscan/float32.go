@@ -88,19 +88,14 @@ const (
 // digits returns d, from 1 to below 2·10^8, in decimal without its trailing zeros:
 // the text's first eight bytes in lo and the rest in hi, first byte lowest (bytes past
 // the digits are to be ignored), the number of digits, and how many zeros it left
-// off. The last eight digits are made at once, as AppendInt32 makes them.
+// off.
 func digits(d uint64) (lo, hi uint64, n, trailing int) {
 	top := d >= 1e8
 	low8 := d
 	if top {
 		low8 -= 1e8
 	}
-	h := low8 / 10000
-	x := h | (low8-h*10000)<<32
-	a := (x * 10486 >> 20) & 0x0000007F0000007F
-	x = a | (x-a*100)<<16
-	c := (x * 103 >> 10) & 0x000F000F000F000F
-	x = c | (x-c*10)<<8                   // one digit per byte, the first digit lowest
+	x := spread8(low8)
 	trailing = bits.LeadingZeros64(x) / 8 // 8 when x is 0
 	x |= 0x3030303030303030
 	if top {

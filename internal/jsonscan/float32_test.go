@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,23 @@ func checkFloat32(t *testing.T, f float32) {
 	}
 	if got := AppendFloat32([]byte("x"), f); string(got) != "x"+string(want) {
 		t.Fatalf("AppendFloat32(%#x) = %q, want %q", math.Float32bits(f), got[1:], want)
+	}
+	checkFloat32List(t, f, string(want))
+}
+
+// checkFloat32List fails t when AppendFloat32s writes the list of f alone otherwise
+// than as [want], or, for NaN and ±Inf, does not refuse it.
+func checkFloat32List(t *testing.T, f float32, want string) {
+	t.Helper()
+	got, bad := AppendFloat32s([]byte("x"), []float32{f})
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		if bad != 0 || string(got) != "x" {
+			t.Fatalf("AppendFloat32s([%v]) = %q, %d; want \"x\", 0", f, got, bad)
+		}
+		return
+	}
+	if bad != -1 || string(got) != "x["+want+"]" {
+		t.Fatalf("AppendFloat32s([%#x]) = %q, %d; want %q, -1", math.Float32bits(f), got[1:], bad, "["+want+"]")
 	}
 }
 
@@ -67,7 +85,7 @@ func TestAppendFloat32MatchesJSON(t *testing.T) {
 }
 
 // TestAppendFloat32All checks AppendFloat32 on every float32 (NaN and ±Inf as strconv
-// writes them), with -float32-all.
+// writes them), and AppendFloat32s on a list of each, with -float32-all.
 func TestAppendFloat32All(t *testing.T) {
 	if !*float32All {
 		t.Skip("set -float32-all to check every float32")
@@ -78,11 +96,15 @@ func TestAppendFloat32All(t *testing.T) {
 	var bad []uint32
 	for w := range workers {
 		wg.Go(func() {
-			var got, want []byte
+			var got, want, list []byte
 			for b := uint64(w); b < 1<<32; b += uint64(workers) {
 				f := math.Float32frombits(uint32(b))
 				got, want = AppendFloat32(got[:0], f), appendFloat32Strconv(want[:0], f)
-				if string(got) != string(want) {
+				var stop int
+				list, stop = AppendFloat32s(list[:0], []float32{f})
+				listOK := stop == -1 && len(list) == len(want)+2 && string(list[1:len(list)-1]) == string(want) ||
+					stop == 0 && len(list) == 0 && (math.IsNaN(float64(f)) || math.IsInf(float64(f), 0))
+				if string(got) != string(want) || !listOK {
 					mu.Lock()
 					bad = append(bad, uint32(b))
 					mu.Unlock()
@@ -96,7 +118,8 @@ func TestAppendFloat32All(t *testing.T) {
 			t.Fatalf("and %d more", len(bad)-i)
 		}
 		f := math.Float32frombits(b)
-		t.Errorf("AppendFloat32(%#x) = %q, want %q", b, AppendFloat32(nil, f), appendFloat32Strconv(nil, f))
+		list, stop := AppendFloat32s(nil, []float32{f})
+		t.Errorf("AppendFloat32(%#x) = %q, AppendFloat32s of it %q, %d; want %q", b, AppendFloat32(nil, f), list, stop, appendFloat32Strconv(nil, f))
 	}
 	// The reference itself is encoding/json's.
 	for _, b := range []uint32{0x3f800000, 0x33d6bf95, 0x7f7fffff, 0x00000001, 0x80000001, 0x60ad78ec} {
@@ -179,8 +202,8 @@ func pow10(k int) *big.Rat {
 }
 
 // BenchmarkAppendFloat32 writes logprob-like values, as the distill rows carry them,
-// with AppendFloat32 and with strconv in turns, and reports x-vs-strconv: strconv's
-// time over AppendFloat32's.
+// with AppendFloat32, with strconv, and in lists of 50 with AppendFloat32s in turns,
+// and reports x-vs-strconv: strconv's time over AppendFloat32's.
 func BenchmarkAppendFloat32(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	vals := make([]float32, 4096)
@@ -196,13 +219,23 @@ func BenchmarkAppendFloat32(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	var own, ref time.Duration
+	rows := func() time.Duration { // as the distill rows are written: lists of K = 50
+		t0 := time.Now()
+		buf = buf[:0]
+		for row := range slices.Chunk(vals, 50) {
+			buf, _ = AppendFloat32s(buf, row)
+		}
+		return time.Since(t0)
+	}
+	var own, ref, list time.Duration
 	for b.Loop() {
 		own += pass(AppendFloat32)
 		ref += pass(appendFloat32Strconv)
+		list += rows()
 	}
 	n := float64(b.N * len(vals))
 	b.ReportMetric(float64(own.Nanoseconds())/n, "ns/value")
+	b.ReportMetric(float64(list.Nanoseconds())/n, "list-ns/value")
 	b.ReportMetric(float64(ref.Nanoseconds())/n, "strconv-ns/value")
 	b.ReportMetric(ref.Seconds()/own.Seconds(), "x-vs-strconv")
 }
