@@ -112,8 +112,8 @@ func (g *ScoredDataGroup) encode(jw *jsonWriter, opts *EncodeOptions) error {
 		return err
 	}
 	jw.buf = append(jw.buf, `,"images":`...)
-	if err := jw.raw(g.Images, "images"); err != nil {
-		return err
+	if err := jw.raw(g.Images); err != nil {
+		return invalidJSON("images", err)
 	}
 	jw.buf = append(jw.buf, `,"env_id":`...)
 	if g.EnvID == nil {
@@ -208,23 +208,32 @@ func (jw *jsonWriter) messages(m [][]json.RawMessage) error {
 	}
 	return jw.list(len(m), func(i int) error {
 		return jw.list(len(m[i]), func(j int) error {
-			return jw.raw(m[i][j], fmt.Sprintf("messages[%d][%d]", i, j))
+			if err := jw.raw(m[i][j]); err != nil {
+				return invalidJSON(fmt.Sprintf("messages[%d][%d]", i, j), err)
+			}
+			return nil
 		})
 	})
 }
 
-// raw writes a raw JSON value compacted onto one line (JSONL needs it), null when empty.
-func (jw *jsonWriter) raw(v json.RawMessage, field string) error {
+// raw writes a raw JSON value compacted onto one line (JSONL needs it), null when empty,
+// and returns json.Compact's error for a value that is not valid JSON.
+func (jw *jsonWriter) raw(v json.RawMessage) error {
 	if len(v) == 0 {
 		jw.buf = append(jw.buf, "null"...)
 		return nil
 	}
 	b := bytes.NewBuffer(jw.buf)
 	if err := json.Compact(b, v); err != nil {
-		return fmt.Errorf("atropos: %s: invalid JSON: %w", field, err)
+		return err
 	}
 	jw.buf = b.Bytes()
 	return nil
+}
+
+// invalidJSON reports that the raw value field is not valid JSON.
+func invalidJSON(field string, err error) error {
+	return fmt.Errorf("atropos: %s: invalid JSON: %w", field, err)
 }
 
 // value writes a free-form value with encoding/json (keys sorted), null when isNil.
@@ -344,12 +353,12 @@ func (g *ScoredDataGroup) checkEncodable(k int) error {
 	for i, seq := range g.Messages {
 		for j, msg := range seq {
 			if len(msg) > 0 && !json.Valid(msg) {
-				return (&jsonWriter{}).raw(msg, fmt.Sprintf("messages[%d][%d]", i, j))
+				return invalidJSON(fmt.Sprintf("messages[%d][%d]", i, j), (&jsonWriter{}).raw(msg))
 			}
 		}
 	}
 	if len(g.Images) > 0 && !json.Valid(g.Images) {
-		return (&jsonWriter{}).raw(g.Images, "images")
+		return invalidJSON("images", (&jsonWriter{}).raw(g.Images))
 	}
 	for _, v := range []struct {
 		name  string

@@ -114,7 +114,16 @@ func AppendFloat32s(dst []byte, vals []float32) ([]byte, int) {
 			short = 1
 		}
 		d := (iv+up)&(short-1) | m/10&-short
-		lo, hi, n, trailing := digits(d)
+		var lo, hi uint64
+		var n, trailing int
+		if d < 1e8 { // digits(d), without the call
+			x := spread8(d)
+			trailing = bits.LeadingZeros64(x) / 8
+			lead := bits.TrailingZeros64(x) / 8 // x is not 0
+			lo, n = (x|0x3030303030303030)>>(8*lead), 8-lead-trailing
+		} else {
+			lo, hi, n, trailing = digits(d)
+		}
 		point := n + k + int(short) + trailing // digits before the decimal point
 		if point >= n {                        // no fraction: an integer
 			dst = AppendFloat32(append(dst, ','), f)
@@ -127,7 +136,8 @@ func AppendFloat32s(dst []byte, vals []float32) ([]byte, int) {
 		if point > 0 {
 			binary.LittleEndian.PutUint64(out[j:], lo)
 			out[j+point] = '.'
-			binary.LittleEndian.PutUint64(out[j+point+1:], lo>>(8*point)|hi<<((64-8*point)&63))
+			// lo's digits past the point, and hi's: 8·point is from 8 to 64.
+			binary.LittleEndian.PutUint64(out[j+point+1:], lo>>((8*point-1)&63)>>1|hi<<((64-8*point)&63))
 			dst = dst[:l+j+n+1]
 			continue
 		}
