@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // checkFloat64 fails t when AppendFloat64 writes f otherwise than encoding/json does,
@@ -110,4 +111,33 @@ func TestAppendFloat64Range(t *testing.T) {
 			t.Fatalf("q = %d: shift %d", q, s)
 		}
 	}
+}
+
+// BenchmarkAppendFloat64 writes float32 logprobs as float64s, as inference_logprobs
+// carry vLLM's sampled logprobs, with AppendFloat64 and with strconv in turns, and
+// reports x-vs-strconv: strconv's time over AppendFloat64's.
+func BenchmarkAppendFloat64(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	vals := make([]float64, 4096)
+	for i := range vals {
+		vals[i] = float64(float32(-rng.ExpFloat64() * 3))
+	}
+	buf := make([]byte, 0, 128<<10)
+	pass := func(write func([]byte, float64) []byte) time.Duration {
+		t0 := time.Now()
+		buf = buf[:0]
+		for _, v := range vals {
+			buf = write(buf, v)
+		}
+		return time.Since(t0)
+	}
+	var own, ref time.Duration
+	for b.Loop() {
+		own += pass(AppendFloat64)
+		ref += pass(appendFloat64Strconv)
+	}
+	n := float64(b.N * len(vals))
+	b.ReportMetric(float64(own.Nanoseconds())/n, "ns/value")
+	b.ReportMetric(float64(ref.Nanoseconds())/n, "strconv-ns/value")
+	b.ReportMetric(ref.Seconds()/own.Seconds(), "x-vs-strconv")
 }
