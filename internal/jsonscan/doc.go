@@ -17,9 +17,12 @@
 // rather than strconv's ([Scanner.Number], [ValidNumber], [Scanner.Float32],
 // [Scanner.Int32]), whole values ([Scanner.Skip], [Scanner.UnmarshalNext]) and
 // containers ([Scanner.Object], [Scanner.Array]). [AppendInt32s] writes the lists of ids
-// that [Scanner.Int32s] reads, for the request bodies that carry long prompts, and
-// [AppendFloat32] writes a float32 as encoding/json does, byte for byte, in about half
-// strconv's time, for documents that carry hundreds of thousands of logprobs.
+// that [Scanner.Int32s] reads, for the request bodies that carry long prompts;
+// [AppendFloat32] and [AppendFloat64] write a float as encoding/json does, byte for byte,
+// in under half strconv's time, for documents that carry hundreds of thousands of
+// logprobs; and the list writers [AppendInts] and [AppendFloat32s] write whole lists
+// as those writers would, element by element, with room reserved once for many
+// elements (the atropos encoder's token lists and distill rows).
 //
 // # Errors
 //
