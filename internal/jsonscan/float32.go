@@ -126,13 +126,20 @@ func appendExp(dst, d []byte, x int) []byte {
 
 // appendFloat32Strconv is AppendFloat32 by strconv, for the values shortest32 leaves.
 func appendFloat32Strconv(dst []byte, f float32) []byte {
-	format := byte('f')
-	if a := float32(math.Abs(float64(f))); a != 0 && (a < 1e-6 || a >= 1e21) {
-		format = 'e'
+	a := float32(math.Abs(float64(f)))
+	return appendStrconv(dst, float64(f), 32, a != 0 && (a < 1e-6 || a >= 1e21))
+}
+
+// appendStrconv writes f with strconv at the given bit size, in exponent notation when
+// exp is set (its exponent without a leading zero, e-7 and not e-07, as encoding/json
+// writes it) and in plain notation otherwise.
+func appendStrconv(dst []byte, f float64, bitSize int, exp bool) []byte {
+	if !exp {
+		return strconv.AppendFloat(dst, f, 'f', -1, bitSize)
 	}
-	dst = strconv.AppendFloat(dst, float64(f), format, -1, 32)
-	if n := len(dst); format == 'e' && n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
-		dst[n-2] = dst[n-1] // e-07 is written e-7
+	dst = strconv.AppendFloat(dst, f, 'e', -1, bitSize)
+	if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+		dst[n-2] = dst[n-1]
 		dst = dst[:n-1]
 	}
 	return dst

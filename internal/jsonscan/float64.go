@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
-	"strconv"
 )
 
 // AppendFloat64 appends f as encoding/json writes a float64: the fewest digits that
@@ -112,14 +111,6 @@ var pow5 = func() (p [32]uint64) {
 
 // appendFloat64Strconv is AppendFloat64 by strconv, for the values it leaves.
 func appendFloat64Strconv(dst []byte, f float64) []byte {
-	format := byte('f')
-	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
-		format = 'e'
-	}
-	dst = strconv.AppendFloat(dst, f, format, -1, 64)
-	if n := len(dst); format == 'e' && n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
-		dst[n-2] = dst[n-1] // e-07 is written e-7
-		dst = dst[:n-1]
-	}
-	return dst
+	a := math.Abs(f)
+	return appendStrconv(dst, f, 64, a != 0 && (a < 1e-6 || a >= 1e21))
 }
