@@ -70,7 +70,7 @@ func AppendInt32s(dst []byte, ids []int32) []byte { return AppendInts(dst, ids) 
 // that read back as it is open on both sides and more than ½ wide around the value;
 // every other value is written by AppendFloat32.
 func AppendFloat32s(dst []byte, vals []float32) ([]byte, int) {
-	orig, start := len(dst), len(dst)
+	start := len(dst)
 	for i, f := range vals {
 		if cap(dst)-len(dst) < listRoom {
 			dst = slices.Grow(dst, listRoom+12*(len(vals)-i))
@@ -83,7 +83,7 @@ func AppendFloat32s(dst []byte, vals []float32) ([]byte, int) {
 			// without shortest32's checks), or a power of 2 (whose lower neighbour is
 			// nearer than its upper one).
 			if a>>23 == 0xFF {
-				return dst[:orig], i
+				return dst[:start], i
 			}
 			dst = AppendFloat32(append(dst, ','), f)
 			continue
