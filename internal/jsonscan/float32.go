@@ -204,10 +204,20 @@ func shortest32(frac, exp uint32) (d uint64, e int, ok bool) {
 		}
 		return (iv+up)&(short-1) | m/10&-short, k + int(short), true
 	}
-	inclusive := c&1 == 0
+	d, e = choose(iv, fv, il, fl, ir, fr, half, m, k, c&1 == 0, irregular)
+	return d, e, true
+}
+
+// choose returns the shortest decimal, as d·10^e, in an interval of decimals scaled by
+// 10^-k to a width from 1 to 10: the value is iv + fv, the bounds il + fl and ir + fr
+// (fractions in units where half is ½), m is the multiple of 10 the interval may hold,
+// and the bounds are in it when inclusive. It is the multiple of 10 when the interval
+// holds it, and otherwise the integer in it nearest the value (of two as near, the
+// even one, or the upper one when irregular, as strconv chooses).
+func choose(iv, fv, il, fl, ir, fr, half, m uint64, k int, inclusive, irregular bool) (d uint64, e int) {
 	lOnInt, rOnInt := fl == 0, fr == 0
 	if (m > il || m == il && lOnInt && inclusive) && (m < ir || !rOnInt || inclusive) {
-		return m / 10, k + 1, true
+		return m / 10, k + 1
 	}
 	d = iv
 	up := fv > half || fv == half && (d&1 == 1 || irregular)
@@ -216,7 +226,7 @@ func shortest32(frac, exp uint32) (d uint64, e int, ok bool) {
 	if up && inHigh || !inLow {
 		d++
 	}
-	return d, k, true
+	return d, k
 }
 
 // split returns the integer part and the fraction, in units of 2^-s, of (hi·2^64 +

@@ -38,32 +38,18 @@ func AppendFloat64(dst []byte, f float64) []byte {
 	ir, fr := split(rh, rl, s)
 	il, fl := split(lh, ll, s)
 	half := uint64(1) << ((s - 1) & 63)
+	m := ir / 10 * 10 // the multiple of 10 the interval may hold
 	var d uint64
 	var e int
-	m := ir / 10 * 10 // the multiple of 10 the interval may hold
-	if fl != 0 && fr != 0 && fv != half {
-		// Open both ways and more than ½ wide on each side of f, as in shortest32.
-		if m > il {
-			d, e = m/10, k+1
-		} else {
-			d, e = iv, k
-			if fv > half {
-				d++
-			}
-		}
-	} else {
-		inclusive := frac&1 == 0
-		if (m > il || m == il && fl == 0 && inclusive) && (m < ir || fr != 0 || inclusive) {
-			d, e = m/10, k+1
-		} else {
-			d, e = iv, k
-			up := fv > half || fv == half && d&1 == 1
-			inLow := d > il || fl == 0 && inclusive
-			inHigh := d+1 < ir || d+1 == ir && (fr != 0 || inclusive)
-			if up && inHigh || !inLow {
-				d++
-			}
-		}
+	switch {
+	case fl == 0 || fr == 0 || fv == half:
+		d, e = choose(iv, fv, il, fl, ir, fr, half, m, k, frac&1 == 0, false)
+	case m > il: // open both ways and more than ½ wide on each side, as in shortest32
+		d, e = m/10, k+1
+	case fv > half:
+		d, e = iv+1, k
+	default:
+		d, e = iv, k
 	}
 	// d is below 10c < 10^17: its digits, with leading zeros, are text[:17].
 	var text [24]byte
