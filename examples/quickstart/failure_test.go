@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,21 +14,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/atropos"
+	"github.com/agentic-opd/agenticopd/chat"
 	"github.com/agentic-opd/agenticopd/examples/internal/scripted"
 	"github.com/agentic-opd/agenticopd/vllm/vllmtest"
 )
 
 // dyingServer is the scripted student and judge on a vllmtest server (real HTTP on
-// loopback) that the test closes mid-run: a server that died.
-func dyingServer(t *testing.T, onTurn func(*vllmtest.Server)) *vllmtest.Server {
+// loopback) that the test closes mid-run: a server that died. onTurn, when not nil,
+// sees each agent turn before the student answers it.
+func dyingServer(t *testing.T, onTurn func(*vllmtest.Server, vllmtest.ScriptInput)) *vllmtest.Server {
 	t.Helper()
 	student := &scripted.Student{}
 	var sim *vllmtest.Server
-	var once sync.Once
 	sim = vllmtest.NewServer(t,
 		vllmtest.WithAgentScript(func(in vllmtest.ScriptInput) (string, bool) {
 			if onTurn != nil {
-				once.Do(func() { onTurn(sim) })
+				onTurn(sim, in)
 			}
 			return student.Turn(in)
 		}),
@@ -35,24 +37,68 @@ func dyingServer(t *testing.T, onTurn func(*vllmtest.Server)) *vllmtest.Server {
 	return sim
 }
 
-// dieAfterFirstGroup is the program's stdout: when the first group's line is
-// printed (Process prints it after writing the group), it closes the server, before
-// any other group can be written.
-type dieAfterFirstGroup struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	sim  *vllmtest.Server
-	dead bool
+// onFirstTurn is an onTurn that calls f at the first agent turn only.
+func onFirstTurn(f func(*vllmtest.Server)) func(*vllmtest.Server, vllmtest.ScriptInput) {
+	var once sync.Once
+	return func(s *vllmtest.Server, _ vllmtest.ScriptInput) { once.Do(func() { f(s) }) }
 }
 
+// dieAfterFirstGroup is the program's stdout: when the first group's line is
+// printed (Process prints it after writing the group), it closes the server. Until
+// then the agent turns of a third task wait (hold), so that only the first two
+// groups (the two collected at once) can be written, however slowly the first
+// one's line comes.
+type dieAfterFirstGroup struct {
+	sim     *vllmtest.Server
+	printed chan struct{} // closed at the first group's line
+
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	dead  bool
+	tasks []string // the tasks' prompts, in the order their first turns came
+}
+
+func newDieAfterFirstGroup(t *testing.T) *dieAfterFirstGroup {
+	w := &dieAfterFirstGroup{printed: make(chan struct{})}
+	w.sim = dyingServer(t, w.hold)
+	return w
+}
+
+// hold lets the turns of the first two tasks through and makes any other wait for
+// the first group's line; the server is closed by then, so that turn's group fails.
+func (w *dieAfterFirstGroup) hold(_ *vllmtest.Server, in vllmtest.ScriptInput) {
+	task := ""
+	for _, m := range in.Messages {
+		if m.Role == chat.RoleUser {
+			task = m.Content
+			break
+		}
+	}
+	w.mu.Lock()
+	i := slices.Index(w.tasks, task)
+	if i < 0 {
+		i = len(w.tasks)
+		w.tasks = append(w.tasks, task)
+	}
+	w.mu.Unlock()
+	if i >= 2 {
+		<-w.printed
+	}
+}
+
+// Write keeps p; at the first group's line it closes the server before it returns
+// (not under w.mu: Close waits for the turns in flight, which take it).
 func (w *dieAfterFirstGroup) Write(p []byte) (int, error) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.dead && bytes.Contains(p, []byte("\ngroup: task ")) {
-		w.dead = true
+	first := !w.dead && bytes.Contains(p, []byte("\ngroup: task "))
+	w.dead = w.dead || first
+	n, err := w.buf.Write(p)
+	w.mu.Unlock()
+	if first {
+		close(w.printed)
 		w.sim.Close()
 	}
-	return w.buf.Write(p)
+	return n, err
 }
 
 func (w *dieAfterFirstGroup) String() string {
@@ -76,10 +122,10 @@ func closedPage(t *testing.T, path string) string {
 }
 
 func TestQuickstartServerDiesMidRun(t *testing.T) {
-	w := &dieAfterFirstGroup{}
-	w.sim = dyingServer(t, nil)
+	w := newDieAfterFirstGroup(t)
 	dir := t.TempDir()
-	// At most MaxGroups (2) groups are collected at once: 4 cannot all be written.
+	// The first two groups are collected at once (MaxGroups); the others wait for
+	// the first group's line, and then the server is dead: 1 or 2 are written.
 	err := run(context.Background(), []string{"-out", dir, "-groups", "4", "-topk", "20", "-vllm-url", w.sim.URL}, w)
 	require.Error(t, err)
 	out := w.String()
@@ -111,7 +157,7 @@ func TestQuickstartServerDiesMidRun(t *testing.T) {
 
 func TestQuickstartServerDiesAtOnce(t *testing.T) {
 	// The server dies during the first generation: no group can be written.
-	sim := dyingServer(t, func(s *vllmtest.Server) { go s.Close() })
+	sim := dyingServer(t, onFirstTurn(func(s *vllmtest.Server) { go s.Close() }))
 	dir := t.TempDir()
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"-out", dir, "-groups", "2", "-topk", "20", "-vllm-url", sim.URL}, &out)
@@ -128,7 +174,7 @@ func TestQuickstartInterruptedClosesThePage(t *testing.T) {
 	// SIGINT ends run's ctx: here at the first generation.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sim := dyingServer(t, func(*vllmtest.Server) { cancel() })
+	sim := dyingServer(t, onFirstTurn(func(*vllmtest.Server) { cancel() }))
 	dir := t.TempDir()
 	var out bytes.Buffer
 	err := run(ctx, []string{"-out", dir, "-groups", "2", "-topk", "20", "-vllm-url", sim.URL}, &out)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -147,6 +148,88 @@ func TestCancelKillsTree(t *testing.T) {
 			require.GreaterOrEqual(t, e.count(podproto.OpKill), 1)
 		})
 	}
+}
+
+// lateAfterFuncs is a context that is done (Done closed, Err set) before the funcs
+// given to context.AfterFunc start: what every cancelled context is for a moment,
+// held here for as long as the test needs.
+type lateAfterFuncs struct {
+	context.Context // Background's values and no deadline
+	done            chan struct{}
+
+	mu    sync.Mutex
+	err   error
+	funcs map[int]func()
+	next  int
+}
+
+func newLateAfterFuncs() *lateAfterFuncs {
+	return &lateAfterFuncs{Context: context.Background(), done: make(chan struct{}), funcs: map[int]func(){}}
+}
+
+func (c *lateAfterFuncs) Done() <-chan struct{} { return c.done }
+
+func (c *lateAfterFuncs) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// AfterFunc is what context.AfterFunc uses on a parent that has it.
+func (c *lateAfterFuncs) AfterFunc(f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := c.next
+	c.next++
+	c.funcs[id] = f
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.funcs[id]
+		delete(c.funcs, id)
+		return ok
+	}
+}
+
+// cancel makes the context done without starting its after-funcs.
+func (c *lateAfterFuncs) cancel() {
+	c.mu.Lock()
+	c.err = context.Canceled
+	c.mu.Unlock()
+	close(c.done)
+}
+
+// runAfterFuncs starts the after-funcs not stopped yet.
+func (c *lateAfterFuncs) runAfterFuncs() {
+	c.mu.Lock()
+	fs := c.funcs
+	c.funcs = nil
+	c.mu.Unlock()
+	for _, f := range fs {
+		go f()
+	}
+}
+
+// A run whose call ends on its context's Done before the context's after-funcs
+// start is killed all the same: without the kill op, an exec that cannot close
+// stdin (v4) would leave it running in the pod until its timeout.
+func TestCancelKillsTreeBeforeAfterFuncsRun(t *testing.T) {
+	c, e, root := newClient(t, podproto.Config{})
+	e.keepStdin = true
+	ctx := newLateAfterFuncs()
+	t.Cleanup(ctx.runAfterFuncs)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Run(ctx, rollout.Command{Timeout: 10 * time.Minute,
+			Shell: "setsid sh -c 'echo $$ > gc.pid; exec sleep 1000' & sleep 1000"})
+		done <- err
+	}()
+	pid, err := strconv.Atoi(waitFile(t, filepath.Join(root, "gc.pid")))
+	require.NoError(t, err)
+	ctx.cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Equal(t, 1, e.count(podproto.OpKill), "Run returned after its kill")
+	waitGone(t, pid)
 }
 
 func TestStartKillKillsTree(t *testing.T) {

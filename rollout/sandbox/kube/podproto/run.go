@@ -118,6 +118,8 @@ func commandResult(r Result) rollout.CommandResult {
 
 // killer kills a run when its context ends before the call does.
 type killer struct {
+	ctx    context.Context
+	kill   func()
 	stopFn func() bool
 	wg     sync.WaitGroup
 }
@@ -125,18 +127,25 @@ type killer struct {
 // killOnDone arranges for run id to be killed in the pod if ctx ends; stop undoes it
 // and waits for a kill already under way.
 func (c *Client) killOnDone(ctx context.Context, id string) *killer {
-	k := &killer{}
+	k := &killer{ctx: ctx, kill: func() { _ = c.Kill(context.WithoutCancel(ctx), id) }}
 	k.wg.Add(1)
 	k.stopFn = context.AfterFunc(ctx, func() {
 		defer k.wg.Done()
-		_ = c.Kill(context.WithoutCancel(ctx), id)
+		k.kill()
 	})
 	return k
 }
 
+// stop ends the arrangement once the call is over. A context is done (its Done
+// closed, which may be what ended the call) a moment before its after-funcs start,
+// so stop can stop the kill of a context already done: it then kills here, since
+// an exec that cannot close its stdin does not end the run in the pod by itself.
 func (k *killer) stop() {
 	if k.stopFn() {
 		k.wg.Done() // the kill never started
+		if k.ctx.Err() != nil {
+			k.kill()
+		}
 	}
 	k.wg.Wait()
 }
