@@ -294,7 +294,8 @@ func (r *recorder) replayDistiller(b *testing.B, sim *vllmtest.Server) *opd.Dist
 // repeated, for profiling: a group of four fixture rollouts with hints on every other
 // pair is collected once, then each iteration distills it again from the recorded
 // judge and teacher answers (turn pairs, teacher sequences, alignment, rows) and
-// encodes it for the trajectory API.
+// encodes it for the trajectory API, into the buffer of the iteration before, as
+// atropos.Client.Send encodes into the buffers of its earlier sends.
 func BenchmarkOPDPostProcess(b *testing.B) {
 	sim := vllmtest.NewServer(b, benchfixture.ServerOptions(2)...)
 	llm, err := judge.NewLLM(sim.Client(), judge.LLMConfig{PRMVotes: benchfixture.PRMVotes})
@@ -314,11 +315,12 @@ func BenchmarkOPDPostProcess(b *testing.B) {
 	_, err = replay.Distill(b.Context(), trajs) // warm the hint cache
 	require.NoError(b, err)
 	b.ReportAllocs()
+	var line []byte
 	for b.Loop() {
 		res, err := replay.Distill(b.Context(), trajs)
 		require.NoError(b, err)
 		require.Equal(b, g.OPD.Metrics.ScoredTurns, res.Metrics.ScoredTurns)
-		_, err = g.Data.AppendJSON(nil, nil)
+		line, err = g.Data.AppendJSON(line[:0], nil)
 		require.NoError(b, err)
 	}
 }
@@ -338,7 +340,8 @@ func processCPU() time.Duration {
 // post-processing of each group: turn pairs, teacher sequences, alignment and rows
 // (opd.Distiller.Distill run again on the group with the judge's and the teacher's
 // recorded answers, so no request is made), plus encoding the group for the trajectory
-// API. The time is the process's CPU time (getrusage) over that replay, while nothing
+// API (into the buffer of the group before, as atropos.Client.Send encodes into the
+// buffers of its earlier sends). The time is the process's CPU time (getrusage) over that replay, while nothing
 // else of the benchmark runs, garbage collection included. overhead-pct is that time
 // over the group's wall time.
 func BenchmarkOPDOverhead(b *testing.B) {
@@ -360,6 +363,7 @@ func BenchmarkOPDOverhead(b *testing.B) {
 
 	var wall, post time.Duration
 	var groups int
+	var line []byte
 	for b.Loop() {
 		t0 := time.Now()
 		g, err := env.CollectGroup(b.Context(), benchfixture.Task())
@@ -376,7 +380,7 @@ func BenchmarkOPDOverhead(b *testing.B) {
 		c1 := processCPU()
 		res, err := replay.Distill(b.Context(), trajs)
 		require.NoError(b, err)
-		_, err = g.Data.AppendJSON(nil, nil)
+		line, err = g.Data.AppendJSON(line[:0], nil)
 		require.NoError(b, err)
 		post += processCPU() - c1
 		require.Equal(b, g.OPD.Metrics.ScoredTurns, res.Metrics.ScoredTurns, "the replay does what the group did")

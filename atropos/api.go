@@ -113,11 +113,16 @@ func (a *api) do(ctx context.Context, method, path string, body []byte, out any)
 	var rd io.Reader
 	gz := false
 	if body != nil {
-		rd = bytes.NewReader(body)
+		// The transport may read a request's body after Do returned (when the reply
+		// came before the whole body was sent), and body is the caller's again once do
+		// returns (Send reuses its buffers): the request gets the gzip or a copy.
 		if len(body) >= GzipMinBytes {
 			if z, ok := gzipBytes(body); ok {
 				rd, gz = bytes.NewReader(z), true
 			}
+		}
+		if !gz {
+			rd = bytes.NewReader(bytes.Clone(body))
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, a.base.String()+path, rd)

@@ -147,7 +147,9 @@ type Registration struct {
 
 // Client is the env side of the trajectory API: registration, back-pressure, and sending
 // scored groups through a durable spool. It is safe for concurrent use; it starts no
-// goroutines.
+// goroutines. It keeps the buffers that [Client.Send] encoded groups into (at most 4,
+// of at most 64 MiB each) for the next sends, so that sending a steady stream of groups
+// does not allocate a buffer the size of each group's JSON; they go with the Client.
 //
 // Delivery is at least once: a group handed to [Client.Send] is written to the spool
 // and fsynced before any request, and removed only once /status-env shows that the API
@@ -186,6 +188,7 @@ type Client struct {
 	preds     map[int]*pred   // earlier registrations by env id, with the files waiting on them
 	abandoned int             // groups dead-lettered instead of a third post
 	encodes   atomic.Int64    // groups encoded for the spool or a post
+	lineBufs  lineBuffers     // Send's encoding buffers, kept for the next sends
 	retired   int             // registrations given up after a pause
 	retiring  bool            // the registration was retired, not lost
 

@@ -297,6 +297,41 @@ func TestSendEncodesEachGroupOnce(t *testing.T) {
 	require.Equal(t, []float64{1, 2, 3, 4}, scoresOf(got))
 }
 
+// TestSendReusesItsBuffers: a send encodes into the buffers of the sends before it,
+// and each post still carries its own groups, a small uncompressed one included.
+func TestSendReusesItsBuffers(t *testing.T) {
+	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
+	c := registered(t, srv, t.TempDir())
+	ctx := context.Background()
+	require.Empty(t, c.LineBuffers())
+	require.NoError(t, c.Send(ctx, group(1, 2)))
+	first := c.LineBuffers()
+	require.Len(t, first, 1, "the buffer of the send is kept")
+	require.NoError(t, c.Send(ctx, group(2, 2)))
+	require.Equal(t, first, c.LineBuffers(), "the second send wrote into the first one's buffer")
+	require.NoError(t, c.Send(ctx, group(3, 2), group(4, 2), group(5, 2), group(6, 2), group(7, 2)))
+	require.Len(t, c.LineBuffers(), 4, "at most 4 are kept")
+	require.Contains(t, c.LineBuffers(), first[0])
+	tiny := &atropos.ScoredDataGroup{Tokens: [][]int{{1}, {2}}, Masks: [][]int{{1}, {2}}, Scores: []float64{8, 9}}
+	require.NoError(t, c.Send(ctx, tiny))
+	require.NoError(t, c.Send(ctx, group(10, 2)))
+	require.Equal(t, []float64{1, 2, 3, 4, 5, 6, 7, 8, 10}, scoresOf(srv.Received()))
+	var posts []atropostest.Request
+	for _, r := range srv.Requests() {
+		if r.Method == "POST" && (r.Path == "/scored_data" || r.Path == "/scored_data_list") {
+			posts = append(posts, r)
+		}
+	}
+	require.Len(t, posts, 5)
+	require.False(t, posts[3].Gzip)
+	want := *tiny
+	envID := c.Registration().EnvID
+	want.EnvID = &envID
+	b, err := want.MarshalJSON()
+	require.NoError(t, err)
+	require.Equal(t, string(b), string(posts[3].Body), "the uncompressed body is the tiny group's alone")
+}
+
 func TestSendRejectsInvalidGroupBeforeSpooling(t *testing.T) {
 	srv := atropostest.NewServer(t, atropostest.WithTrainer(trainerReg))
 	dir := t.TempDir()

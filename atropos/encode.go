@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/agentic-opd/agenticopd/internal/jsonscan"
@@ -55,15 +56,14 @@ func (g *ScoredDataGroup) MarshalJSON() ([]byte, error) {
 }
 
 // AppendJSON appends the JSON encoding of g to dst, as [ScoredDataGroup.MarshalJSON]
-// does; opts may be nil.
+// does; opts may be nil. dst is first grown, at most once, to hold the encoding: a
+// buffer kept from an earlier group of the same shape is written without allocating.
 func (g *ScoredDataGroup) AppendJSON(dst []byte, opts *EncodeOptions) ([]byte, error) {
-	if dst == nil {
-		k := 0
-		if opts != nil {
-			k = opts.DenseZeroPad
-		}
-		dst = make([]byte, 0, g.sizeHint(k))
+	k := 0
+	if opts != nil {
+		k = opts.DenseZeroPad
 	}
+	dst = slices.Grow(dst, g.sizeHint(k))
 	jw := jsonWriter{buf: dst}
 	if err := g.encode(&jw, opts); err != nil {
 		return dst, err

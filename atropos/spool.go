@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -69,11 +70,18 @@ func (c *Client) Send(ctx context.Context, groups ...*ScoredDataGroup) error {
 		AllowNonPowerOfTwo: c.cfg.AllowNonPowerOfTwo, RequireInferenceLogprobs: c.cfg.RequireInferenceLogprobs,
 	}
 	lines := make([][]byte, len(groups))
+	// Nothing holds lines once Send returns (see api.do): their buffers serve the
+	// next sends.
+	defer func() {
+		for _, b := range lines {
+			c.lineBufs.put(b)
+		}
+	}()
 	for i, g := range groups {
 		if err := g.Validate(vopts); err != nil {
 			return fmt.Errorf("atropos: Send: group %d: %w", i, err)
 		}
-		b, err := c.encode(g, reg.EnvID)
+		b, err := c.encodeTo(c.lineBufs.get(), g, reg.EnvID)
 		if err != nil {
 			return fmt.Errorf("atropos: Send: group %d: %w", i, err)
 		}
@@ -97,10 +105,54 @@ type encoded struct {
 
 // encode returns the JSON of g with env_id set to envID; g is not modified.
 func (c *Client) encode(g *ScoredDataGroup, envID int) ([]byte, error) {
+	return c.encodeTo(nil, g, envID)
+}
+
+// encodeTo is encode writing over dst's bytes.
+func (c *Client) encodeTo(dst []byte, g *ScoredDataGroup, envID int) ([]byte, error) {
 	c.encodes.Add(1)
 	cp := *g
 	cp.EnvID = &envID
-	return cp.AppendJSON(nil, &c.cfg.Encode)
+	return cp.AppendJSON(dst[:0], &c.cfg.Encode)
+}
+
+// lineBuffers keeps the encoding buffers of finished sends for the next ones, so that
+// a send does not allocate, and the runtime zero, a buffer the size of its groups'
+// JSON (tens of MB for a group with teacher rows) every time.
+type lineBuffers struct {
+	mu   sync.Mutex
+	bufs [][]byte
+}
+
+const (
+	keptLineBuffers   = 4        // at most this many are kept
+	maxKeptLineBuffer = 64 << 20 // a larger buffer is left to the garbage collector
+)
+
+// get returns a kept buffer, or nil when none is.
+func (l *lineBuffers) get() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.bufs)
+	if n == 0 {
+		return nil
+	}
+	b := l.bufs[n-1]
+	l.bufs[n-1] = nil
+	l.bufs = l.bufs[:n-1]
+	return b
+}
+
+// put keeps b for a later get, unless enough are kept or b is too large.
+func (l *lineBuffers) put(b []byte) {
+	if cap(b) == 0 || cap(b) > maxKeptLineBuffer {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.bufs) < keptLineBuffers {
+		l.bufs = append(l.bufs, b[:0])
+	}
 }
 
 // spoolWrite writes lines as one spool file durably and returns its base name, marked
