@@ -456,6 +456,23 @@ time.sleep(2)  # hold the children while the other sandbox counts
 	}
 }
 
+// TestManyCommandsWithinTheProcessLimit: a sandbox runs many more commands, one after
+// another, than its process limit. bubblewrap's first process exits before the
+// sandbox's init is gone; an init left to the host's pid 1 to reap counted against the
+// limit until it was reaped, so where pid 1 reaps late (or never: a program run as a
+// container's pid 1) the sandbox could start no command after about limit of them.
+func TestManyCommandsWithinTheProcessLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 8
+	f := newFactory(t, bwrap.Config{Limits: bwrap.Limits{Processes: limit}})
+	sb := newSandbox(t, f)
+	for i := range 6 * limit {
+		res, err := sb.Run(t.Context(), rollout.Command{Argv: []string{"/bin/true"}})
+		require.NoError(t, err, "command %d", i)
+		require.Equal(t, 0, res.ExitCode, "command %d: %s", i, res.Stderr)
+	}
+}
+
 // TestOverlaidWorkspaceKeepsItsFilesOnDisk: a workspace that is not a tmpfs is an
 // overlay (so that no host path shows inside), mounted by the library as root and in
 // a user namespace of its own otherwise; it must still behave as the plain directory

@@ -39,7 +39,17 @@
 //     per file, 256 open files, CPU time = timeout + 1 s, no core dumps (see [Limits]);
 //   - bwrap's options, which name host paths, reach it through a sealed memfd
 //     (--args), so neither the sandbox's /proc/*/cmdline nor the host's process
-//     list shows them.
+//     list shows them;
+//   - bwrap starts as the init of a pid namespace of its own, made by unshare(1) in
+//     a user namespace that maps the command's uid to itself (in an overlay holder's
+//     namespaces, see Storage, under the holder's shell instead). bubblewrap's first
+//     process returns the command's exit status without waiting for the sandbox's
+//     init to be gone; an init orphaned to the host's pid 1 counted against
+//     Limits.Processes until that reaped it, late on some hosts and never under a
+//     program run as a container's pid 1, so that a sandbox could start no command
+//     after about that many. As an init, bwrap reaps everything in its namespace
+//     before it is gone, and unshare reaps bwrap: when Run returns, nothing of the
+//     command is left to reap.
 //
 // # Limits for the whole sandbox: the cgroup
 //

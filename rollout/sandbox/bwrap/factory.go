@@ -132,7 +132,7 @@ func (f *Factory) Probe(ctx context.Context) error {
 	return f.runProbe(ctx)
 }
 
-// checkBinaries reports a missing bwrap, prlimit or interpreter.
+// checkBinaries reports a missing bwrap, prlimit, unshare or interpreter.
 func (f *Factory) checkBinaries() error {
 	cfg := f.cfg
 	if !cfg.Unconfined {
@@ -146,6 +146,10 @@ func (f *Factory) checkBinaries() error {
 	if _, err := os.Stat(prlimitPath); err != nil {
 		return &ProbeError{Kind: ErrProbeFailed, Command: []string{prlimitPath}, ExitCode: -1, Err: err,
 			Advice: "install util-linux, which provides prlimit"}
+	}
+	if _, err := os.Stat(unsharePath); err != nil && !cfg.Unconfined {
+		return &ProbeError{Kind: ErrProbeFailed, Command: []string{unsharePath}, ExitCode: -1, Err: err,
+			Advice: "install util-linux, which provides unshare"}
 	}
 	if _, err := os.Stat(cfg.Python); err != nil {
 		return &ProbeError{Kind: ErrProbeFailed, Command: []string{cfg.Python}, ExitCode: -1, Err: err,

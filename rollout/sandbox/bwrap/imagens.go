@@ -171,7 +171,8 @@ func (f *Factory) imageNSScript(img *imageState, wsLower string, tmpfs bool) (sc
 		closeFds += " " + strconv.Itoa(3+i) + "<&-"
 	}
 	first = append(append([]string{"exec " + strings.Join(opens, " ")}, first...), "echo ready", "read -r line")
-	second = append(second, "echo ready", "exec cat >/dev/null"+closeFds)
+	// The shell, the holder's pid-namespace init, stays to reap (see holderScript).
+	second = append(second, "echo ready", "exec"+closeFds, "cat >/dev/null")
 	return strings.Join(append(first, second...), " && "), env, gcBase
 }
 

@@ -22,8 +22,9 @@ import (
 // directory with its layers named relative to the sandbox's directory (mountinfo
 // shows "lowerdir=empty,upperdir=data,..."), and cat(1) waits on a pipe the library
 // holds, so the holder ends when the sandbox closes or the library process dies. The
-// holder has a pid namespace of its own too, with cat as its init: every process of
-// the sandbox is in it and dies with it. Commands enter those namespaces with
+// holder has a pid namespace of its own too, with the script's shell as its init
+// (which reaps what is orphaned there): every process of the sandbox is in it and dies
+// with it. Commands enter those namespaces with
 // nsenter(1) before bwrap starts; the host-side file methods reach the overlay
 // through /proc/<holder>/root.
 const (
@@ -33,9 +34,11 @@ const (
 )
 
 // holderScript mounts the overlay in the holder's namespaces, says so, and waits for
-// its standard input to end.
+// its standard input to end. The shell stays (cat is its child, not exec'd): as the
+// init of the holder's pid namespace it reaps what is orphaned there while it waits,
+// bubblewrap's sandbox init after every command (see reaped in run.go).
 const holderScript = mountPath + " -t overlay overlay -o lowerdir=" + overlayEmpty + ",upperdir=" + overlayData +
-	",workdir=" + overlayWork + ",userxattr workspace && echo ready && exec cat >/dev/null"
+	",workdir=" + overlayWork + ",userxattr workspace && echo ready && cat >/dev/null"
 
 // holderStart bounds how long a holder may take to mount its overlay.
 const holderStart = 30 * time.Second
@@ -89,10 +92,10 @@ func startHolderScript(ctx context.Context, dir, script string, env []string) (*
 		return nil, err
 	}
 	stderr := &bytes.Buffer{}
-	// A pid namespace of its own too, whose init is the script (and then its cat): when
-	// that ends (the library closed its standard input, or died), the kernel kills every
-	// process in the namespace, so no command of the sandbox outlives the holder, however
-	// its processes were started or reparented. --kill-child ends the init should
+	// A pid namespace of its own too, whose init is the script's shell: when that ends
+	// (the library closed its standard input, or died), the kernel kills every process
+	// in the namespace, so no command of the sandbox outlives the holder, however its
+	// processes were started or reparented. --kill-child ends the init should
 	// unshare itself be killed; --mount-proc gives the namespaces a /proc of that pid
 	// namespace, as bubblewrap, run in them, reads its own entries there.
 	cmd := exec.Command(unsharePath, "--user", "--map-root-user", "--mount", "--propagation", "private",

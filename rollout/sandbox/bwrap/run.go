@@ -256,11 +256,28 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	}
 	if s.holder != nil {
 		s.holder.enter(cmd) // the workspace's namespaces, where it is an overlay (overlay.go)
+	} else {
+		reaped(cmd)
 	}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{w, optFile}
 	return runSpec{cmd: cmd, status: r}, nil
+}
+
+// reaped makes cmd, a bwrap command, start as the init of a pid namespace of its own
+// (unshare(1) forks it there and waits for it), in a user namespace that maps the
+// command's uid to itself. bubblewrap's first process returns the command's exit
+// status as soon as the sandbox's init reports it, without waiting for that init to
+// be gone: the init is then an orphan, which the host's pid 1 must reap, and until
+// it does, it counts against the sandbox's process limit (a pid 1 that reaps late,
+// or never, as a container's own program run as pid 1 does, left a sandbox unable to
+// start a command after as many commands as its limit). As the init of its own
+// namespace, bubblewrap's first process instead reaps everything in it before it is
+// gone, and unshare reaps it.
+func reaped(cmd *exec.Cmd) {
+	args := append([]string{unsharePath, "--map-current-user", "--pid", "--kill-child", "--", cmd.Path}, cmd.Args[1:]...)
+	cmd.Path, cmd.Args = unsharePath, args
 }
 
 // argsFile is a sealed memfd holding args NUL-separated, for bwrap's --args.
