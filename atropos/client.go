@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -490,10 +491,55 @@ func (c *Client) retry(ctx context.Context, what string, needReg bool, op func(c
 			wait = ae.RetryAfter
 		}
 		c.api.logger.Warn("atropos: retrying", "op", what, "attempt", attempt, "wait", wait, "err", err)
-		if serr := sleep(ctx, wait); serr != nil {
+		if serr := c.pause(ctx, wait, needReg, epoch); serr != nil {
 			return fmt.Errorf("atropos: %s: %w (last error: %v)", what, serr, err)
 		}
 	}
+}
+
+// pause waits d before a retry. While the registration of epoch is suspect (probe),
+// it looks at the API's /info every StatusInterval meanwhile: a refused connection
+// shows the API process was down, which the next attempt's verification cannot see
+// once the API is back, possibly with this env's id given to another env. Once the
+// registration is lost, the wait ends: the next attempt registers again, at the pace
+// of Register.
+func (c *Client) pause(ctx context.Context, d time.Duration, probe bool, epoch uint64) error {
+	end := time.Now().Add(d)
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
+		if probe {
+			switch c.stateOf(epoch) {
+			case regLost:
+				return nil
+			case regSuspect:
+				if err := sleep(ctx, min(left, c.cfg.StatusInterval)); err != nil {
+					return err
+				}
+				pctx, cancel := context.WithDeadline(ctx, end)
+				err := c.api.do(pctx, http.MethodGet, "/info", nil, nil)
+				cancel()
+				if err != nil && ctx.Err() == nil && errors.Is(err, syscall.ECONNREFUSED) {
+					c.noteFailure(epoch, err)
+				}
+				continue
+			}
+		}
+		return sleep(ctx, left)
+	}
+}
+
+// stateOf is what is known of the registration of epoch: lost as well when another
+// registration replaced it.
+func (c *Client) stateOf(epoch uint64) regState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reg == nil || c.epoch != epoch {
+		return regLost
+	}
+	return c.state
 }
 
 // backoff returns the wait after the given attempt: full jitter over an exponentially

@@ -68,6 +68,11 @@
 //   - otherwise (/info shows a trainer, /status-env answers with no step gone back) the
 //     registration stands.
 //
+// While a retry waits out its backoff under a suspect registration, the client asks
+// /info every [ClientConfig.StatusInterval]: an API that went down and came back
+// before the next attempt (possibly with this env's id handed to another env) is
+// still seen down, by a refused connection, and the wait ends there.
+//
 // Besides, each post and each disconnect is preceded by a GET /status-env check sent at
 // most [ClientConfig.MaxCheckAge] (500 ms) before the post goes out, by the monotonic
 // clock; an older check (a slow answer, a process stopped between check and post) is
