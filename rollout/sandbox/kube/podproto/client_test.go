@@ -125,6 +125,21 @@ func waitFile(t *testing.T, p string) string {
 	}
 }
 
+// runTree runs, under ctx, a command that starts a setsid'd grandchild and waits; it
+// returns the grandchild's pid once it is written, and the channel of Run's error.
+func runTree(t *testing.T, ctx context.Context, c *podproto.Client, root string) (int, <-chan error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Run(ctx, rollout.Command{Timeout: 10 * time.Minute,
+			Shell: "setsid sh -c 'echo $$ > gc.pid; exec sleep 1000' & sleep 1000"})
+		done <- err
+	}()
+	pid, err := strconv.Atoi(waitFile(t, filepath.Join(root, "gc.pid")))
+	require.NoError(t, err)
+	return pid, done
+}
+
 // A cancelled ctx kills the command's whole tree in the pod, a setsid'd grandchild
 // included: through the kill op alone when the exec cannot close stdin (v4), and
 // through the client's lost stream too otherwise.
@@ -134,14 +149,7 @@ func TestCancelKillsTree(t *testing.T) {
 			c, e, root := newClient(t, podproto.Config{})
 			e.keepStdin = keep
 			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() {
-				_, err := c.Run(ctx, rollout.Command{Timeout: 10 * time.Minute,
-					Shell: "setsid sh -c 'echo $$ > gc.pid; exec sleep 1000' & sleep 1000"})
-				done <- err
-			}()
-			pid, err := strconv.Atoi(waitFile(t, filepath.Join(root, "gc.pid")))
-			require.NoError(t, err)
+			pid, done := runTree(t, ctx, c, root)
 			cancel()
 			require.ErrorIs(t, <-done, context.Canceled)
 			waitGone(t, pid)
@@ -218,14 +226,7 @@ func TestCancelKillsTreeBeforeAfterFuncsRun(t *testing.T) {
 	e.keepStdin = true
 	ctx := newLateAfterFuncs()
 	t.Cleanup(ctx.runAfterFuncs)
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Run(ctx, rollout.Command{Timeout: 10 * time.Minute,
-			Shell: "setsid sh -c 'echo $$ > gc.pid; exec sleep 1000' & sleep 1000"})
-		done <- err
-	}()
-	pid, err := strconv.Atoi(waitFile(t, filepath.Join(root, "gc.pid")))
-	require.NoError(t, err)
+	pid, done := runTree(t, ctx, c, root)
 	ctx.cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.Equal(t, 1, e.count(podproto.OpKill), "Run returned after its kill")
