@@ -49,7 +49,9 @@
 //     program run as a container's pid 1, so that a sandbox could start no command
 //     after about that many. As an init, bwrap reaps everything in its namespace
 //     before it is gone, and unshare reaps bwrap: when Run returns, nothing of the
-//     command is left to reap.
+//     command is left to reap. Where unshare cannot make that user namespace (bwrap
+//     installed setuid, a policy on unprivileged user namespaces) but bwrap works,
+//     [New] starts bwrap directly instead and logs a warning.
 //
 // # Limits for the whole sandbox: the cgroup
 //

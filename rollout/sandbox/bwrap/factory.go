@@ -48,6 +48,9 @@ type Factory struct {
 	// goWarmErrs holds, by warm cache directory, why a Go build cache could not be
 	// warmed (imagegocache.go), so that it is tried once per factory.
 	goWarmErrs *sync.Map
+	// unshare is the unshare(1) that starts each bwrap as the init of a pid namespace
+	// of its own ("": bwrap is started directly; see reaped in run.go).
+	unshare string
 }
 
 var _ rollout.SandboxFactory = (*Factory)(nil)
@@ -72,7 +75,7 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		return nil, err
 	}
 	f := &Factory{cfg: cfg, asRoot: os.Geteuid() == 0, rootLinks: hostRootEntries(), loginEnvs: &sync.Map{}, idmapWarned: &atomic.Bool{}, goWarmErrs: &sync.Map{},
-		copyImageWorkspaces: cfg.CopyImageWorkspace}
+		copyImageWorkspaces: cfg.CopyImageWorkspace, unshare: unsharePath}
 	f.detectEnforcement()
 	if n := f.removeStale(); n > 0 {
 		cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: removed sandboxes left by a process that died",
@@ -91,7 +94,7 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		}
 	}
 	if err == nil {
-		err = f.runProbe(ctx)
+		err = f.probeReaping(ctx)
 		if err != nil && f.cg != nil && !errors.Is(err, ErrNamespacesDenied) && !errors.Is(err, ErrBwrapNotFound) {
 			// The cgroup may be what failed (a parent that takes no children, a
 			// wrapper the sandbox uid cannot run): try once without it.
@@ -147,8 +150,8 @@ func (f *Factory) checkBinaries() error {
 		return &ProbeError{Kind: ErrProbeFailed, Command: []string{prlimitPath}, ExitCode: -1, Err: err,
 			Advice: "install util-linux, which provides prlimit"}
 	}
-	if _, err := os.Stat(unsharePath); err != nil && !cfg.Unconfined {
-		return &ProbeError{Kind: ErrProbeFailed, Command: []string{unsharePath}, ExitCode: -1, Err: err,
+	if _, err := os.Stat(f.unshare); err != nil && !cfg.Unconfined {
+		return &ProbeError{Kind: ErrProbeFailed, Command: []string{f.unshare}, ExitCode: -1, Err: err,
 			Advice: "install util-linux, which provides unshare"}
 	}
 	if _, err := os.Stat(cfg.Python); err != nil {
@@ -178,6 +181,28 @@ func (f *Factory) runProbe(ctx context.Context) error {
 	case res.ExitCode != 0 || string(res.Stdout) != "sandbox ok\n":
 		return classifyProbe(cmdline, string(res.Stderr), res.ExitCode, nil, f.uid())
 	}
+	return nil
+}
+
+// probeReaping runs the probe. When it fails with bwrap started under unshare(1), it
+// runs it once more with bwrap started directly and keeps that if it works: a host may
+// refuse the user namespace unshare makes (bwrap installed setuid, a policy on
+// unprivileged user namespaces) while bwrap itself works. Each command's sandbox init
+// is then left to pid 1 to reap, with a warning.
+func (f *Factory) probeReaping(ctx context.Context) error {
+	err := f.runProbe(ctx)
+	if err == nil || f.unshare == "" || errors.Is(err, ErrBwrapNotFound) {
+		return err
+	}
+	path := f.unshare
+	f.unshare = ""
+	if perr := f.runProbe(ctx); perr != nil {
+		f.unshare = path
+		return err
+	}
+	f.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: bwrap cannot start in a pid namespace of its own: "+
+		"each command's sandbox init is left to pid 1 to reap, and counts against Limits.Processes until then",
+		slog.Any("error", err))
 	return nil
 }
 

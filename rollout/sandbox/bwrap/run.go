@@ -257,7 +257,7 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	if s.holder != nil {
 		s.holder.enter(cmd) // the workspace's namespaces, where it is an overlay (overlay.go)
 	} else {
-		reaped(cmd)
+		f.reaped(cmd)
 	}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
@@ -274,10 +274,14 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 // or never, as a container's own program run as pid 1 does, left a sandbox unable to
 // start a command after as many commands as its limit). As the init of its own
 // namespace, bubblewrap's first process instead reaps everything in it before it is
-// gone, and unshare reaps it.
-func reaped(cmd *exec.Cmd) {
-	args := append([]string{unsharePath, "--map-current-user", "--pid", "--kill-child", "--", cmd.Path}, cmd.Args[1:]...)
-	cmd.Path, cmd.Args = unsharePath, args
+// gone, and unshare reaps it. Without f.unshare (see probeReaping) cmd is left as it
+// is.
+func (f *Factory) reaped(cmd *exec.Cmd) {
+	if f.unshare == "" {
+		return
+	}
+	args := append([]string{f.unshare, "--map-current-user", "--pid", "--kill-child", "--", cmd.Path}, cmd.Args[1:]...)
+	cmd.Path, cmd.Args = f.unshare, args
 }
 
 // argsFile is a sealed memfd holding args NUL-separated, for bwrap's --args.
