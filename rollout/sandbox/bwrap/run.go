@@ -200,6 +200,10 @@ type runSpec struct {
 	cmd *exec.Cmd
 	// status is the read end of bwrap's --json-status-fd (nil when unconfined).
 	status *os.File
+	// direct is true when cmd is bwrap itself, so that the pid of the sandbox init
+	// it reports is one of this pid namespace; under unshare or nsenter it is not,
+	// and nothing of the command is left once cmd is reaped (see reaped).
+	direct bool
 	// marker is the environment entry that tags every process of an unconfined
 	// command, so the ones that left the process group can be found.
 	marker string
@@ -262,7 +266,7 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{w, optFile}
-	return runSpec{cmd: cmd, status: r}, nil
+	return runSpec{cmd: cmd, status: r, direct: s.holder == nil && f.unshare == ""}, nil
 }
 
 // reaped makes cmd, a bwrap command, start as the init of a pid namespace of its own
@@ -425,7 +429,11 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	var status chan bwrapStatus
 	if spec.status != nil {
 		status = make(chan bwrapStatus, 1)
-		go func() { status <- readStatus(spec.status, pid) }()
+		bwrapPID := 0
+		if spec.direct {
+			bwrapPID = pid
+		}
+		go func() { status <- readStatus(spec.status, bwrapPID) }()
 	}
 	done := make(chan struct{})
 	var watcher sync.WaitGroup
@@ -602,8 +610,9 @@ type bwrapStatus struct {
 }
 
 // readStatus reads bwrap's JSON status stream until it ends. When bwrap reports the
-// namespace init's pid, it opens a pidfd on it, checking that it is still bwrap's
-// child so that the pidfd cannot refer to a recycled pid.
+// namespace init's pid and bwrapPID is bwrap's (0: the reported pid is not of this
+// pid namespace), it opens a pidfd on it, checking that it is still bwrap's child so
+// that the pidfd cannot refer to a recycled pid.
 func readStatus(r io.Reader, bwrapPID int) bwrapStatus {
 	st := bwrapStatus{pidfd: -1}
 	dec := json.NewDecoder(io.LimitReader(r, 1<<16))
@@ -618,7 +627,7 @@ func readStatus(r io.Reader, bwrapPID int) bwrapStatus {
 			st.ran = true
 		}
 		raw, ok := m["child-pid"]
-		if !ok || json.Unmarshal(raw, &child) != nil || child <= 0 || st.pidfd >= 0 {
+		if !ok || bwrapPID <= 0 || json.Unmarshal(raw, &child) != nil || child <= 0 || st.pidfd >= 0 {
 			continue
 		}
 		fd, err := unix.PidfdOpen(child, 0)
