@@ -215,46 +215,13 @@ func (s *Scanner) Number() ([]byte, error) {
 		s.Buffer()
 	}
 	s.WS()
-	d, i := s.Data, s.Pos
-	start := i
-	if i < len(d) && d[i] == '-' {
-		i++
+	end, bad := numberEnd(s.Data, s.Pos)
+	if bad != "" {
+		return nil, s.Errorf("%s", bad)
 	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	default:
-		return nil, s.Errorf("want a number")
-	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		j := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		if i == j {
-			return nil, s.Errorf("bad number")
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		j := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		if i == j {
-			return nil, s.Errorf("bad number")
-		}
-	}
-	s.Pos = i
-	return d[start:i], nil
+	start := s.Pos
+	s.Pos = end
+	return s.Data[start:end], nil
 }
 
 // ValidNumber reports whether b is exactly one number under the JSON grammar.
