@@ -293,8 +293,8 @@ func (r *recorder) replayDistiller(b *testing.B, sim *vllmtest.Server) *opd.Dist
 // BenchmarkOPDPostProcess is the computation BenchmarkOPDOverhead times, alone and
 // repeated, for profiling: a group of four fixture rollouts with hints on every other
 // pair is collected once, then each iteration distills it again from the recorded
-// judge and teacher answers (turn pairs, teacher sequences, alignment, rows) and
-// encodes it for the trajectory API, into the buffer of the iteration before, as
+// judge and teacher answers (turn pairs, teacher sequences, alignment, rows), gives the
+// rows to the group as the env does, and encodes it for the trajectory API, into the buffer of the iteration before, as
 // atropos.Client.Send encodes into the buffers of its earlier sends.
 func BenchmarkOPDPostProcess(b *testing.B) {
 	sim := vllmtest.NewServer(b, benchfixture.ServerOptions(2)...)
@@ -320,6 +320,7 @@ func BenchmarkOPDPostProcess(b *testing.B) {
 		res, err := replay.Distill(b.Context(), trajs)
 		require.NoError(b, err)
 		require.Equal(b, g.OPD.Metrics.ScoredTurns, res.Metrics.ScoredTurns)
+		require.NoError(b, env.AttachRows(g.Data, res))
 		line, err = g.Data.AppendJSON(line[:0], nil)
 		require.NoError(b, err)
 	}
@@ -339,7 +340,8 @@ func processCPU() time.Duration {
 // other pair, and measures the CPU time the library spends in its own OPD
 // post-processing of each group: turn pairs, teacher sequences, alignment and rows
 // (opd.Distiller.Distill run again on the group with the judge's and the teacher's
-// recorded answers, so no request is made), plus encoding the group for the trajectory
+// recorded answers, so no request is made), the rows given to the group as the env
+// gives them, plus encoding the group for the trajectory
 // API (into the buffer of the group before, as atropos.Client.Send encodes into the
 // buffers of its earlier sends). The time is the process's CPU time (getrusage) over that replay, while nothing
 // else of the benchmark runs, garbage collection included. overhead-pct is that time
@@ -380,6 +382,7 @@ func BenchmarkOPDOverhead(b *testing.B) {
 		c1 := processCPU()
 		res, err := replay.Distill(b.Context(), trajs)
 		require.NoError(b, err)
+		require.NoError(b, env.AttachRows(g.Data, res))
 		line, err = g.Data.AppendJSON(line[:0], nil)
 		require.NoError(b, err)
 		post += processCPU() - c1

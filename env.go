@@ -483,7 +483,7 @@ func (e *Env) runAndScore(ctx context.Context, agent *rollout.Agent, task tasks.
 	return r, nil
 }
 
-// attachRows copies the teacher rows of res into data.
+// attachRows gives data the teacher rows of res, sharing their arrays (atropos.FlatDistillRows).
 func (e *Env) attachRows(data *atropos.ScoredDataGroup, res opd.Result) error {
 	if len(res.Sequences) != data.Len() {
 		return fmt.Errorf("opd returned %d sequences for %d", len(res.Sequences), data.Len())
@@ -498,29 +498,19 @@ func (e *Env) attachRows(data *atropos.ScoredDataGroup, res opd.Result) error {
 		if rows.Len() != n {
 			return fmt.Errorf("opd rows of sequence %d have %d positions for %d tokens", s, rows.Len(), n)
 		}
-		dr := atropos.NewDistillRows(n)
-		dr.Grow(len(rows.IDs))
-		var ref []float64
-		if e.cfg.TeacherLogprobsAsRef {
-			ref = make([]float64, n)
-		}
-		for p := range n {
-			if ref != nil {
-				ref[p] = atropos.MaskedLogprob
-			}
-			if !rows.Scored(p) {
-				continue
-			}
-			ids, lps := rows.Row(p)
-			if err := dr.SetRow(p, ids, lps); err != nil {
-				return err
-			}
-			if ref != nil {
-				ref[p] = float64(rows.TokenLogprobs[p])
-			}
+		dr, err := atropos.FlatDistillRows(rows.Offsets, rows.IDs, rows.Logprobs)
+		if err != nil {
+			return fmt.Errorf("opd rows of sequence %d: %w", s, err)
 		}
 		data.Distill[s] = dr
-		if ref != nil {
+		if e.cfg.TeacherLogprobsAsRef {
+			ref := make([]float64, n)
+			for p := range n {
+				ref[p] = atropos.MaskedLogprob
+				if rows.Scored(p) {
+					ref[p] = float64(rows.TokenLogprobs[p])
+				}
+			}
 			data.RefLogprobs[s] = ref
 		}
 	}

@@ -31,6 +31,33 @@ func NewDistillRows(n int) *DistillRows {
 	return &DistillRows{start: make([]int32, n), n: make([]int32, n)}
 }
 
+// FlatDistillRows returns the rows of a sequence of len(offsets)-1 positions laid out
+// flat, as opd.Rows holds them: the row at pos is ids[offsets[pos]:offsets[pos+1]]
+// with the logprobs lps at the same offsets. The rows share ids and lps instead of
+// copying them (a group's rows are megabytes), so the caller must not change them
+// afterwards; rows set later with [DistillRows.SetRow] go to arrays of their own. The
+// offsets must not decrease, and must stay within ids, which must be as long as lps.
+func FlatDistillRows(offsets, ids []int32, lps []float32) (*DistillRows, error) {
+	if len(offsets) == 0 {
+		return nil, fmt.Errorf("atropos: flat distill rows without offsets")
+	}
+	if len(ids) != len(lps) {
+		return nil, fmt.Errorf("atropos: flat distill rows: %d ids but %d logprobs", len(ids), len(lps))
+	}
+	n := len(offsets) - 1
+	r := &DistillRows{start: make([]int32, n), n: make([]int32, n), ids: ids[:len(ids):len(ids)], lps: lps[:len(lps):len(lps)]}
+	for p := range n {
+		lo, hi := offsets[p], offsets[p+1]
+		if lo < 0 || hi < lo || int(hi) > len(ids) {
+			return nil, fmt.Errorf("atropos: flat distill row %d spans [%d, %d) of %d entries", p, lo, hi, len(ids))
+		}
+		if hi > lo {
+			r.start[p], r.n[p] = lo, hi-lo
+		}
+	}
+	return r, nil
+}
+
 // Len returns the number of positions (the sequence length the rows were made for).
 func (r *DistillRows) Len() int {
 	if r == nil {

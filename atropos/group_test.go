@@ -326,6 +326,57 @@ func TestDistillRows(t *testing.T) {
 	require.ErrorContains(t, r.SetRow(0, []int32{1}, nil), "1 ids but 0 logprobs")
 }
 
+// TestFlatDistillRows builds rows from a flat layout: they read as the same rows set
+// one by one, encode the same, share the flat arrays, and a row set afterwards does
+// not write into them.
+func TestFlatDistillRows(t *testing.T) {
+	offsets := []int32{0, 0, 2, 2, 3}
+	ids, lps := []int32{7, 8, 9, 99}[:3], []float32{-0.5, -1.5, -2, -9}[:3]
+	r, err := atropos.FlatDistillRows(offsets, ids, lps)
+	require.NoError(t, err)
+	want := atropos.NewDistillRows(4)
+	require.NoError(t, want.SetRow(1, []int32{7, 8}, []float32{-0.5, -1.5}))
+	require.NoError(t, want.SetRow(3, []int32{9}, []float32{-2}))
+	require.Equal(t, 4, r.Len())
+	require.Equal(t, 3, r.Entries())
+	for p := range 4 {
+		gotIDs, gotLps := r.Row(p)
+		wantIDs, wantLps := want.Row(p)
+		require.Equal(t, wantIDs, gotIDs, "position %d", p)
+		require.Equal(t, wantLps, gotLps, "position %d", p)
+	}
+	enc := func(d *atropos.DistillRows) []byte {
+		g := atropos.ScoredDataGroup{Tokens: [][]int{{1, 2, 3, 4}}, Masks: [][]int{{-100, 2, 3, 4}}, Scores: []float64{1}, Distill: []*atropos.DistillRows{d}}
+		b, err := g.AppendJSON(nil, nil)
+		require.NoError(t, err)
+		return b
+	}
+	require.Equal(t, string(enc(want)), string(enc(r)))
+	got, _ := r.Row(1)
+	require.Same(t, &ids[0], &got[0], "the rows copied the flat ids")
+
+	require.NoError(t, r.SetRow(0, []int32{5}, []float32{-0.25}))
+	require.Equal(t, int32(99), ids[:4][3], "SetRow wrote past the shared ids")
+	got, _ = r.Row(3)
+	require.Equal(t, []int32{9}, got)
+
+	for _, bad := range []struct {
+		offsets []int32
+		ids     []int32
+		lps     []float32
+		msg     string
+	}{
+		{nil, nil, nil, "without offsets"},
+		{[]int32{0, 1}, []int32{1}, nil, "1 ids but 0 logprobs"},
+		{[]int32{0, 2, 1}, []int32{1, 2}, []float32{-1, -2}, "row 1 spans [2, 1)"},
+		{[]int32{0, 3}, []int32{1, 2}, []float32{-1, -2}, "row 0 spans [0, 3) of 2"},
+		{[]int32{-1, 1}, []int32{1, 2}, []float32{-1, -2}, "row 0 spans [-1, 1)"},
+	} {
+		_, err := atropos.FlatDistillRows(bad.offsets, bad.ids, bad.lps)
+		require.ErrorContains(t, err, bad.msg)
+	}
+}
+
 func TestAdd(t *testing.T) {
 	var g atropos.ScoredDataGroup
 	require.NoError(t, g.Add(atropos.Sequence{Tokens: []int{1, 2}, Masks: []int{-100, 2}, Score: 1, InferenceLogprobs: []float64{1, -0.4}}))

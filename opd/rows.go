@@ -9,6 +9,10 @@ import "fmt"
 // alignment check failed) has no entries. TokenLogprobs[p] is the teacher's logprob of
 // the student's token at p, meaningful only where [Rows.Scored] reports true.
 //
+// Rows made by a [Distiller] share IDs and Logprobs with the teacher's answer where one
+// answer covers the sequence in order (Inline placement), instead of copying megabytes
+// per group: treat them as read-only, as the teacher's answer is.
+//
 // The zero Rows describes an empty sequence.
 type Rows struct {
 	// Offsets has one entry per token position plus one.

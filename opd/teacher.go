@@ -211,19 +211,32 @@ func (d *Distiller) score(ctx context.Context, req scorer.Request, plans []plan,
 	return nil
 }
 
-// placeRows lays the teacher's answers out at their student positions.
+// placeRows lays the teacher's answers out at their student positions. When one
+// answer covers the sequence (Inline placement) and its positions come in the
+// student's order, as build makes them, the rows are that answer's entries as they
+// stand, so the rows share the answer's arrays instead of copying them (a group's rows
+// are megabytes); otherwise the entries are copied into place.
 func placeRows(n int, plans []plan, results []scorer.SequenceResult) Rows {
 	rows := emptyRows(n)
+	ordered, prev := true, -1
 	for k, p := range plans {
 		r := &results[k]
 		for i, sp := range p.studentPos {
 			rows.Offsets[sp+1] = r.Offsets[i+1] - r.Offsets[i]
+			rows.TokenLogprobs[sp] = r.TokenLogprobs[i]
+			ordered = ordered && sp > prev
+			prev = sp
 		}
 	}
 	for p := range n {
 		rows.Offsets[p+1] += rows.Offsets[p]
 	}
 	total := rows.Offsets[n]
+	if r := &results[0]; len(plans) == 1 && ordered {
+		lo, hi := r.Offsets[0], r.Offsets[len(r.Offsets)-1]
+		rows.IDs, rows.Logprobs = r.TopIDs[lo:hi:hi], r.TopLogprobs[lo:hi:hi]
+		return rows
+	}
 	rows.IDs, rows.Logprobs = make([]int32, total), make([]float32, total)
 	for k, p := range plans {
 		r := &results[k]
@@ -231,7 +244,6 @@ func placeRows(n int, plans []plan, results []scorer.SequenceResult) Rows {
 			ids, lps := r.Top(i)
 			copy(rows.IDs[rows.Offsets[sp]:], ids)
 			copy(rows.Logprobs[rows.Offsets[sp]:], lps)
-			rows.TokenLogprobs[sp] = r.TokenLogprobs[i]
 		}
 	}
 	return rows

@@ -34,6 +34,8 @@ import (
 // Score returns one SequenceResult per request sequence, in order. Implementations must
 // be safe for concurrent use, must honour ctx, and must either score every requested
 // position or return an error: a partial result is never returned without an error.
+// The returned Result is the caller's: an implementation must not change its slices
+// after Score returns (the opd Distiller's rows share them rather than copy them).
 type LogprobScorer interface {
 	// Score returns the teacher's top-K at every requested position.
 	Score(ctx context.Context, req Request) (Result, error)
