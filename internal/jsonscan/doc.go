@@ -22,7 +22,9 @@
 // in under half strconv's time, for documents that carry hundreds of thousands of
 // logprobs; and the list writers [AppendInts] and [AppendFloat32s] write whole lists
 // as those writers would, element by element, with room reserved once for many
-// elements (the atropos encoder's token lists and distill rows).
+// elements (the atropos encoder's token lists and distill rows). [AppendCompact] writes a
+// raw value as json.Compact does, checked as strictly, for the chat messages a group
+// carries.
 //
 // # Errors
 //
