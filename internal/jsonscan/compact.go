@@ -190,19 +190,12 @@ func numberEnd(d []byte, i int) (end int, bad string) {
 	case i < len(d) && d[i] == '0':
 		i++
 	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i = digitsEnd(d, i)
 	default:
 		return i, "want a number"
 	}
 	if i < len(d) && d[i] == '.' {
-		i++
-		j := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		if i == j {
+		if i = digitsEnd(d, i+1); d[i-1] == '.' {
 			return i, "bad number"
 		}
 	}
@@ -211,13 +204,19 @@ func numberEnd(d []byte, i int) (end int, bad string) {
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
 		}
-		j := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		if i == j {
+		j := digitsEnd(d, i)
+		if j == i {
 			return i, "bad number"
 		}
+		i = j
 	}
 	return i, ""
+}
+
+// digitsEnd returns the offset just past the decimal digits from d[i] on.
+func digitsEnd(d []byte, i int) int {
+	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+		i++
+	}
+	return i
 }
