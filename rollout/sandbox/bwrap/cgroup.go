@@ -254,10 +254,11 @@ type commandCgroup struct {
 	pidsMax0, oom0 int
 }
 
-// newCommand makes the child cgroup of one command. On v1 its cgroup.procs files are
-// given to the sandbox uid, so that the command's first process (running as that
-// uid) can move itself in before it starts anything.
-func (cg *sandboxCgroup) newCommand(seq int) (*commandCgroup, error) {
+// newCommand makes the child cgroup of one command. On v1 with give, its
+// cgroup.procs files are given to the sandbox uid, so that the command's first
+// process (running as that uid) can move itself in before it starts anything
+// ([commandCgroup.wrap]); without, the library moves it ([commandCgroup.join]).
+func (cg *sandboxCgroup) newCommand(seq int, give bool) (*commandCgroup, error) {
 	cc := &commandCgroup{cg: cg, fd: -1, pidsMax0: pidsMaxEvents(cg.dirs[len(cg.dirs)-1]), oom0: oomKillEvents(cg.host.mode, cg.dirs[0])}
 	name := "run-" + strconv.Itoa(seq)
 	for _, d := range cg.dirs {
@@ -267,7 +268,7 @@ func (cg *sandboxCgroup) newCommand(seq int) (*commandCgroup, error) {
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
 		cc.dirs = append(cc.dirs, c)
-		if cg.host.mode == CgroupV1 && cg.uid >= 0 {
+		if cg.host.mode == CgroupV1 && cg.uid >= 0 && give {
 			for _, f := range []string{"cgroup.procs", "tasks"} {
 				if err := os.Chown(filepath.Join(c, f), cg.uid, cg.gid); err != nil && !errors.Is(err, os.ErrNotExist) {
 					cc.remove()
@@ -302,6 +303,21 @@ func (cc *commandCgroup) wrap(argv []string) []string {
 		a = append(a, filepath.Join(d, "cgroup.procs"))
 	}
 	return append(append(a, "--"), argv...)
+}
+
+// join moves the process pid, which has started nothing yet, into the command's
+// cgroups: on v1 by writing its pid to their cgroup.procs; on v2 it was made in its
+// cgroup already.
+func (cc *commandCgroup) join(pid int) error {
+	if cc.cg.host.mode != CgroupV1 {
+		return nil
+	}
+	for _, d := range cc.dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+	}
+	return nil
 }
 
 // sysProcAttr puts the child straight into the cgroup on v2 (clone3 with
@@ -492,7 +508,7 @@ func (h *cgroupHost) check(uid, gid int) error {
 	if err != nil {
 		return err
 	}
-	cc, err := cg.newCommand(0)
+	cc, err := cg.newCommand(0, true)
 	if err == nil {
 		err = cc.remove()
 	}

@@ -119,7 +119,7 @@ func TestCgroupV2Plumbing(t *testing.T) {
 		t.Skipf("cannot create a cgroup under %s: %v", h.v2, err)
 	}
 	defer func() { require.NoError(t, cg.remove()) }()
-	cc, err := cg.newCommand(1)
+	cc, err := cg.newCommand(1, false)
 	require.NoError(t, err)
 	cmd := exec.Command("/bin/sleep", "30")
 	cmd.SysProcAttr = &syscall.SysProcAttr{}

@@ -542,3 +542,30 @@ func mountsAt(t *testing.T, dir string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestEveryRlimitHoldsForTheCommand: the rlimits are those of the Limits, soft and
+// hard, for the command and whatever it starts, whoever sets them.
+func TestEveryRlimitHoldsForTheCommand(t *testing.T) {
+	t.Parallel()
+	f := newFactory(t, bwrap.Config{Limits: bwrap.Limits{
+		AddressSpace: 900 << 20, FileSize: 5 << 20, OpenFiles: 100, CPUTime: 7 * time.Second,
+	}})
+	res := run(t, newSandbox(t, f), "cat /proc/self/limits", 20*time.Second)
+	require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+	limits := map[string][]string{}
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		if name, rest, ok := strings.Cut(line, "  "); ok {
+			limits[name] = strings.Fields(rest)
+		}
+	}
+	for name, want := range map[string]string{
+		"Max address space":  strconv.Itoa(900 << 20),
+		"Max file size":      strconv.Itoa(5 << 20),
+		"Max open files":     "100",
+		"Max cpu time":       "7",
+		"Max core file size": "0",
+	} {
+		require.GreaterOrEqual(t, len(limits[name]), 2, "%s in %q", name, res.Stdout)
+		require.Equal(t, []string{want, want}, limits[name][:2], "%s (soft, hard)", name)
+	}
+}

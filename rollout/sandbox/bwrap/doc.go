@@ -35,23 +35,33 @@
 //     marks every descriptor its process inherited without close-on-exec as
 //     close-on-exec (neither exec nor bubblewrap would close them), a process-wide
 //     side effect; pass descriptors to other children through exec.Cmd.ExtraFiles;
-//   - rlimits set inside by prlimit(1): address space 1 GiB, 128 processes, 64 MiB
-//     per file, 256 open files, CPU time = timeout + 1 s, no core dumps (see [Limits]);
-//   - bwrap's options, which name host paths, reach it through a sealed memfd
-//     (--args), so neither the sandbox's /proc/*/cmdline nor the host's process
-//     list shows them;
-//   - bwrap starts as the init of a pid namespace of its own, made by unshare(1) in
-//     a user namespace that maps the command's uid to itself (in an overlay holder's
-//     namespaces, see Storage, under the holder's shell instead). bubblewrap's first
-//     process returns the command's exit status without waiting for the sandbox's
-//     init to be gone; an init orphaned to the host's pid 1 counted against
-//     Limits.Processes until that reaped it, late on some hosts and never under a
-//     program run as a container's pid 1, so that a sandbox could start no command
-//     after about that many. As an init, bwrap reaps everything in its namespace
-//     before it is gone, and unshare reaps bwrap: when Run returns, nothing of the
-//     command is left to reap. Where unshare cannot make that user namespace (bwrap
-//     installed setuid, a policy on unprivileged user namespaces) but bwrap works,
-//     [New] starts bwrap directly instead and logs a warning.
+//   - rlimits: address space 1 GiB, 128 processes, 64 MiB per file, 256 open files,
+//     CPU time = timeout + 1 s, no core dumps (see [Limits]), set by the library on
+//     bubblewrap's process before it starts anything (prlimit(2)), so that the
+//     command inherits them; RLIMIT_NPROC, set only where no cgroup holds the
+//     processes, is set inside the sandbox by prlimit(1), where it counts the
+//     command's own processes (see "bwrap is held at its options" below);
+//   - bwrap's options, which name host paths, reach it through a pipe (--args), so
+//     neither the sandbox's /proc/*/cmdline nor the host's process list shows them;
+//   - bwrap starts as the init of a user and a pid namespace of its own, made by the
+//     library when it starts bwrap (CLONE_NEWUSER and CLONE_NEWPID, the user
+//     namespace mapping the command's uid and gid to themselves; in an overlay
+//     holder's namespaces, see Storage, under the holder's shell instead).
+//     bubblewrap's first process returns the command's exit status without waiting
+//     for the sandbox's init to be gone; an init orphaned to the host's pid 1 counted
+//     against Limits.Processes until that reaped it, late on some hosts and never
+//     under a program run as a container's pid 1, so that a sandbox could start no
+//     command after about that many. As an init, bwrap reaps everything in its
+//     namespace before it is gone, and the library reaps bwrap: when Run returns,
+//     nothing of the command is left to reap. Where the library cannot start bwrap
+//     in such namespaces (bwrap installed setuid, a policy on unprivileged user
+//     namespaces) but bwrap works, [New] starts bwrap directly instead and logs a
+//     warning;
+//   - bwrap is held at its options: it reads them before it forks anything, and the
+//     library writes them only once bwrap's process is in the command's cgroup (see
+//     below) and under its rlimits. So bwrap is the only program started for a
+//     command besides the command itself (where bwrap is started directly, a /bin/sh
+//     wrapper joins the cgroup v1 first, and prlimit(1) sets every rlimit inside).
 //
 // # Limits for the whole sandbox: the cgroup
 //
@@ -63,9 +73,11 @@
 // for counts, memfd and tmpfs (/tmp, /dev/shm, a tmpfs workspace) included. Each
 // command runs in a child cgroup of it, which the command's first process enters
 // before it runs anything: on cgroup v2 the child is created in it (clone3 with
-// CLONE_INTO_CGROUP); on v1, which has no such call, a one-line /bin/sh wrapper
-// running as the sandbox uid writes its own pid into the child's cgroup.procs
-// (given to that uid) and executes bwrap. When the command ends whatever is left in
+// CLONE_INTO_CGROUP); on v1, which has no such call, the library writes bwrap's
+// pid into the child's cgroup.procs while bwrap waits for its options (where bwrap
+// is started directly, a one-line /bin/sh wrapper running as the sandbox uid writes
+// its own pid into the child's cgroup.procs, given to that uid, and executes bwrap).
+// When the command ends whatever is left in
 // its cgroup is killed (cgroup.kill on v2, pidfds checked for membership on v1).
 // Over the memory limit the kernel's OOM killer kills a process of the sandbox and
 // the result is marked [Result.MemoryLimitHit]; forks the pids limit refused mark
@@ -189,8 +201,9 @@
 //     and _) is cached in the Factory and becomes every command's environment,
 //     shell or not, at no cost per command. A profile that does more than set
 //     variables is not replayed; such commands can still run under bash -lc;
-//   - the rlimits are set by the host's prlimit on bubblewrap, which the command
-//     inherits, since an image need not have prlimit;
+//   - the rlimits, RLIMIT_NPROC included, are set on bubblewrap (by the library, or
+//     by the host's prlimit(1) where bwrap is started directly or in a holder's
+//     namespaces), which the command inherits, since an image need not have prlimit;
 //   - spec.Network keeps the host's network namespace (--share-net); without it the
 //     sandbox has only its own loopback, as every other sandbox.
 //

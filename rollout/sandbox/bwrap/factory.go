@@ -48,9 +48,11 @@ type Factory struct {
 	// goWarmErrs holds, by warm cache directory, why a Go build cache could not be
 	// warmed (imagegocache.go), so that it is tried once per factory.
 	goWarmErrs *sync.Map
-	// unshare is the unshare(1) that starts each bwrap as the init of a pid namespace
-	// of its own ("": bwrap is started directly; see reaped in run.go).
-	unshare string
+	// ownNS is true when the library starts each bwrap as the init of a user and pid
+	// namespace of its own, held at its options until it is in its cgroup and under
+	// its rlimits (gate.go); false where the probe found it cannot, and bwrap is
+	// started directly.
+	ownNS bool
 }
 
 var _ rollout.SandboxFactory = (*Factory)(nil)
@@ -75,7 +77,7 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		return nil, err
 	}
 	f := &Factory{cfg: cfg, asRoot: os.Geteuid() == 0, rootLinks: hostRootEntries(), loginEnvs: &sync.Map{}, idmapWarned: &atomic.Bool{}, goWarmErrs: &sync.Map{},
-		copyImageWorkspaces: cfg.CopyImageWorkspace, unshare: unsharePath}
+		copyImageWorkspaces: cfg.CopyImageWorkspace, ownNS: true}
 	f.detectEnforcement()
 	if n := f.removeStale(); n > 0 {
 		cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: removed sandboxes left by a process that died",
@@ -135,7 +137,7 @@ func (f *Factory) Probe(ctx context.Context) error {
 	return f.runProbe(ctx)
 }
 
-// checkBinaries reports a missing bwrap, prlimit, unshare or interpreter.
+// checkBinaries reports a missing bwrap, prlimit or interpreter.
 func (f *Factory) checkBinaries() error {
 	cfg := f.cfg
 	if !cfg.Unconfined {
@@ -149,10 +151,6 @@ func (f *Factory) checkBinaries() error {
 	if _, err := os.Stat(prlimitPath); err != nil {
 		return &ProbeError{Kind: ErrProbeFailed, Command: []string{prlimitPath}, ExitCode: -1, Err: err,
 			Advice: "install util-linux, which provides prlimit"}
-	}
-	if _, err := os.Stat(f.unshare); err != nil && !cfg.Unconfined {
-		return &ProbeError{Kind: ErrProbeFailed, Command: []string{f.unshare}, ExitCode: -1, Err: err,
-			Advice: "install util-linux, which provides unshare"}
 	}
 	if _, err := os.Stat(cfg.Python); err != nil {
 		return &ProbeError{Kind: ErrProbeFailed, Command: []string{cfg.Python}, ExitCode: -1, Err: err,
@@ -184,21 +182,22 @@ func (f *Factory) runProbe(ctx context.Context) error {
 	return nil
 }
 
-// probeReaping runs the probe. When it fails with bwrap started under unshare(1), it
-// runs it once more with bwrap started directly and keeps that if it works: a host may
-// refuse the user namespace unshare makes (bwrap installed setuid, a policy on
-// unprivileged user namespaces) while bwrap itself works. Each command's sandbox init
-// is then left to pid 1 to reap, with a warning.
+// probeReaping runs the probe. When it fails with bwrap started in namespaces of the
+// library's making, it runs it once more with bwrap started directly and keeps that if
+// it works: a host may refuse the user namespace the library makes (bwrap installed
+// setuid, a policy on unprivileged user namespaces) while bwrap itself works. Each
+// command's sandbox init is then left to pid 1 to reap, with a warning. When both
+// fail, the error is the second's, which carries bubblewrap's own message (the first
+// may be no more than the kernel's refusal to make the namespaces, with no output).
 func (f *Factory) probeReaping(ctx context.Context) error {
 	err := f.runProbe(ctx)
-	if err == nil || f.unshare == "" || errors.Is(err, ErrBwrapNotFound) {
+	if err == nil || !f.ownNS || errors.Is(err, ErrBwrapNotFound) {
 		return err
 	}
-	path := f.unshare
-	f.unshare = ""
+	f.ownNS = false
 	if perr := f.runProbe(ctx); perr != nil {
-		f.unshare = path
-		return err
+		f.ownNS = true
+		return perr
 	}
 	f.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: bwrap cannot start in a pid namespace of its own: "+
 		"each command's sandbox init is left to pid 1 to reap, and counts against Limits.Processes until then",

@@ -1,6 +1,8 @@
 package bwrap
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,17 +10,26 @@ import (
 	"github.com/agentic-opd/agenticopd/rollout"
 )
 
-// TestProbeFallsBackToBwrapAlone: where unshare cannot start bwrap (here a
-// stand-in that always fails), the probe tries bwrap started directly and keeps
-// that, so that the sandbox still works; where it can, unshare stays.
+// TestProbeFallsBackToBwrapAlone: where bwrap cannot run in the namespaces the
+// library makes for it (here a stand-in for bwrap that fails as the init of a pid
+// namespace), the probe tries bwrap started directly and keeps that, so that the
+// sandbox still works; where it can, the library's namespaces stay.
 func TestProbeFallsBackToBwrapAlone(t *testing.T) {
 	f, err := New(t.Context(), Config{})
 	require.NoError(t, err)
-	require.Equal(t, unsharePath, f.unshare, "unshare works here")
+	require.True(t, f.ownNS, "bwrap runs in the library's namespaces here")
 
-	f.unshare = "/bin/false"
+	// Outside t.TempDir, which the sandbox uid cannot enter.
+	dir, err := os.MkdirTemp("", "agenticopd-stub-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	stub := filepath.Join(dir, "bwrap")
+	require.NoError(t, os.WriteFile(stub, []byte("#!/bin/sh\n[ $$ != 1 ] || exit 1\nexec "+DefaultBwrapPath+" \"$@\"\n"), 0o755))
+
+	f.cfg.BwrapPath = stub
 	require.NoError(t, f.probeReaping(t.Context()))
-	require.Empty(t, f.unshare, "bwrap is started directly")
+	require.False(t, f.ownNS, "bwrap is started directly")
 	sb, err := f.NewSandbox(t.Context())
 	require.NoError(t, err)
 	defer sb.Close()
@@ -26,7 +37,8 @@ func TestProbeFallsBackToBwrapAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ok\n", string(res.Stdout))
 
-	f.unshare = unsharePath
+	f.cfg.BwrapPath = DefaultBwrapPath
+	f.ownNS = true
 	require.NoError(t, f.probeReaping(t.Context()))
-	require.Equal(t, unsharePath, f.unshare)
+	require.True(t, f.ownNS)
 }

@@ -138,24 +138,29 @@ func (spec *runSpec) discard() {
 	if spec.status != nil {
 		_ = spec.status.Close()
 	}
+	spec.gate.close()
 	if spec.cg != nil {
 		_ = spec.cg.remove()
 	}
 }
 
 // joinCgroup gives the command a cgroup of its own inside the sandbox's, which its
-// first process enters before it runs anything: through clone3 on v2, through a
-// wrapper shell that writes its own pid on v1.
+// first process enters before it starts anything: through clone3 on v2; on v1, by
+// the library before it opens the command's gate, or without a gate through a
+// wrapper shell that writes its own pid.
 func (s *Sandbox) joinCgroup(spec *runSpec) error {
 	if s.cg == nil {
 		return nil
 	}
-	cc, err := s.cg.newCommand(int(s.runs.Add(1)))
+	cc, err := s.cg.newCommand(int(s.runs.Add(1)), spec.gate == nil)
 	if err != nil {
 		spec.discard()
 		return err
 	}
 	spec.cg = cc
+	if spec.gate != nil {
+		return nil
+	}
 	if a := cc.wrap(spec.cmd.Args); len(a) != len(spec.cmd.Args) {
 		spec.cmd.Path, spec.cmd.Args = a[0], a
 	}
@@ -200,10 +205,14 @@ type runSpec struct {
 	cmd *exec.Cmd
 	// status is the read end of bwrap's --json-status-fd (nil when unconfined).
 	status *os.File
-	// direct is true when cmd is bwrap itself, so that the pid of the sandbox init
-	// it reports is one of this pid namespace; under unshare or nsenter it is not,
-	// and nothing of the command is left once cmd is reaped (see reaped).
+	// direct is true when cmd is bwrap itself in this pid namespace, so that the pid
+	// of the sandbox init it reports is one of it; in a pid namespace of its own
+	// (gate.go) or under nsenter it is not, and nothing of the command is left once
+	// cmd is reaped.
 	direct bool
+	// gate holds bwrap at its options until the library has put it in its cgroup
+	// and set its rlimits (nil: bwrap reads them from a memfd, see gate.go).
+	gate *gate
 	// marker is the environment entry that tags every process of an unconfined
 	// command, so the ones that left the process group can be found.
 	marker string
@@ -240,52 +249,34 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 		}
 	}
 	opts = append(opts, "--json-status-fd", "3")
-	optFile, err := argsFile(opts)
-	if err != nil {
-		return runSpec{}, err
-	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		optFile.Close()
 		return runSpec{}, err
 	}
-	args := append([]string{"--args", "4", "--"}, f.prlimitArgs(timeout)...)
-	args = append(args, argv...)
+	if s.holder == nil && f.ownNS {
+		return s.gatedCommand(opts, timeout, argv, r, w)
+	}
+	optFile, err := argsFile(opts)
+	if err != nil {
+		closeAll(r, w)
+		return runSpec{}, err
+	}
+	limits := prlimitArgs(f.rlimits(timeout, f.cg == nil))
+	args := append(append([]string{"--args", "4", "--"}, limits...), argv...)
 	cmd := exec.Command(f.cfg.BwrapPath, args...)
 	if s.img != nil {
 		// An image need not have prlimit: the host's sets the limits on bubblewrap,
 		// which the command inherits (prlimit execs bwrap, the same process).
-		args = append(append(f.prlimitArgs(timeout), f.cfg.BwrapPath, "--args", "4", "--"), argv...)
+		args = append(append(limits, f.cfg.BwrapPath, "--args", "4", "--"), argv...)
 		cmd = exec.Command(args[0], args[1:]...)
 	}
 	if s.holder != nil {
 		s.holder.enter(cmd) // the workspace's namespaces, where it is an overlay (overlay.go)
-	} else {
-		f.reaped(cmd)
 	}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{w, optFile}
-	return runSpec{cmd: cmd, status: r, direct: s.holder == nil && f.unshare == ""}, nil
-}
-
-// reaped makes cmd, a bwrap command, start as the init of a pid namespace of its own
-// (unshare(1) forks it there and waits for it), in a user namespace that maps the
-// command's uid to itself. bubblewrap's first process returns the command's exit
-// status as soon as the sandbox's init reports it, without waiting for that init to
-// be gone: the init is then an orphan, which the host's pid 1 must reap, and until
-// it does, it counts against the sandbox's process limit (a pid 1 that reaps late,
-// or never, as a container's own program run as pid 1 does, left a sandbox unable to
-// start a command after as many commands as its limit). As the init of its own
-// namespace, bubblewrap's first process instead reaps everything in it before it is
-// gone, and unshare reaps it. Without f.unshare (see probeReaping) cmd is left as it
-// is.
-func (f *Factory) reaped(cmd *exec.Cmd) {
-	if f.unshare == "" {
-		return
-	}
-	args := append([]string{f.unshare, "--map-current-user", "--pid", "--kill-child", "--", cmd.Path}, cmd.Args[1:]...)
-	cmd.Path, cmd.Args = f.unshare, args
+	return runSpec{cmd: cmd, status: r, direct: s.holder == nil}, nil
 }
 
 // argsFile is a sealed memfd holding args NUL-separated, for bwrap's --args.
@@ -316,7 +307,7 @@ func (s *Sandbox) unconfinedCommand(rel string, timeout time.Duration, argv []st
 	var token [16]byte
 	_, _ = rand.Read(token[:])
 	marker := markerKey + "=" + hex.EncodeToString(token[:])
-	args := append(s.f.prlimitArgs(timeout), argv...)
+	args := append(prlimitArgs(s.f.rlimits(timeout, s.f.cg == nil)), argv...)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(s.baseEnv(s.ws, filepath.Join(s.dir, "bin")), marker)
 	cmd.Dir = filepath.Join(s.ws, filepath.FromSlash(rel))
@@ -390,6 +381,9 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: s.f.credential(),
 	}
+	if spec.gate != nil {
+		s.f.namespaces(cmd.SysProcAttr)
+	}
 	if spec.cg != nil {
 		defer spec.cg.remove()
 		spec.cg.sysProcAttr(cmd.SysProcAttr)
@@ -419,12 +413,24 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		defer spec.status.Close()
 	}
 	if err != nil {
+		if spec.gate != nil {
+			spec.gate.close()
+			return Result{}, fmt.Errorf("%w: starting bubblewrap in a user and pid namespace of its own: %v", ErrStart, err)
+		}
 		return Result{}, fmt.Errorf("%w: %v", ErrStart, err)
 	}
 	pid := cmd.Process.Pid
 	p.setPID(pid)
 	s.track(p)
 	defer s.untrack(p)
+	// A gate that cannot open leaves bwrap waiting for its options: it is killed,
+	// and the command ends as one whose sandbox was never set up (ErrStart).
+	var gateErr error
+	if spec.gate != nil {
+		if gateErr = spec.gate.open(pid, spec.cg); gateErr != nil {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
 
 	var status chan bwrapStatus
 	if spec.status != nil {
@@ -562,7 +568,11 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 		// command began) never reports an exit status either; that is the sandbox
 		// at its limit, what its own processes left behind, not a set-up failure.
 		if !ran && !res.MemoryLimitHit {
-			return res, fmt.Errorf("%w: %s", ErrStart, strings.TrimSpace(string(res.Stderr)))
+			msg := strings.TrimSpace(string(res.Stderr))
+			if msg == "" && gateErr != nil {
+				msg = gateErr.Error()
+			}
+			return res, fmt.Errorf("%w: %s", ErrStart, msg)
 		}
 	}
 	return res, nil
