@@ -516,11 +516,15 @@
 //
 // # Cost
 //
-// BenchmarkRunTrue measures the spawn overhead of a trivial command (bwrap, prlimit,
-// /bin/true and the Go side, through Run). On 2 shared cores under load (load
-// average 8 to 10) it measured 12 to 20 ms per command (median 14.6) against 12 to 19
-// ms for the same bwrap command line exec'd directly (BenchmarkBwrapDirect), and 2 to
-// 4 ms unconfined; python3 -c pass took about 22 ms. The Go side (pipes, status
+// BenchmarkRunTrue measures the spawn overhead of a trivial command (bwrap,
+// /bin/true and the Go side, through Run). Before bwrap was held at its options, each
+// command also started /bin/sh (the cgroup v1 join), unshare(1) and prlimit(1): run
+// alternately with that code on 2 shared cores (load average about 5), the CPU of the
+// benchmark's process and its children, set-up included, was 24 to 27 ms per command
+// against 33 to 35 ms. The figures that follow were taken before that change. On 2
+// shared cores under load (load average 8 to 10) it measured 12 to 20 ms per
+// command (median 14.6) against 12 to 19 ms for the same bwrap command line exec'd
+// directly (BenchmarkBwrapDirect), and 2 to 4 ms unconfined; python3 -c pass took about 22 ms. The Go side (pipes, status
 // stream, waiting for the pid namespace, quota check) adds about 1.5 ms; the rest
 // is bwrap and namespace set-up. The design reference measured about 12 ms for bwrap
 // plus python3 on an idle machine.
