@@ -297,20 +297,55 @@ func (t *idText) appendList(b []byte, ids []int32, from int) []byte {
 // errNotFinite is the error for a NaN or infinite logprob: JSON has no such number.
 var errNotFinite = errors.New("nemogym: a logprob is NaN or infinite")
 
-// appendFloats appends float32s, each in the shortest form that reads back as the
-// same float32, as strconv's 'g' format writes it (appendFloat32).
+// appendFloats appends float32s as a JSON list, each in the shortest form that
+// reads back as the same float32, as strconv's 'g' format writes it (appendFloat32).
+//
+// Where 'g' writes a value in plain notation (|f| from 1e-4 to below 1e6, or 0: most
+// logprobs), its text is encoding/json's, which jsonscan's list writer writes at
+// about half the cost of appendFloat32: each run of such values goes to it, and the
+// others (logprobs closer to 0, as -2.3841858e-07) to appendFloat32. Every element
+// is written after a comma, and the first comma becomes the opening bracket.
 func appendFloats(b []byte, fs []float32) ([]byte, error) {
-	b = append(b, '[')
-	for i, f := range fs {
-		if i > 0 {
-			b = append(b, ',')
+	start := len(b)
+	for i := 0; i < len(fs); {
+		if f := fs[i]; !plainG(f) {
+			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+				return nil, errNotFinite
+			}
+			b = appendFloat32(append(b, ','), f)
+			i++
+			continue
 		}
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return nil, errNotFinite
+		j := i + 1
+		for j < len(fs) && plainG(fs[j]) {
+			j++
 		}
-		b = appendFloat32(b, f)
+		l := len(b)
+		b, _ = jsonscan.AppendFloat32s(b, fs[i:j]) // "[…]": finite values only
+		b[l] = ','
+		b = b[:len(b)-1]
+		i = j
 	}
+	if len(b) == start {
+		return append(b, "[]"...), nil
+	}
+	b[start] = '['
 	return append(b, ']'), nil
+}
+
+// The bits of the least float32 whose shortest decimal is 1e-4 or more (1e-4's
+// nearest) and of 1e6, the bounds of the 'g' format's plain notation; bits order
+// non-negative float32s as their values.
+const (
+	plainGMinBits = 0x38D1B717
+	plainGEndBits = 0x49742400
+)
+
+// plainG reports whether strconv's 'g' format writes f in plain notation, as
+// encoding/json does: 0, or |f| in [1e-4, 1e6).
+func plainG(f float32) bool {
+	a := math.Float32bits(f) &^ (1 << 31)
+	return a == 0 || a-plainGMinBits < plainGEndBits-plainGMinBits
 }
 
 // appendString appends s as a JSON string.
