@@ -242,7 +242,9 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 		if s.flights[key] == f {
 			delete(s.flights, key)
 		}
-		if err == nil && int64(len(body)) <= s.cfg.KeepBytes {
+		// An answer already kept for the key (from a rollout whose waiters had all
+		// gone, yet finished) stays the one duplicates get.
+		if _, kept := s.done[key]; !kept && err == nil && int64(len(body)) <= s.cfg.KeepBytes {
 			s.done[key] = body
 			s.order = append(s.order, key)
 			s.kept += int64(len(body))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/internal/testctx"
 	"github.com/agentic-opd/agenticopd/nemogym"
 	"github.com/agentic-opd/agenticopd/nemogym/nemogymtest"
 	"github.com/agentic-opd/agenticopd/rollout"
@@ -236,4 +238,39 @@ func TestServerLeavesHiddenTaskKeysOut(t *testing.T) {
 			require.JSONEq(t, `"assert solve() == 'a'"`, string(res.Task["test_code"]))
 		})
 	}
+}
+
+// A rollout whose clients all left but that finishes anyway, after a rerun of its row
+// finished and was kept, does not replace the kept answer: a later duplicate gets the
+// answer the rerun's client got.
+func TestServerKeepsTheFirstAnswerOfARow(t *testing.T) {
+	gate := make(chan struct{})
+	var calls atomic.Int64
+	runner := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
+		if calls.Add(1) == 1 {
+			<-gate // a runner that does not end with its context
+		}
+		return oneTurn(), nil
+	})
+	s, err := nemogym.NewServer(nemogym.Config{Runner: runner})
+	require.NoError(t, err)
+	defer s.Wait()
+	post := func(ctx context.Context) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodPost, "/run", strings.NewReader(goodRow)))
+		return rec
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	left := make(chan struct{})
+	go func() { post(ctx); close(left) }()
+	testctx.Eventually(t, func() bool { return calls.Load() == 1 }, time.Millisecond, "the first rollout runs")
+	cancel()
+	<-left
+	rerun := post(context.Background())
+	require.Equal(t, http.StatusOK, rerun.Code, rerun.Body.String())
+	close(gate)
+	s.Wait() // the first rollout finished too
+	again := post(context.Background())
+	require.Equal(t, int64(2), calls.Load())
+	require.Equal(t, rerun.Body.String(), again.Body.String(), "the kept answer was replaced")
 }
