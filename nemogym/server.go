@@ -93,11 +93,13 @@ type Server struct {
 
 	mu      sync.Mutex
 	flights map[runKey]*flight
-	done    map[runKey][]byte
+	done    map[runKey]*answer
 	order   []runKey
 	kept    int64 // bytes in done
 	ids     uint64
 	wg      sync.WaitGroup
+
+	bufs sync.Pool // *[]byte: answer buffers no answer holds any more
 }
 
 // Wait blocks until every rollout the Server started has ended. A rollout ends when
@@ -112,8 +114,21 @@ type flight struct {
 	waiters int
 	cancel  context.CancelFunc
 	done    chan struct{}
-	body    []byte
-	status  int
+	ans     *answer // set, under Server.mu, before done is closed
+}
+
+// answer is a rollout's answer to /run. A rollout's answer is a buffer of a few MB,
+// which the Server takes from s.bufs and puts back there when no one holds it any
+// more, so that the next answer is written without allocating (and zeroing) one:
+// refs counts the holders, under Server.mu. They are the flight's waiters together
+// (one hold, dropped by the last of them to leave), s.done while it keeps the answer,
+// and each duplicate /run writing the kept answer; a buffer is never put back while
+// one of them may still read it.
+type answer struct {
+	body   []byte
+	status int
+	pooled bool // body goes back to s.bufs when no one holds it
+	refs   int
 }
 
 // NewServer returns a Server for cfg. It does no I/O.
@@ -134,7 +149,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: log, flights: map[runKey]*flight{}, done: map[runKey][]byte{}}, nil
+	return &Server{cfg: cfg, log: log, flights: map[runKey]*flight{}, done: map[runKey]*answer{}}, nil
 }
 
 // ServeHTTP implements [http.Handler].
@@ -168,9 +183,13 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	key, keyed := rowKey(row)
 	s.mu.Lock()
 	if keyed {
-		if res, ok := s.done[key]; ok {
+		if a, ok := s.done[key]; ok {
+			a.refs++
 			s.mu.Unlock()
-			writeJSON(w, http.StatusOK, res)
+			writeJSON(w, http.StatusOK, a.body)
+			s.mu.Lock()
+			s.release(a)
+			s.mu.Unlock()
 			return
 		}
 	}
@@ -194,7 +213,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 
 	select {
 	case <-f.done:
-		writeJSON(w, f.status, f.body)
+		writeJSON(w, f.ans.status, f.ans.body)
 	case <-r.Context().Done():
 	}
 	s.mu.Lock()
@@ -203,6 +222,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		f.cancel() // nobody waits for it any more: a later duplicate starts afresh
 		if keyed && s.flights[key] == f {
 			delete(s.flights, key)
+		}
+		if f.ans != nil {
+			s.release(f.ans) // the waiters' hold
 		}
 	}
 	s.mu.Unlock()
@@ -219,10 +241,10 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 	sess := NewSession(row.Sampling)
 	sess.rolloutID = row.RolloutID
 	out, err := s.cfg.Runner.RunOne(WithSession(ctx, sess), row.Task)
-	var body []byte
-	status := http.StatusOK
+	a := &answer{status: http.StatusOK}
 	if err == nil {
-		body, err = s.result(row, out, id)
+		a.body, err = s.result(row, out, id)
+		a.pooled = err == nil
 	}
 	if err != nil {
 		class := ClassRolloutFailed
@@ -235,7 +257,7 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 		if ctx.Err() == nil || class == ClassTimeout {
 			s.log.Warn("nemogym: rollout failed", "task", row.Task.ID, "class", class, "err", err)
 		}
-		status, body = s.failure(row, class, err)
+		a.status, a.body = s.failure(row, class, err)
 	}
 	s.mu.Lock()
 	if keyed {
@@ -244,20 +266,62 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 		}
 		// An answer already kept for the key (from a rollout whose waiters had all
 		// gone, yet finished) stays the one duplicates get.
-		if _, kept := s.done[key]; !kept && err == nil && int64(len(body)) <= s.cfg.KeepBytes {
-			s.done[key] = body
+		if _, kept := s.done[key]; !kept && err == nil && int64(len(a.body)) <= s.cfg.KeepBytes {
+			s.done[key] = a
+			a.refs++ // s.done's hold
 			s.order = append(s.order, key)
-			s.kept += int64(len(body))
+			s.kept += int64(len(a.body))
 			for s.kept > s.cfg.KeepBytes {
-				s.kept -= int64(len(s.done[s.order[0]]))
+				old := s.done[s.order[0]]
+				s.kept -= int64(len(old.body))
 				delete(s.done, s.order[0])
 				s.order = s.order[1:]
+				s.release(old)
 			}
 		}
 	}
-	f.body, f.status = body, status
+	f.ans = a
+	if f.waiters > 0 {
+		a.refs++ // the waiters' hold
+	}
+	if a.refs == 0 {
+		s.recycle(a) // nobody will write it
+	}
 	s.mu.Unlock()
 	close(f.done)
+}
+
+// release drops one hold on a, and puts its buffer back in s.bufs when it was the
+// last. s.mu must be held.
+func (s *Server) release(a *answer) {
+	a.refs--
+	if a.refs == 0 {
+		s.recycle(a)
+	}
+}
+
+// recycle puts a's buffer, which no one holds, back in s.bufs. s.mu must be held.
+func (s *Server) recycle(a *answer) {
+	if a.pooled {
+		b := a.body[:0]
+		s.bufs.Put(&b)
+	}
+	a.body, a.pooled = nil, false
+}
+
+// buffer returns an empty buffer for an answer of at most about n bytes: one from
+// s.bufs when it holds one from n to 2n bytes long (so that a kept answer holds no
+// more memory than about twice its length), else a new one.
+func (s *Server) buffer(n int) []byte {
+	if p, ok := s.bufs.Get().(*[]byte); ok {
+		if c := cap(*p); c >= n && c <= 2*n {
+			return (*p)[:0]
+		}
+		if cap(*p) > 2*n {
+			s.bufs.Put(p) // for a larger answer
+		}
+	}
+	return make([]byte, 0, n)
 }
 
 func (s *Server) result(row *Row, out Outcome, id uint64) ([]byte, error) {
@@ -279,7 +343,12 @@ func (s *Server) result(row *Row, out Outcome, id uint64) ([]byte, error) {
 		Reward: out.Reward, RewardComponents: out.Components,
 	}
 	ids := newIDText(out.Trajectory.Tokens)
-	return res.appendJSON(make([]byte, 0, sizeHint(resp, ids)), ids)
+	buf := s.buffer(sizeHint(resp, ids))
+	b, err := res.appendJSON(buf, ids)
+	if err != nil {
+		s.bufs.Put(&buf)
+	}
+	return b, err
 }
 
 // reject answers a row this server cannot use.

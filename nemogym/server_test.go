@@ -9,7 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -237,6 +240,93 @@ func TestServerLeavesHiddenTaskKeysOut(t *testing.T) {
 			require.ElementsMatch(t, []string{"id", "statement", "test_code", "source"}, keys)
 			require.JSONEq(t, `"assert solve() == 'a'"`, string(res.Task["test_code"]))
 		})
+	}
+}
+
+// numbered is a one-turn rollout of n generated tokens, each the number num, so that
+// an answer holding bytes of another rollout's answer shows.
+func numbered(num, n int) nemogym.Outcome {
+	out := oneTurn()
+	tr := *out.Trajectory
+	tr.Tokens, tr.Logprobs = slices.Clone(tr.Tokens[:3]), slices.Clone(tr.Logprobs[:3])
+	for range n {
+		tr.Tokens = append(tr.Tokens, int32(num))
+		tr.Logprobs = append(tr.Logprobs, -0.5)
+	}
+	tr.Turns = []rollout.Turn{{Message: 1, Start: 3, End: len(tr.Tokens)}}
+	out.Trajectory = &tr
+	return out
+}
+
+// Answers are written into buffers the Server reuses once no one holds them: many
+// rollouts at once, duplicates joining running rollouts and getting kept answers,
+// answers evicted while duplicates write them, and clients leaving early; every
+// answer written is whole and its rollout's own. (Run with -race: a buffer reused
+// while still written shows as a race.)
+func TestServerReusesAnswerBuffersSafely(t *testing.T) {
+	runner := nemogym.RunnerFunc(func(ctx context.Context, task tasks.Task) (nemogym.Outcome, error) {
+		num, err := strconv.Atoi(task.ID)
+		if err != nil {
+			return nemogym.Outcome{}, err
+		}
+		time.Sleep(time.Duration(num%3) * time.Millisecond)
+		return numbered(num, 100+300*(num%4)), nil
+	})
+	s, err := nemogym.NewServer(nemogym.Config{Runner: runner, KeepBytes: 20 << 10})
+	require.NoError(t, err)
+	defer s.Wait()
+	check := func(num int, body []byte) error {
+		var res struct {
+			Task     struct{ ID string }
+			Response struct {
+				Output []struct {
+					GenerationTokenIDs []int32 `json:"generation_token_ids"`
+				}
+			}
+		}
+		if err := json.Unmarshal(body, &res); err != nil {
+			return fmt.Errorf("task %d: %w", num, err)
+		}
+		want := numbered(num, 100+300*(num%4)).Trajectory.Tokens[3:]
+		if out := res.Response.Output; res.Task.ID != strconv.Itoa(num) || len(out) != 1 || !slices.Equal(out[0].GenerationTokenIDs, want) {
+			return fmt.Errorf("task %d: the answer is another rollout's: %.200s", num, body)
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 1000)
+	for i := range 600 {
+		num := i % 12
+		row := fmt.Sprintf(`{"responses_create_params":{"input":"q"},"task":{"id":"%d","statement":"s"},"_ng_task_index":%d,"_ng_rollout_index":%d}`, num, num, i/60)
+		if num >= 9 { // rows without a rollout index: never kept
+			row = fmt.Sprintf(`{"responses_create_params":{"input":"q"},"task":{"id":"%d","statement":"s"}}`, num)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if i%7 == 0 {
+				time.AfterFunc(time.Duration(i%3)*time.Millisecond, cancel) // a client that leaves
+			}
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodPost, "/run", strings.NewReader(row)))
+			if rec.Body.Len() == 0 && ctx.Err() != nil {
+				return
+			}
+			if rec.Code != http.StatusOK {
+				errs <- fmt.Errorf("status %d: %s", rec.Code, rec.Body)
+				return
+			}
+			if err := check(num, rec.Body.Bytes()); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 
