@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,8 +100,16 @@ type Server struct {
 	ids     uint64
 	wg      sync.WaitGroup
 
-	bufs sync.Pool // *[]byte: answer buffers no answer holds any more
+	free      [][]byte // answer buffers no answer holds any more, oldest first
+	freeBytes int      // their capacity
 }
+
+// Answer buffers kept for the next answers: about as many as are written at once,
+// and few enough bytes for a server at rest to hold.
+const (
+	maxFree      = 4
+	maxFreeBytes = 64 << 20
+)
 
 // Wait blocks until every rollout the Server started has ended. A rollout ends when
 // it finishes or when every request that waited for it has gone; call Wait after
@@ -118,7 +127,7 @@ type flight struct {
 }
 
 // answer is a rollout's answer to /run. A rollout's answer is a buffer of a few MB,
-// which the Server takes from s.bufs and puts back there when no one holds it any
+// which the Server takes from s.free and puts back there when no one holds it any
 // more, so that the next answer is written without allocating (and zeroing) one:
 // refs counts the holders, under Server.mu. They are the flight's waiters together
 // (one hold, dropped by the last of them to leave), s.done while it keeps the answer,
@@ -127,7 +136,7 @@ type flight struct {
 type answer struct {
 	body   []byte
 	status int
-	pooled bool // body goes back to s.bufs when no one holds it
+	pooled bool // body goes back to s.free when no one holds it
 	refs   int
 }
 
@@ -291,7 +300,7 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 	close(f.done)
 }
 
-// release drops one hold on a, and puts its buffer back in s.bufs when it was the
+// release drops one hold on a, and puts its buffer back in s.free when it was the
 // last. s.mu must be held.
 func (s *Server) release(a *answer) {
 	a.refs--
@@ -300,25 +309,40 @@ func (s *Server) release(a *answer) {
 	}
 }
 
-// recycle puts a's buffer, which no one holds, back in s.bufs. s.mu must be held.
+// recycle puts a's buffer, which no one holds, back in s.free. s.mu must be held.
 func (s *Server) recycle(a *answer) {
 	if a.pooled {
-		b := a.body[:0]
-		s.bufs.Put(&b)
+		s.putBuffer(a.body)
 	}
 	a.body, a.pooled = nil, false
 }
 
-// buffer returns an empty buffer for an answer of at most about n bytes: one from
-// s.bufs when it holds one from n to 2n bytes long (so that a kept answer holds no
-// more memory than about twice its length), else a new one.
+// putBuffer keeps b for a later answer, and lets the oldest kept buffers go past
+// maxFree buffers or maxFreeBytes. s.mu must be held.
+func (s *Server) putBuffer(b []byte) {
+	if cap(b) > maxFreeBytes {
+		return
+	}
+	s.free = append(s.free, b[:0])
+	s.freeBytes += cap(b)
+	for len(s.free) > maxFree || s.freeBytes > maxFreeBytes {
+		s.freeBytes -= cap(s.free[0])
+		s.free[0] = nil
+		s.free = s.free[1:]
+	}
+}
+
+// buffer returns an empty buffer for an answer of at most about n bytes: a kept one
+// from n to 2n bytes long (so that a kept answer holds no more memory than about
+// twice its length), else a new one.
 func (s *Server) buffer(n int) []byte {
-	if p, ok := s.bufs.Get().(*[]byte); ok {
-		if c := cap(*p); c >= n && c <= 2*n {
-			return (*p)[:0]
-		}
-		if cap(*p) > 2*n {
-			s.bufs.Put(p) // for a larger answer
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, b := range s.free {
+		if c := cap(b); c >= n && c <= 2*n {
+			s.free = slices.Delete(s.free, i, i+1)
+			s.freeBytes -= c
+			return b
 		}
 	}
 	return make([]byte, 0, n)
@@ -346,7 +370,9 @@ func (s *Server) result(row *Row, out Outcome, id uint64) ([]byte, error) {
 	buf := s.buffer(sizeHint(resp, ids))
 	b, err := res.appendJSON(buf, ids)
 	if err != nil {
-		s.bufs.Put(&buf)
+		s.mu.Lock()
+		s.putBuffer(buf)
+		s.mu.Unlock()
 	}
 	return b, err
 }
