@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/agentic-opd/agenticopd/internal/jsonscan"
+	"github.com/agentic-opd/agenticopd/opd"
+	"github.com/agentic-opd/agenticopd/rollout"
 )
 
 // The answers of /run are written by hand: a rollout's answer is mostly token ids,
@@ -24,11 +26,12 @@ func (r *Result) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
 // (sorted, the reserved result keys left out, and the task's hidden keys left out of
 // "task": see [Result]), then responses_create_params, response, reward,
 // reward_components and the failure keys.
-func (r *Result) AppendJSON(b []byte) ([]byte, error) { return r.appendJSON(b, nil) }
+func (r *Result) AppendJSON(b []byte) ([]byte, error) { return r.appendJSON(b, nil, nil) }
 
 // appendJSON is AppendJSON; token id lists that are runs of ids.ids are copied from
-// its text (see idText).
-func (r *Result) appendJSON(b []byte, ids *idText) ([]byte, error) {
+// its text (see idText), and the items with token fields but no TeacherRows are
+// written with the rows of their turns in rows, when it is not nil (see turnRows).
+func (r *Result) appendJSON(b []byte, ids *idText, rows *turnRows) ([]byte, error) {
 	if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) {
 		return nil, fmt.Errorf("nemogym: reward %v is not finite", r.Reward)
 	}
@@ -63,7 +66,7 @@ func (r *Result) appendJSON(b []byte, ids *idText) ([]byte, error) {
 	}
 	if r.Response != nil {
 		b = append(b, `,"response":`...)
-		if b, err = r.Response.appendJSON(b, ids); err != nil {
+		if b, err = r.Response.appendJSON(b, ids, rows); err != nil {
 			return nil, err
 		}
 	}
@@ -102,7 +105,7 @@ func (r *Result) appendJSON(b []byte, ids *idText) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func (r *Response) appendJSON(b []byte, ids *idText) ([]byte, error) {
+func (r *Response) appendJSON(b []byte, ids *idText, rows *turnRows) ([]byte, error) {
 	b = append(b, `{"id":`...)
 	b = appendString(b, r.ID)
 	b = append(b, `,"created_at":`...)
@@ -110,13 +113,18 @@ func (r *Response) appendJSON(b []byte, ids *idText) ([]byte, error) {
 	b = append(b, `,"model":`...)
 	b = appendString(b, r.Model)
 	b = append(b, `,"object":"response","output":[`...)
+	call := 0 // the turn of the next item with token fields
 	for i := range r.Output {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		it := &r.Output[i]
 		var err error
-		if b, err = r.Output[i].appendJSON(b, ids); err != nil {
+		if b, err = it.appendJSON(b, ids, rows, call); err != nil {
 			return nil, err
+		}
+		if it.TokenInfo != nil {
+			call++
 		}
 	}
 	b = append(b, `],"parallel_tool_calls":`...)
@@ -162,9 +170,11 @@ func (r *Response) appendJSON(b []byte, ids *idText) ([]byte, error) {
 
 // MarshalJSON writes the item with only its type's keys; a NaN or infinite logprob
 // is an error.
-func (it Item) MarshalJSON() ([]byte, error) { return it.appendJSON(nil, nil) }
+func (it Item) MarshalJSON() ([]byte, error) { return it.appendJSON(nil, nil, nil, 0) }
 
-func (it *Item) appendJSON(b []byte, ids *idText) ([]byte, error) {
+// appendJSON appends the item; when it has token fields but no TeacherRows, and rows
+// is not nil, it carries the rows of turn call in rows.
+func (it *Item) appendJSON(b []byte, ids *idText, rows *turnRows, call int) ([]byte, error) {
 	var err error
 	b = append(b, `{"type":`...)
 	b = appendString(b, it.Type)
@@ -245,8 +255,49 @@ func (it *Item) appendJSON(b []byte, ids *idText) ([]byte, error) {
 			}
 		}
 		b = append(b, ']')
+	} else if it.TokenInfo != nil && rows != nil {
+		if b, err = rows.appendTurn(b, call); err != nil {
+			return nil, err
+		}
 	}
 	return append(b, '}'), nil
+}
+
+// turnRows are the teacher rows of a rollout's calls, left in the rollout's opd.Rows
+// rather than copied into each call's TeacherRows (response with copyRows false): the
+// k-th item with token fields carries the rows of the k-th turn.
+type turnRows struct {
+	rows  *opd.Rows
+	turns []rollout.Turn
+}
+
+// appendTurn appends the teacher rows of turn k as TeacherRows are written, after a
+// comma: the same keys, and the logprobs floored as items floors them.
+func (t *turnRows) appendTurn(b []byte, k int) ([]byte, error) {
+	start, end := t.turns[k].Start, t.turns[k].End
+	b = append(b, `,"teacher_topk_token_ids":[`...)
+	for p := start; p < end; p++ {
+		if p > start {
+			b = append(b, ',')
+		}
+		ids, _ := t.rows.Row(p)
+		b = jsonscan.AppendInt32s(b, ids)
+	}
+	b = append(b, `],"teacher_topk_logprobs":[`...)
+	for p := start; p < end; p++ {
+		if p > start {
+			b = append(b, ',')
+		}
+		_, lps := t.rows.Row(p)
+		lps, err := floored(lps)
+		if err != nil {
+			return nil, fmt.Errorf("nemogym: turn %d: teacher row of generated token %w", k, err)
+		}
+		if b, err = appendFloats(b, lps); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
 }
 
 // idText is a list of token ids (a trajectory's) written once as JSON numbers, for

@@ -2,6 +2,7 @@ package nemogym
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"testing"
 
@@ -11,29 +12,56 @@ import (
 	"github.com/agentic-opd/agenticopd/rollout"
 )
 
-// An answer whose token id lists are copied from the trajectory's text is the answer
-// written id by id, whatever the turns look like, and lists that are not runs of the
-// trajectory (or not where a run would be) are written id by id.
+// An answer whose token id lists are copied from the trajectory's text, and whose
+// teacher rows are written from the rollout's rows (as the Server writes it), is the
+// answer written from its items id by id, whatever the turns look like, and lists
+// that are not runs of the trajectory (or not where a run would be) are written id by
+// id.
 func TestIDTextLikeWrittenAgain(t *testing.T) {
 	check := func(name string, out Outcome, change func([]Item)) {
 		t.Helper()
-		resp, err := response("resp_1", 1, "m", nil, out)
+		resp, err := response("resp_1", 1, "m", nil, out, true)
+		require.NoError(t, err, name)
+		lean, err := response("resp_1", 1, "m", nil, out, false)
 		require.NoError(t, err, name)
 		if change != nil {
 			change(resp.Output)
+			change(lean.Output)
 		}
 		res := &Result{Row: map[string]json.RawMessage{"_ng_task_index": json.RawMessage("0")}, Response: resp, Reward: out.Reward, RewardComponents: out.Components}
 		want, err := res.AppendJSON(nil)
 		require.NoError(t, err, name)
 		ids := newIDText(out.Trajectory.Tokens)
-		got, err := res.appendJSON(nil, ids)
+		got, err := res.appendJSON(nil, ids, nil)
 		require.NoError(t, err, name)
 		require.Equal(t, string(want), string(got), name)
-		require.LessOrEqual(t, len(got), sizeHint(resp, ids), name)
+		require.LessOrEqual(t, len(got), sizeHint(resp, ids, nil), name)
 		require.True(t, json.Valid(got), name)
+
+		var rows *turnRows
+		if out.Rows != nil {
+			rows = &turnRows{rows: out.Rows, turns: out.Trajectory.Turns}
+			for _, it := range lean.Output {
+				require.Nil(t, it.TeacherRows, "%s: rows copied", name)
+			}
+		}
+		res.Response = lean
+		got, err = res.appendJSON(nil, ids, rows)
+		require.NoError(t, err, name)
+		require.Equal(t, string(want), string(got), name)
+		require.Equal(t, sizeHint(resp, ids, nil), sizeHint(lean, ids, rows), name)
 	}
 	check("rollout", syntheticOutcome(4, 30, 10, 5, 3, 2), nil)
+	check("all hinted", syntheticOutcome(3, 30, 10, 5, 8, 3), nil)
 	check("no rows", Outcome{Trajectory: syntheticOutcome(3, 30, 10, 5, 0, 0).Trajectory}, nil)
+	edges := syntheticOutcome(3, 30, 10, 5, 4, 3)
+	rows := *edges.Rows
+	rows.Logprobs = slices.Clone(rows.Logprobs)
+	for i, lp := range []float32{float32(math.Inf(-1)), -1e5, -9999, 0, float32(math.Copysign(0, -1)), -2.3841858e-07, -1e-4, -12.345678, -0.5} {
+		rows.Logprobs[3*i+1] = lp
+	}
+	edges.Rows = &rows
+	check("floored and edge logprobs", edges, nil)
 
 	// turns at the start, without tokens, and ids of every width
 	tr := &rollout.Trajectory{Messages: []chat.Message{{Role: chat.RoleUser, Content: "q"}}}
@@ -64,4 +92,18 @@ func TestIDTextLikeWrittenAgain(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A NaN in a teacher row fails the answer the same way whether the rows are copied
+// into the items or left in the rollout's rows.
+func TestTeacherRowsNaN(t *testing.T) {
+	out := syntheticOutcome(3, 30, 10, 5, 4, 3)
+	rows := *out.Rows
+	rows.Logprobs = slices.Clone(rows.Logprobs)
+	rows.Logprobs[len(rows.Logprobs)-2] = float32(math.NaN())
+	out.Rows = &rows
+	_, errCopy := response("resp_1", 1, "m", nil, out, true)
+	_, errLean := response("resp_1", 1, "m", nil, out, false)
+	require.Error(t, errCopy)
+	require.EqualError(t, errLean, errCopy.Error())
 }

@@ -71,6 +71,15 @@ func RewardSumOK(reward float64, components map[string]float64) bool {
 // usage summed over the calls. Logprobs below [LogprobFloor] are floored; a NaN is an
 // error.
 func Items(t *rollout.Trajectory, rows *opd.Rows) ([]Item, Usage, error) {
+	return items(t, rows, true)
+}
+
+// items is Items; with copyRows false, each call's teacher rows are checked as Items
+// checks them but left in rows, out of the items' TeacherRows, for the answer's
+// writer to take from there (see turnRows): they are most of a distilled rollout's
+// answer, and copying them into a slice per generated token first costs about half
+// as much as writing them.
+func items(t *rollout.Trajectory, rows *opd.Rows, copyRows bool) ([]Item, Usage, error) {
 	u := Usage{InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
 	if t == nil {
 		return nil, u, errors.New("nemogym: no trajectory")
@@ -91,10 +100,14 @@ func Items(t *rollout.Trajectory, rows *opd.Rows) ([]Item, Usage, error) {
 		}
 		last := &call[len(call)-1]
 		last.TokenInfo = info
-		if rows != nil {
-			if last.TeacherRows, err = teacherRows(rows, turn.Start, turn.End); err != nil {
-				return nil, u, fmt.Errorf("nemogym: turn %d: %w", k, err)
-			}
+		switch {
+		case rows != nil && copyRows:
+			last.TeacherRows, err = teacherRows(rows, turn.Start, turn.End)
+		case rows != nil:
+			err = checkTeacherRows(rows, turn.Start, turn.End)
+		}
+		if err != nil {
+			return nil, u, fmt.Errorf("nemogym: turn %d: %w", k, err)
 		}
 		items = append(items, call...)
 		u.InputTokens += len(info.PromptTokenIDs)
@@ -156,6 +169,18 @@ func teacherRows(rows *opd.Rows, start, end int) (*TeacherRows, error) {
 	return tr, nil
 }
 
+// checkTeacherRows returns the error teacherRows returns for the rows of positions
+// [start, end), without copying them.
+func checkTeacherRows(rows *opd.Rows, start, end int) error {
+	for p := start; p < end; p++ {
+		_, lps := rows.Row(p)
+		if _, err := floored(lps); err != nil {
+			return fmt.Errorf("teacher row of generated token %w", err)
+		}
+	}
+	return nil
+}
+
 // floored returns lps with every value below [LogprobFloor] raised to it: lps itself
 // when none is, else a copy. A NaN is an error.
 func floored(lps []float32) ([]float32, error) {
@@ -178,9 +203,10 @@ func floored(lps []float32) ([]float32, error) {
 }
 
 // response builds the rollout's Response object from its outcome and the request's
-// params.
-func response(id string, created float64, model string, params map[string]json.RawMessage, out Outcome) (*Response, error) {
-	items, usage, err := Items(out.Trajectory, out.Rows)
+// params; with copyRows false, its items leave the teacher rows in out.Rows (see
+// items).
+func response(id string, created float64, model string, params map[string]json.RawMessage, out Outcome, copyRows bool) (*Response, error) {
+	items, usage, err := items(out.Trajectory, out.Rows, copyRows)
 	if err != nil {
 		return nil, err
 	}

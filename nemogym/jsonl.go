@@ -95,7 +95,7 @@ func (w *Writer) WriteOutcome(taskIndex, rolloutIndex int64, task tasks.Task, ou
 	if err != nil {
 		return fmt.Errorf("nemogym: Writer: %w", err)
 	}
-	resp, err := response(fmt.Sprintf("resp_%d_%d", taskIndex, rolloutIndex), 0, "policy", nil, out)
+	resp, err := response(fmt.Sprintf("resp_%d_%d", taskIndex, rolloutIndex), 0, "policy", nil, out, true)
 	if err != nil {
 		return err
 	}

@@ -358,7 +358,7 @@ func (s *Server) result(row *Row, out Outcome, id uint64) ([]byte, error) {
 			model = "policy"
 		}
 	}
-	resp, err := response(fmt.Sprintf("resp_%d", id), float64(time.Now().Unix()), model, row.Params, out)
+	resp, err := response(fmt.Sprintf("resp_%d", id), float64(time.Now().Unix()), model, row.Params, out, false)
 	if err != nil {
 		return nil, err
 	}
@@ -367,8 +367,12 @@ func (s *Server) result(row *Row, out Outcome, id uint64) ([]byte, error) {
 		Reward: out.Reward, RewardComponents: out.Components,
 	}
 	ids := newIDText(out.Trajectory.Tokens)
-	buf := s.buffer(sizeHint(resp, ids))
-	b, err := res.appendJSON(buf, ids)
+	var rows *turnRows
+	if out.Rows != nil {
+		rows = &turnRows{rows: out.Rows, turns: out.Trajectory.Turns}
+	}
+	buf := s.buffer(sizeHint(resp, ids, rows))
+	b, err := res.appendJSON(buf, ids, rows)
 	if err != nil {
 		s.mu.Lock()
 		s.putBuffer(buf)
@@ -432,9 +436,10 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 
 // sizeHint is about the length of a response's JSON, so that it is written into one
 // buffer: about 7 bytes per id and 12 per logprob, and the length of the runs of ids
-// copied from ids' text.
-func sizeHint(r *Response, ids *idText) int {
+// copied from ids' text; the teacher rows of rows count as those of TeacherRows do.
+func sizeHint(r *Response, ids *idText, rows *turnRows) int {
 	n := 4 << 10
+	calls := 0 // items with token fields so far
 	for i := range r.Output {
 		it := &r.Output[i]
 		for _, c := range it.Content {
@@ -457,6 +462,12 @@ func sizeHint(r *Response, ids *idText) int {
 			for j := range t.TokenIDs {
 				n += 3 + 7*len(t.TokenIDs[j]) + 12*len(t.Logprobs[j])
 			}
+		} else if it.TokenInfo != nil && rows != nil && calls < len(rows.turns) {
+			turn := rows.turns[calls]
+			n += 3*(turn.End-turn.Start) + 19*int(rows.rows.Offsets[turn.End]-rows.rows.Offsets[turn.Start])
+		}
+		if it.TokenInfo != nil {
+			calls++
 		}
 	}
 	return n
