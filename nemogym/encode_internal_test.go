@@ -107,3 +107,37 @@ func TestTeacherRowsNaN(t *testing.T) {
 	require.Error(t, errCopy)
 	require.EqualError(t, errLean, errCopy.Error())
 }
+
+// floored raises the values below the floor in a copy, keeps lps when none is, and
+// fails at the first NaN, wherever they are.
+func TestFloored(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(-1))
+	for _, tc := range []struct {
+		name    string
+		lps     []float32
+		want    []float32
+		same    bool
+		wantErr string
+	}{
+		{"empty", nil, nil, true, ""},
+		{"none below", []float32{0, -0.5, LogprobFloor}, []float32{0, -0.5, LogprobFloor}, true, ""},
+		{"first below", []float32{inf, -0.5}, []float32{LogprobFloor, -0.5}, false, ""},
+		{"last below", []float32{-0.5, -1e5}, []float32{-0.5, LogprobFloor}, false, ""},
+		{"some below", []float32{-1, -1e5, -2, inf, -3}, []float32{-1, LogprobFloor, -2, LogprobFloor, -3}, false, ""},
+		{"NaN first", []float32{nan, -1}, nil, false, "0: logprob is NaN"},
+		{"NaN after a value below", []float32{-1, inf, -2, nan}, nil, false, "3: logprob is NaN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := slices.Clone(tc.lps)
+			got, err := floored(tc.lps)
+			if tc.wantErr != "" {
+				require.EqualError(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.same, len(got) == 0 || &got[0] == &tc.lps[0], "lps itself when none is below")
+			require.True(t, slices.Equal(orig, tc.lps), "lps changed")
+		})
+	}
+}

@@ -184,8 +184,16 @@ func checkTeacherRows(rows *opd.Rows, start, end int) error {
 // floored returns lps with every value below [LogprobFloor] raised to it: lps itself
 // when none is, else a copy. A NaN is an error.
 func floored(lps []float32) ([]float32, error) {
+	first := 0 // the first value that is not at or above the floor: below it, or NaN
+	for first < len(lps) && lps[first] >= LogprobFloor {
+		first++
+	}
+	if first == len(lps) {
+		return lps, nil // nearly always: one comparison per value
+	}
 	var out []float32
-	for i, lp := range lps {
+	for i, lp := range lps[first:] {
+		i += first
 		switch {
 		case math.IsNaN(float64(lp)):
 			return nil, fmt.Errorf("%d: logprob is NaN", i)
