@@ -88,6 +88,9 @@ type Config struct {
 // A rollout runs as long as one request waits for it: when every client that asked
 // for it has gone (a disconnect), its context is canceled, which ends the agent
 // loop and releases its sandbox.
+//
+// Answers are written into buffers the Server reuses once no request writes them and
+// they are not kept; between answers it holds at most four of them (64 MiB in all).
 type Server struct {
 	cfg Config
 	log *slog.Logger
