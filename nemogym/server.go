@@ -139,7 +139,7 @@ type flight struct {
 type answer struct {
 	body   []byte
 	status int
-	pooled bool // body goes back to s.free when no one holds it
+	pooled bool // body goes back to s.free when no one holds it; cleared by leavesWrite
 	refs   int
 }
 
@@ -197,6 +197,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if keyed {
 		if a, ok := s.done[key]; ok {
 			a.refs++
+			a.pooled = a.pooled && !leavesWrite(r)
 			s.mu.Unlock()
 			writeJSON(w, http.StatusOK, a.body)
 			s.mu.Lock()
@@ -225,6 +226,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 
 	select {
 	case <-f.done:
+		if leavesWrite(r) {
+			s.mu.Lock()
+			f.ans.pooled = false
+			s.mu.Unlock()
+		}
 		writeJSON(w, f.ans.status, f.ans.body)
 	case <-r.Context().Done():
 	}
@@ -302,6 +308,11 @@ func (s *Server) rollout(ctx context.Context, f *flight, row *Row, key runKey, k
 	s.mu.Unlock()
 	close(f.done)
 }
+
+// leavesWrite reports whether r's ResponseWriter may return from a Write before it is
+// done reading the bytes: HTTP/2's returns when the stream or the connection closes
+// under a frame still being written. A body written to one is never reused.
+func leavesWrite(r *http.Request) bool { return r.ProtoMajor >= 2 }
 
 // release drops one hold on a, and puts its buffer back in s.free when it was the
 // last. s.mu must be held.
