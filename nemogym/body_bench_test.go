@@ -76,16 +76,9 @@ func buildRequests(tb testing.TB, p *Policy, steps []policyStep, bundles []Token
 			tb.Fatal(err)
 		}
 		size += body.Len()
-		var prevInfo *TokenInfo
-		var prev *tokenFrag
-		if c > 0 {
-			prevInfo, prev = &bundles[c-1], &s.frags[c-1]
-		}
-		frag, err := tokenMembers(bundles[c], prevInfo, prev)
-		if err != nil {
+		if err := s.record(bundles[c], c); err != nil {
 			tb.Fatal(err)
 		}
-		s.frags = append(s.frags, frag)
 	}
 	return size
 }

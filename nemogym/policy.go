@@ -35,8 +35,9 @@ type Session struct {
 	sampling Sampling
 	mu       sync.Mutex
 	calls    []TokenInfo
-	frags    []tokenFrag // each call's token fields as JSON object members, written once
-	enc      msgCache    // the messages written so far (see policybody.go)
+	frags    []tokenFields // each call's token fields, written once
+	ids      []byte        // the ids of the last call's prompt and generation as text (see policybody.go)
+	enc      msgCache      // the bodies' start, up to the messages written so far
 	jar      http.CookieJar
 
 	template    bool // SetTemplate was called
@@ -252,11 +253,6 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 		tools, kwargs = s.tools, s.templateKws
 	}
 	msgs, err := s.enc.messages(req.Messages, s.frags)
-	var prev *tokenFrag // the last call's token fields
-	if n := len(s.frags); n > 0 {
-		prev = &tokenFrag{}
-		*prev = s.frags[n-1]
-	}
 	s.mu.Unlock()
 	if err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
@@ -304,18 +300,9 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 	if err := p.contiguous(calls, info.PromptTokenIDs, req.Prompt); err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
-	var prevInfo *TokenInfo
-	if len(calls) > 0 {
-		prevInfo = &calls[len(calls)-1] // which info's prompt extends: contiguous checked it
-	}
-	frag, err := tokenMembers(info, prevInfo, prev)
-	if err != nil {
+	if err := s.record(info, len(calls)); err != nil {
 		return rollout.Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
-	s.mu.Lock()
-	s.calls = append(s.calls, info)
-	s.frags = append(s.frags, frag)
-	s.mu.Unlock()
 	finish := ch.FinishReason
 	if finish == "tool_calls" {
 		finish = rollout.FinishStop
@@ -327,6 +314,30 @@ func (p *Policy) Generate(ctx context.Context, req rollout.GenerateRequest) (rol
 		FinishReason: finish,
 		PromptTokens: info.PromptTokenIDs,
 	}, nil
+}
+
+// record keeps a call's token fields, whose prompt begins with the prompt and
+// generation of the rollout's call number after (when after is not 0), to replay
+// them on later calls.
+func (s *Session) record(info TokenInfo, after int) error {
+	lps, err := logprobMembers(info.GenerationLogProbs)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var text []byte
+	held := 0
+	if n := len(s.calls); n > 0 && n == after {
+		// s.ids holds the ids of that call's prompt and generation; after a call
+		// recorded meanwhile, a new text
+		text, held = s.ids, len(s.calls[n-1].PromptTokenIDs)+len(s.calls[n-1].GenerationTokenIDs)
+	}
+	f := tokenFields{lps: lps}
+	s.ids, f.prompt, f.gen = appendIDText(text, held, info)
+	s.calls = append(s.calls, info)
+	s.frags = append(s.frags, f)
+	return nil
 }
 
 // contiguous checks the server's prompt against the rollout's earlier calls and the
@@ -366,7 +377,7 @@ var firstClass = map[string]bool{"temperature": true, "top_p": true, "presence_p
 
 // body returns a call's request body: {"messages":[msgs],…} with the other keys
 // after the messages (msgs is what msgCache.messages returns).
-func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []byte, tools []chat.Tool, kwargs map[string]any) (requestBody, error) {
+func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs [][]byte, tools []chat.Tool, kwargs map[string]any) (requestBody, error) {
 	sp := req.Sampling.Resolved()
 	if s.Temperature != nil {
 		sp.Temperature = *s.Temperature
@@ -396,7 +407,7 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []byte, tool
 	meta := map[string]string{}
 	eb, err := json.Marshal(extra)
 	if err != nil {
-		return nil, err
+		return requestBody{}, err
 	}
 	meta["extra_body"] = string(eb)
 	if len(tools) > 0 {
@@ -406,7 +417,7 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []byte, tool
 		b["chat_template_kwargs"] = kwargs
 		kw, err := json.Marshal(kwargs)
 		if err != nil {
-			return nil, fmt.Errorf("ChatTemplateKwargs: %w", err)
+			return requestBody{}, fmt.Errorf("ChatTemplateKwargs: %w", err)
 		}
 		meta["chat_template_kwargs"] = string(kw)
 	}
@@ -416,10 +427,10 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs []byte, tool
 	}
 	rest, err := json.Marshal(b)
 	if err != nil {
-		return nil, err
+		return requestBody{}, err
 	}
 	rest[0] = ','
-	return requestBody{[]byte(`{"messages":[`), msgs, []byte("]"), rest}, nil
+	return requestBody{head: msgs, tail: append([]byte("]"), rest...)}, nil
 }
 
 func (p *Policy) post(ctx context.Context, s *Session, body requestBody) ([]byte, error) {

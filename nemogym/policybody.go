@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 
 	"github.com/agentic-opd/agenticopd/chat"
@@ -14,58 +13,60 @@ import (
 // A rollout's request bodies grow with it: every call sends the whole conversation,
 // each earlier assistant turn with its call's token fields, the prompt ids of which
 // hold every earlier prompt and generation. Most of each body is the body of the call
-// before. So the Session writes each call's token fields once (copying the earlier
-// call's prompt and generation ids, as text, into the prompt ids: the prompt extends
-// them, which Generate checks) and each message once with them, keeping the messages
-// written so far in one buffer that only grows; a body is that buffer's prefix and
-// the request's other keys, sent as they are, without being copied into one slice.
-// The bytes sent are those the body would be written as from scratch.
+// before. So the Session writes every token id of the rollout once, in the order the
+// calls' prompts and generations hold them, into one text that only grows: a call's
+// prompt ids are a prefix of it and its generation ids the part after (the prompt
+// extends the previous call's prompt and generation, which Generate checks). It
+// writes each message once too, and keeps the body up to the last message as a list
+// of pieces that only grows: the messages' own bytes and, for each assistant message,
+// its call's ids and logprobs where they were written. A body is a prefix of that list
+// and the request's other keys, sent piece after piece without being copied into one
+// slice. The bytes sent are those the body would be written as from scratch.
 
-// tokenFrag is one call's token fields as JSON object members, with where the ids
-// inside the prompt's and the generation's lists lie in it.
-type tokenFrag struct {
-	b                  []byte
-	promptLo, promptHi int
-	genLo, genHi       int
+// tokenFields is one call's token fields, the JSON object members
+//
+//	"prompt_token_ids":[<prompt>],"generation_token_ids":[<gen>]<lps>
+//
+// in pieces: prompt and gen are the ids as list elements, in the Session's id text;
+// lps is `],"generation_log_probs":[…]`, the call's own.
+type tokenFields struct {
+	prompt, gen, lps []byte
 }
 
-func (f *tokenFrag) promptText() []byte { return f.b[f.promptLo:f.promptHi] }
-func (f *tokenFrag) genText() []byte    { return f.b[f.genLo:f.genHi] }
+// Around the pieces of a call's token fields.
+const (
+	promptIDsKey = `"prompt_token_ids":[`
+	genIDsKey    = `],"generation_token_ids":[`
+	logprobsKey  = `],"generation_log_probs":`
+)
 
-// tokenMembers writes a call's token fields as JSON object members:
-//
-//	"prompt_token_ids":[…],"generation_token_ids":[…],"generation_log_probs":[…]
-//
-// When prev is not nil, t's prompt must begin with prev's call's prompt and then its
-// generation (prevInfo), whose ids are copied as prev wrote them rather than written
-// again.
-func tokenMembers(t TokenInfo, prevInfo *TokenInfo, prev *tokenFrag) (tokenFrag, error) {
-	ids := t.PromptTokenIDs
-	var f tokenFrag
-	size := 64 + 7*(len(t.PromptTokenIDs)+len(t.GenerationTokenIDs)) + 12*len(t.GenerationLogProbs)
-	if prev != nil {
-		size = 64 + len(prev.b) + 7*(len(t.PromptTokenIDs)-len(prevInfo.PromptTokenIDs)) + 12*len(t.GenerationLogProbs)
+// logprobMembers writes a call's generation logprobs with the key before them, as
+// tokenFields.lps.
+func logprobMembers(lps []float32) ([]byte, error) {
+	b := append(make([]byte, 0, len(logprobsKey)+2+12*len(lps)), logprobsKey...)
+	return appendFloats(b, lps)
+}
+
+// appendIDText appends t's prompt and generation ids to text, the Session's id text,
+// and returns text and the two lists' elements in it. held ids are in text already
+// (those of the previous call's prompt and generation, t's prompt begins with them:
+// they are not written again), or none, and text is then empty. Bytes of text below its
+// length are never written: earlier calls' fields hold them.
+func appendIDText(text []byte, held int, t TokenInfo) (out, prompt, gen []byte) {
+	fresh := t.PromptTokenIDs[held:]
+	if need := 7 * (len(fresh) + len(t.GenerationTokenIDs)); cap(text)-len(text) < need {
+		// Room for the call's ids at once, doubling: append alone grows a large
+		// slice by a quarter, copying the text again for every few calls.
+		text = append(make([]byte, 0, max(2*cap(text), len(text)+need)), text...)
 	}
-	b := append(make([]byte, 0, size), `"prompt_token_ids":[`...)
-	f.promptLo = len(b)
-	if prev != nil {
-		b = append(b, prev.promptText()...)
-		if len(prevInfo.PromptTokenIDs) > 0 && len(prevInfo.GenerationTokenIDs) > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, prev.genText()...)
-		ids = ids[len(prevInfo.PromptTokenIDs)+len(prevInfo.GenerationTokenIDs):]
+	text = appendIDs(text, len(text) > 0, fresh)
+	promptEnd := len(text)
+	if len(t.GenerationTokenIDs) > 0 && promptEnd > 0 {
+		text = append(text, ',')
 	}
-	b = appendIDs(b, len(b) > f.promptLo, ids)
-	f.promptHi = len(b)
-	b = append(b, `],"generation_token_ids":[`...)
-	f.genLo = len(b)
-	b = appendIDs(b, false, t.GenerationTokenIDs)
-	f.genHi = len(b)
-	b = append(b, `],"generation_log_probs":`...)
-	b, err := appendFloats(b, t.GenerationLogProbs)
-	f.b = b
-	return f, err
+	genStart := len(text)
+	text = appendIDs(text, false, t.GenerationTokenIDs)
+	return text, text[:promptEnd:promptEnd], text[genStart:len(text):len(text)]
 }
 
 // appendIDs appends ids separated by commas, and a comma before them when comma.
@@ -80,24 +81,28 @@ func appendIDs(b []byte, comma bool, ids []int32) []byte {
 	return b
 }
 
-// msgCache is a Session's messages written as JSON, each with the token fields of
-// the call it is attached to (see withTokens), separated by commas, in one buffer:
-// msgs[i] (a copy) was written with frag[i] (a call, or -1) and ends at ends[i] in
-// body. Bytes of body below its length are never written again: bodies sent earlier
-// hold them.
+// msgCache is the start of a Session's request bodies, `{"messages":[` and the
+// messages written as JSON, each with the token fields of the call it is attached to
+// (see messages), separated by commas, in pieces: msgs[i] (a copy) was written with
+// frag[i] (a call, or -1) and ends with pieces[ends[i]-1]. The pieces' own bytes are
+// in buf, which is only appended to, or in a buffer before it; neither the bytes that
+// pieces hold nor the pieces below len(pieces) are ever written again: bodies sent
+// earlier hold them.
 type msgCache struct {
-	msgs []chat.Message
-	frag []int
-	ends []int
-	body []byte
+	msgs   []chat.Message
+	frag   []int
+	ends   []int
+	pieces [][]byte
+	buf    []byte
+	open   int // where in buf the piece being written begins
 }
 
-// messages returns msgs written as the "messages" list's elements, each assistant
-// message with its call's token fields (frags in call order go to the last
-// len(frags) assistant messages, in order). The messages that begin msgs as they
-// began the previous call's, with the same token fields, are not written again. The
-// frags written into the buffer are pointed at their copy there.
-func (c *msgCache) messages(msgs []chat.Message, frags []tokenFrag) ([]byte, error) {
+// messages returns the body up to the end of msgs' last message as pieces:
+// `{"messages":[` and msgs as the "messages" list's elements, each assistant message
+// with its call's token fields (frags in call order go to the last len(frags)
+// assistant messages, in order). The messages that begin msgs as they began the
+// previous call's, with the same token fields, are not written again.
+func (c *msgCache) messages(msgs []chat.Message, frags []tokenFields) ([][]byte, error) {
 	attach := make([]int, len(msgs)) // the call whose fields message i carries, or -1
 	var assistants []int
 	for i, m := range msgs {
@@ -112,75 +117,99 @@ func (c *msgCache) messages(msgs []chat.Message, frags []tokenFrag) ([]byte, err
 	for j, i := range assistants[len(assistants)-len(frags):] {
 		attach[i] = j
 	}
+	if c.pieces == nil {
+		c.writeString(`{"messages":[`)
+		c.closePiece()
+	}
 	n := 0
 	for n < len(msgs) && n < len(c.msgs) && c.frag[n] == attach[n] && sameMessage(&c.msgs[n], &msgs[n]) {
 		n++
 	}
 	if n < len(msgs) && n < len(c.msgs) {
-		// The conversation differs from the cached one at n: a new buffer from there,
-		// since earlier bodies hold the old one's bytes.
-		keep := 0
+		// The conversation differs from the cached one at n: a new list of pieces
+		// from there, since earlier bodies hold the old one's.
+		keep := 1
 		if n > 0 {
 			keep = c.ends[n-1]
 		}
-		c.body = append(make([]byte, 0, 2*keep), c.body[:keep]...)
+		c.pieces = append(make([][]byte, 0, 2*keep), c.pieces[:keep]...)
 		c.msgs, c.frag, c.ends = c.msgs[:n], c.frag[:n], c.ends[:n]
 	}
-	if need := bodyGrowth(msgs[n:], attach[n:], frags); cap(c.body)-len(c.body) < need {
-		// Room for the new messages at once, doubling: append alone grows a large
-		// slice by a quarter, copying the buffer again for each message.
-		c.body = append(make([]byte, 0, max(2*cap(c.body), len(c.body)+need)), c.body...)
-	}
 	for i := n; i < len(msgs); i++ {
-		start := len(c.body)
-		if i > 0 {
-			c.body = append(c.body, ',')
-		}
-		m := chatMessage{Message: msgs[i]}
-		j := attach[i]
-		if j >= 0 {
-			m.tokens = frags[j].b
-		}
-		b, err := m.appendJSON(c.body)
+		m, err := json.Marshal(msgs[i])
 		if err != nil {
-			c.body = c.body[:start]
 			return nil, err
 		}
-		c.body = b
-		if j >= 0 {
-			// The call's fields are in the buffer now, before the message's '}': the
-			// Session keeps them there rather than twice.
-			end := len(b) - 1
-			frags[j].b = b[end-len(m.tokens) : end : end]
+		if i > 0 {
+			c.writeString(",")
 		}
+		if j := attach[i]; j < 0 {
+			c.write(m)
+		} else {
+			// the token fields merged into the message object, before its '}'
+			c.write(m[:len(m)-1])
+			if len(m) > 2 {
+				c.writeString(",")
+			}
+			f := frags[j]
+			c.writeString(promptIDsKey)
+			c.add(f.prompt)
+			c.writeString(genIDsKey)
+			c.add(f.gen)
+			c.add(f.lps)
+			c.writeString("}")
+		}
+		c.closePiece()
 		msg := msgs[i]
 		msg.ToolCalls = slices.Clone(msg.ToolCalls) // the caller may reuse its slice
 		c.msgs = append(c.msgs, msg)
 		c.frag = append(c.frag, attach[i])
-		c.ends = append(c.ends, len(c.body))
+		c.ends = append(c.ends, len(c.pieces))
 	}
-	if len(msgs) == 0 {
-		return nil, nil
+	end := 1
+	if len(msgs) > 0 {
+		end = c.ends[len(msgs)-1]
 	}
-	end := c.ends[len(msgs)-1]
-	return c.body[:end:end], nil
+	return c.pieces[:end:end], nil
 }
 
-// bodyGrowth is about how many bytes msgs take written, each with the token fields
-// of the call attach gives it (or none).
-func bodyGrowth(msgs []chat.Message, attach []int, frags []tokenFrag) int {
-	n := 0
-	for i := range msgs {
-		m := &msgs[i]
-		n += 64 + len(m.Content) + len(m.ReasoningContent) + len(m.ToolCallID) + len(m.Name)
-		for _, tc := range m.ToolCalls {
-			n += 64 + len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)
-		}
-		if attach[i] >= 0 {
-			n += len(frags[attach[i]].b)
-		}
+// writeString appends s to the piece being written, in buf.
+func (c *msgCache) writeString(s string) {
+	c.room(len(s))
+	c.buf = append(c.buf, s...)
+}
+
+// write appends b to the piece being written, in buf.
+func (c *msgCache) write(b []byte) {
+	c.room(len(b))
+	c.buf = append(c.buf, b...)
+}
+
+// room makes room for n more bytes in buf. When buf has none, the piece being
+// written ends there and the rest goes to a new buffer, twice as large: the pieces
+// hold the old one's bytes.
+func (c *msgCache) room(n int) {
+	if cap(c.buf)-len(c.buf) < n {
+		c.closePiece()
+		c.buf, c.open = make([]byte, 0, max(2*cap(c.buf), n, 4096)), 0
 	}
-	return n + n/8 // escapes
+}
+
+// closePiece ends the piece being written, if it holds any bytes.
+func (c *msgCache) closePiece() {
+	if end := len(c.buf); end > c.open {
+		c.pieces = append(c.pieces, c.buf[c.open:end:end])
+		c.open = end
+	}
+}
+
+// add ends the piece being written and adds b, which is never written again, as a
+// piece of its own.
+func (c *msgCache) add(b []byte) {
+	c.closePiece()
+	if len(b) > 0 {
+		c.pieces = append(c.pieces, b)
+	}
 }
 
 // sameMessage reports whether a and b are the same message.
@@ -189,46 +218,59 @@ func sameMessage(a, b *chat.Message) bool {
 		a.ReasoningContent == b.ReasoningContent && slices.Equal(a.ToolCalls, b.ToolCalls)
 }
 
-// chatMessage is a chat message with the optional token fields, as JSON members.
-type chatMessage struct {
-	chat.Message
-	tokens []byte
+// requestBody is a request body in pieces, sent one after the other: the start
+// from the Session's cache, up to the last message, and the call's own rest.
+type requestBody struct {
+	head [][]byte // never written to: later bodies share it
+	tail []byte
 }
-
-// appendJSON appends the message object with its token fields merged in.
-func (m chatMessage) appendJSON(b []byte) ([]byte, error) {
-	msg, err := json.Marshal(m.Message)
-	if err != nil {
-		return nil, err
-	}
-	if m.tokens == nil {
-		return append(b, msg...), nil
-	}
-	b = append(b, msg[:len(msg)-1]...)
-	if len(msg) > 2 {
-		b = append(b, ',')
-	}
-	b = append(b, m.tokens...)
-	return append(b, '}'), nil
-}
-
-// requestBody is a request body in pieces, sent one after the other.
-type requestBody [][]byte
 
 // Len returns the body's length in bytes.
 func (r requestBody) Len() int {
-	n := 0
-	for _, b := range r {
+	n := len(r.tail)
+	for _, b := range r.head {
 		n += len(b)
 	}
 	return n
 }
 
 // Bytes returns the body in one slice.
-func (r requestBody) Bytes() []byte { return slices.Concat(r...) }
+func (r requestBody) Bytes() []byte { return append(slices.Concat(r.head...), r.tail...) }
 
 // reader returns a reader of the body from its start.
-func (r requestBody) reader() io.ReadCloser {
-	bufs := net.Buffers(slices.Clone(r))
-	return io.NopCloser(&bufs)
+func (r requestBody) reader() io.ReadCloser { return &bodyReader{body: r} }
+
+// bodyReader reads a requestBody without changing it, so that every attempt of a
+// call reads the same pieces.
+type bodyReader struct {
+	body requestBody
+	i    int // the piece being read: head[i], or tail when i is len(head)
+	off  int // where in it
 }
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		var piece []byte
+		switch {
+		case r.i < len(r.body.head):
+			piece = r.body.head[r.i]
+		case r.i == len(r.body.head):
+			piece = r.body.tail
+		default:
+			if n == 0 {
+				return 0, io.EOF
+			}
+			return n, nil
+		}
+		k := copy(p[n:], piece[r.off:])
+		n += k
+		r.off += k
+		if r.off == len(piece) {
+			r.i, r.off = r.i+1, 0
+		}
+	}
+	return n, nil
+}
+
+func (r *bodyReader) Close() error { return nil }

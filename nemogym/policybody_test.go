@@ -21,8 +21,9 @@ import (
 )
 
 // A call's token fields written from the previous call's are those written from
-// scratch, whichever of the prompt, the generation and the new tokens are empty.
-func TestTokenMembersLikeReference(t *testing.T) {
+// scratch, whichever of the prompt, the generation and the new tokens are empty, and
+// so are those of a call recorded after another call made meanwhile.
+func TestTokenFieldsLikeReference(t *testing.T) {
 	ids := func(from, n int) []int32 {
 		out := make([]int32, n)
 		for i := range out {
@@ -30,7 +31,7 @@ func TestTokenMembersLikeReference(t *testing.T) {
 		}
 		return out
 	}
-	big := []int32{0, 7, 99999999, 100000000, 2147483647, -5}
+	big := []int32{0, 7, 99999999, 100000000, 2147483647, -5, -2147483648}
 	for _, lens := range [][3]int{{0, 0, 0}, {0, 3, 0}, {3, 0, 0}, {0, 0, 4}, {3, 2, 0}, {3, 0, 4}, {0, 2, 4}, {5, 4, 6}, {1, 1, 1}} {
 		var prompt []int32
 		prompt = append(prompt, ids(10, lens[0])...)
@@ -38,21 +39,37 @@ func TestTokenMembersLikeReference(t *testing.T) {
 		prompt = append(append(prompt, prev.GenerationTokenIDs...), ids(90000, lens[2])...)
 		prompt = append(prompt, big...)
 		next := TokenInfo{PromptTokenIDs: prompt, GenerationTokenIDs: ids(3, 2), GenerationLogProbs: []float32{-0.5, -9999}}
-		prevFrag, err := tokenMembers(prev, nil, nil)
-		require.NoError(t, err)
-		want, err := refTokenMembers(prev)
-		require.NoError(t, err)
-		require.Equal(t, string(want), string(prevFrag.b), "%v", lens)
-		got, err := tokenMembers(next, &prev, &prevFrag)
-		require.NoError(t, err)
-		want, err = refTokenMembers(next)
-		require.NoError(t, err)
-		require.Equal(t, string(want), string(got.b), "%v", lens)
-		require.Equal(t, string(jsonList(next.PromptTokenIDs)), "["+string(got.promptText())+"]")
-		require.Equal(t, string(jsonList(next.GenerationTokenIDs)), "["+string(got.genText())+"]")
+		after := TokenInfo{PromptTokenIDs: slices.Concat(prev.PromptTokenIDs, prev.GenerationTokenIDs, ids(7, 3)), GenerationTokenIDs: ids(11, 4), GenerationLogProbs: []float32{-1, -2, -3, -4}}
+		last := TokenInfo{PromptTokenIDs: slices.Concat(after.PromptTokenIDs, after.GenerationTokenIDs), GenerationTokenIDs: ids(13, 1), GenerationLogProbs: []float32{-0.125}}
+		s := NewSession(Sampling{})
+		// after extends prev, made beside next and recorded after it
+		for i, call := range []struct {
+			info  TokenInfo
+			after int
+		}{{prev, 0}, {next, 1}, {after, 1}, {last, 3}} {
+			require.NoError(t, s.record(call.info, call.after))
+			want, err := refTokenMembers(call.info)
+			require.NoError(t, err)
+			got := s.frags[i]
+			require.Equal(t, string(want), string(got.bytes()), "%v, call %d", lens, i+1)
+			require.Equal(t, string(jsonList(call.info.PromptTokenIDs)), "["+string(got.prompt)+"]")
+			require.Equal(t, string(jsonList(call.info.GenerationTokenIDs)), "["+string(got.gen)+"]")
+		}
+		for i, call := range []TokenInfo{prev, next, after, last} {
+			want, err := refTokenMembers(call)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(s.frags[i].bytes()), "%v, call %d after the later calls", lens, i+1)
+		}
 	}
-	_, err := tokenMembers(TokenInfo{GenerationTokenIDs: []int32{1}, GenerationLogProbs: []float32{float32(nan())}}, nil, nil)
+	s := NewSession(Sampling{})
+	err := s.record(TokenInfo{GenerationTokenIDs: []int32{1}, GenerationLogProbs: []float32{float32(nan())}}, 0)
 	require.ErrorIs(t, err, errNotFinite)
+	require.Empty(t, s.Calls())
+}
+
+// bytes returns the token fields in one slice.
+func (f tokenFields) bytes() []byte {
+	return slices.Concat([]byte(promptIDsKey), f.prompt, []byte(genIDsKey), f.gen, f.lps)
 }
 
 func jsonList(ids []int32) []byte {
@@ -111,17 +128,10 @@ func (c *bodyChecker) call(msgs []chat.Message, info *TokenInfo) {
 	if info == nil {
 		return
 	}
-	var prevInfo *TokenInfo
-	var prev *tokenFrag
-	if n := len(c.infos); n > 0 {
-		prevInfo, prev = &c.infos[n-1], &c.s.frags[n-1]
-	}
-	frag, err := tokenMembers(*info, prevInfo, prev)
-	require.NoError(t, err)
+	require.NoError(t, c.s.record(*info, len(c.infos)))
 	ref, err := refTokenMembers(*info)
 	require.NoError(t, err)
-	require.Equal(t, string(ref), string(frag.b))
-	c.s.frags = append(c.s.frags, frag)
+	require.Equal(t, string(ref), string(c.s.frags[len(c.infos)].bytes()))
 	c.refFrag = append(c.refFrag, ref)
 	c.infos = append(c.infos, *info)
 }
@@ -131,7 +141,7 @@ func (c *bodyChecker) done() {
 		require.Equal(c.t, string(c.want[i]), string(body.Bytes()), "body %d after the later calls", i+1)
 	}
 	for j, f := range c.s.frags {
-		require.Equal(c.t, string(c.refFrag[j]), string(f.b), "call %d's token fields", j+1)
+		require.Equal(c.t, string(c.refFrag[j]), string(f.bytes()), "call %d's token fields", j+1)
 	}
 }
 

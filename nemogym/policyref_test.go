@@ -45,6 +45,29 @@ func refWithTokens(msgs []chat.Message, frags [][]byte) ([]chatMessage, error) {
 	return out, nil
 }
 
+// chatMessage is a chat message with the optional token fields, as JSON members.
+type chatMessage struct {
+	chat.Message
+	tokens []byte
+}
+
+// appendJSON appends the message object with its token fields merged in.
+func (m chatMessage) appendJSON(b []byte) ([]byte, error) {
+	msg, err := json.Marshal(m.Message)
+	if err != nil {
+		return nil, err
+	}
+	if m.tokens == nil {
+		return append(b, msg...), nil
+	}
+	b = append(b, msg[:len(msg)-1]...)
+	if len(msg) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, m.tokens...)
+	return append(b, '}'), nil
+}
+
 func (p *Policy) refBody(req rollout.GenerateRequest, s Sampling, msgs []chatMessage, tools []chat.Tool, kwargs map[string]any) ([]byte, error) {
 	sp := req.Sampling.Resolved()
 	if s.Temperature != nil {
