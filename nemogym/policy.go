@@ -9,12 +9,14 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentic-opd/agenticopd/chat"
+	"github.com/agentic-opd/agenticopd/internal/jsonscan"
 	"github.com/agentic-opd/agenticopd/rollout"
 	"github.com/agentic-opd/agenticopd/vllm"
 )
@@ -370,13 +372,16 @@ func diffAt(a, b []int32) int {
 	return min(len(a), len(b))
 }
 
-// firstClass are the sampling fields NeMo Gym's chat parameters declare; the others
-// (top_k, min_p, repetition_penalty) are dropped by its model server unless they come
-// in metadata.extra_body.
-var firstClass = map[string]bool{"temperature": true, "top_p": true, "presence_penalty": true, "frequency_penalty": true}
-
 // body returns a call's request body: {"messages":[msgs],…} with the other keys
-// after the messages (msgs is what msgCache.messages returns).
+// after the messages (msgs is what msgCache.messages returns), in the order and
+// form encoding/json writes a map of them: keys sorted, HTML characters escaped.
+//
+// Every sampling field is stated. Temperature, top_p and the penalties are fields
+// NeMo Gym's chat parameters declare; the engine's own fields (top_k, min_p,
+// repetition_penalty) travel twice: in metadata.extra_body (a JSON string), which NeMo
+// Gym's model server merges under the request (it drops top-level keys it does not
+// declare), and at the top level, which the trainer's server reads when called
+// directly.
 func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs [][]byte, tools []chat.Tool, kwargs map[string]any) (requestBody, error) {
 	sp := req.Sampling.Resolved()
 	if s.Temperature != nil {
@@ -385,52 +390,59 @@ func (p *Policy) body(req rollout.GenerateRequest, s Sampling, msgs [][]byte, to
 	if s.TopP != nil {
 		sp.TopP = *s.TopP
 	}
+	for _, v := range [...]float64{sp.Temperature, sp.TopP, sp.MinP, sp.RepetitionPenalty, sp.PresencePenalty, sp.FrequencyPenalty} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return requestBody{}, fmt.Errorf("sampling %+v holds %v, which JSON cannot carry", sp, v)
+		}
+	}
 	maxTokens := req.MaxTokens
 	if s.MaxOutputTokens > 0 {
 		maxTokens = min(maxTokens, s.MaxOutputTokens)
 	}
-	b := map[string]any{
-		"model": p.cfg.Model, "max_tokens": maxTokens,
-		"logprobs": true, "top_logprobs": 0,
-	}
-	// The engine's own fields travel twice: in metadata.extra_body (a JSON string),
-	// which NeMo Gym's model server merges under the request, and at the top level,
-	// which the trainer's server reads when called directly.
-	extra := map[string]any{"skip_special_tokens": false, "include_stop_str_in_output": true}
-	for k, v := range sp.Map() {
-		b[k] = v
-		if !firstClass[k] {
-			extra[k] = v
-		}
-	}
-	b["skip_special_tokens"], b["include_stop_str_in_output"] = false, true
-	meta := map[string]string{}
-	eb, err := json.Marshal(extra)
-	if err != nil {
-		return requestBody{}, err
-	}
-	meta["extra_body"] = string(eb)
+	var toolsJSON, kw []byte
 	if len(tools) > 0 {
-		b["tools"] = tools
+		var err error
+		if toolsJSON, err = json.Marshal(tools); err != nil {
+			return requestBody{}, fmt.Errorf("tools: %w", err)
+		}
 	}
 	if kwargs != nil {
-		b["chat_template_kwargs"] = kwargs
-		kw, err := json.Marshal(kwargs)
-		if err != nil {
+		var err error
+		if kw, err = json.Marshal(kwargs); err != nil {
 			return requestBody{}, fmt.Errorf("ChatTemplateKwargs: %w", err)
 		}
-		meta["chat_template_kwargs"] = string(kw)
 	}
-	b["metadata"] = meta
+	b := make([]byte, 0, 512+len(p.cfg.Model)+len(toolsJSON)+3*len(kw))
+	b = append(b, "],"...)
+	if kw != nil {
+		b = append(append(append(b, `"chat_template_kwargs":`...), kw...), ',')
+	}
+	b = jsonscan.AppendFloat64(append(b, `"frequency_penalty":`...), sp.FrequencyPenalty)
+	b = append(b, `,"include_stop_str_in_output":true,"logprobs":true,"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	b = append(b, `,"metadata":{`...)
+	if kw != nil {
+		b = append(appendString(append(b, `"chat_template_kwargs":`...), string(kw)), ',')
+	}
+	b = append(b, `"extra_body":"{\"include_stop_str_in_output\":true,\"min_p\":`...)
+	b = jsonscan.AppendFloat64(b, sp.MinP)
+	b = jsonscan.AppendFloat64(append(b, `,\"repetition_penalty\":`...), sp.RepetitionPenalty)
+	b = append(b, `,\"skip_special_tokens\":false,\"top_k\":`...)
+	b = strconv.AppendInt(b, int64(sp.TopK), 10)
+	b = jsonscan.AppendFloat64(append(b, `}"},"min_p":`...), sp.MinP)
+	b = appendString(append(b, `,"model":`...), p.cfg.Model)
+	b = jsonscan.AppendFloat64(append(b, `,"presence_penalty":`...), sp.PresencePenalty)
+	b = jsonscan.AppendFloat64(append(b, `,"repetition_penalty":`...), sp.RepetitionPenalty)
 	if req.Seed != nil {
-		b["seed"] = *req.Seed
+		b = strconv.AppendInt(append(b, `,"seed":`...), *req.Seed, 10)
 	}
-	rest, err := json.Marshal(b)
-	if err != nil {
-		return requestBody{}, err
+	b = jsonscan.AppendFloat64(append(b, `,"skip_special_tokens":false,"temperature":`...), sp.Temperature)
+	if toolsJSON != nil {
+		b = append(append(b, `,"tools":`...), toolsJSON...)
 	}
-	rest[0] = ','
-	return requestBody{head: msgs, tail: append([]byte("]"), rest...)}, nil
+	b = strconv.AppendInt(append(b, `,"top_k":`...), int64(sp.TopK), 10)
+	b = jsonscan.AppendFloat64(append(b, `,"top_logprobs":0,"top_p":`...), sp.TopP)
+	return requestBody{head: msgs, tail: append(b, '}')}, nil
 }
 
 func (p *Policy) post(ctx context.Context, s *Session, body requestBody) ([]byte, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -274,4 +275,61 @@ func TestPolicySendsTheReferenceBody(t *testing.T) {
 	}
 	require.True(t, bytes.Contains(bodies[1], []byte(`"content":"ok","prompt_token_ids":[1,2],"generation_token_ids":[7,8],"generation_log_probs":[-0.5,-0.25]}`)))
 	require.True(t, strings.HasPrefix(string(bodies[1]), `{"messages":[`))
+}
+
+// The keys after the messages are those encoding/json writes from a map of them,
+// whatever the sampling, the row's overrides, the seed, the tools and the template
+// kwargs; sampling that JSON cannot carry is refused, as it was.
+func TestBodyKeysLikeReference(t *testing.T) {
+	temp, topP, seed, negSeed := 0.35, 1e-7, int64(42), int64(-7)
+	var tools []chat.Tool
+	for _, tl := range rollout.DefaultTools() {
+		tools = append(tools, tl.Definition())
+	}
+	for _, tc := range []struct {
+		name   string
+		model  string
+		req    rollout.GenerateRequest
+		row    Sampling
+		tools  []chat.Tool
+		kwargs map[string]any
+	}{
+		{name: "neutral", req: rollout.GenerateRequest{MaxTokens: 64, Sampling: sampling.Neutral(1)}},
+		{name: "every field", model: "Qwen/Qwen3-8B",
+			req: rollout.GenerateRequest{MaxTokens: 4096, Seed: &seed, Sampling: sampling.Params{Temperature: 0.6, TopP: 0.95, TopK: 20,
+				MinP: 0.05, RepetitionPenalty: 1.1, PresencePenalty: -1.5, FrequencyPenalty: 2}}},
+		{name: "the row's sampling", req: rollout.GenerateRequest{MaxTokens: 4096, Seed: &negSeed, Sampling: sampling.Params{Temperature: 1}},
+			row: Sampling{Temperature: &temp, TopP: &topP, MaxOutputTokens: 100}},
+		{name: "exponents and tiny values", model: "<m&>\u2028",
+			req: rollout.GenerateRequest{MaxTokens: 0, Sampling: sampling.Params{Temperature: 1e21, TopP: 1e-6, MinP: 5e-324, RepetitionPenalty: 123456789.125, PresencePenalty: -0.0000009}}},
+		{name: "tools and kwargs", req: rollout.GenerateRequest{MaxTokens: 8, Sampling: sampling.Neutral(0.7)}, tools: tools,
+			kwargs: map[string]any{"enable_thinking": false, "b": []any{1.5, "<&>", nil}, "a": map[string]any{"z": 1, "y": "\"q\""}}},
+		{name: "empty tools and kwargs", req: rollout.GenerateRequest{MaxTokens: 8, Sampling: sampling.Neutral(0.7)}, tools: []chat.Tool{}, kwargs: map[string]any{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Policy{cfg: PolicyConfig{Model: tc.model}}
+			msgs := []chat.Message{{Role: chat.RoleUser, Content: "x"}}
+			refMsgs, err := refWithTokens(msgs, nil)
+			require.NoError(t, err)
+			want, err := p.refBody(tc.req, tc.row, refMsgs, tc.tools, tc.kwargs)
+			require.NoError(t, err)
+			var c msgCache
+			head, err := c.messages(msgs, nil)
+			require.NoError(t, err)
+			got, err := p.body(tc.req, tc.row, head, tc.tools, tc.kwargs)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got.Bytes()))
+		})
+	}
+	for _, bad := range []float64{math.NaN(), math.Inf(1)} {
+		p := &Policy{}
+		req := rollout.GenerateRequest{MaxTokens: 8, Sampling: sampling.Params{Temperature: 1, MinP: bad}}
+		_, err := p.refBody(req, Sampling{}, nil, nil, nil)
+		require.Error(t, err)
+		_, err = p.body(req, Sampling{}, nil, nil, nil)
+		require.Error(t, err, "MinP %v", bad)
+	}
+	p := &Policy{}
+	_, err := p.body(rollout.GenerateRequest{MaxTokens: 8}, Sampling{}, nil, nil, map[string]any{"f": func() {}})
+	require.ErrorContains(t, err, "ChatTemplateKwargs")
 }

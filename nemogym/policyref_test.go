@@ -68,6 +68,11 @@ func (m chatMessage) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// firstClass are the sampling fields NeMo Gym's chat parameters declare; the others
+// (top_k, min_p, repetition_penalty) are dropped by its model server unless they come
+// in metadata.extra_body.
+var firstClass = map[string]bool{"temperature": true, "top_p": true, "presence_penalty": true, "frequency_penalty": true}
+
 func (p *Policy) refBody(req rollout.GenerateRequest, s Sampling, msgs []chatMessage, tools []chat.Tool, kwargs map[string]any) ([]byte, error) {
 	sp := req.Sampling.Resolved()
 	if s.Temperature != nil {
