@@ -38,7 +38,7 @@ type Session struct {
 	mu       sync.Mutex
 	calls    []TokenInfo
 	frags    []tokenFields // each call's token fields, written once
-	ids      []byte        // the ids of the last call's prompt and generation as text (see policybody.go)
+	ids      [][]byte      // the ids of the last call's prompt and generation, as list elements in pieces (see policybody.go)
 	enc      msgCache      // the bodies' start, up to the messages written so far
 	jar      http.CookieJar
 
@@ -328,15 +328,15 @@ func (s *Session) record(info TokenInfo, after int) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var text []byte
+	var list [][]byte
 	held := 0
 	if n := len(s.calls); n > 0 && n == after {
 		// s.ids holds the ids of that call's prompt and generation; after a call
-		// recorded meanwhile, a new text
-		text, held = s.ids, len(s.calls[n-1].PromptTokenIDs)+len(s.calls[n-1].GenerationTokenIDs)
+		// recorded meanwhile, a new list
+		list, held = s.ids, len(s.calls[n-1].PromptTokenIDs)+len(s.calls[n-1].GenerationTokenIDs)
 	}
 	f := tokenFields{lps: lps}
-	s.ids, f.prompt, f.gen = appendIDText(text, held, info)
+	s.ids, f.prompt, f.gen = appendIDPieces(list, held, info)
 	s.calls = append(s.calls, info)
 	s.frags = append(s.frags, f)
 	return nil

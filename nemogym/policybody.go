@@ -13,24 +13,27 @@ import (
 // A rollout's request bodies grow with it: every call sends the whole conversation,
 // each earlier assistant turn with its call's token fields, the prompt ids of which
 // hold every earlier prompt and generation. Most of each body is the body of the call
-// before. So the Session writes every token id of the rollout once, in the order the
-// calls' prompts and generations hold them, into one text that only grows: a call's
-// prompt ids are a prefix of it and its generation ids the part after (the prompt
-// extends the previous call's prompt and generation, which Generate checks). It
-// writes each message once too, and keeps the body up to the last message as a list
-// of pieces that only grows: the messages' own bytes and, for each assistant message,
-// its call's ids and logprobs where they were written. A body is a prefix of that list
-// and the request's other keys, sent piece after piece without being copied into one
-// slice. The bytes sent are those the body would be written as from scratch.
+// before. So the Session writes every token id of the rollout once, as list elements
+// in pieces that form one list that only grows, in the order the calls' prompts and
+// generations hold them: the first call's prompt, its generation, then each later
+// call's new prompt ids and its generation. A call's prompt ids are a prefix of that
+// list and its generation ids the piece after (the prompt extends the previous call's
+// prompt and generation, which Generate checks). The Session writes each message once
+// too, and keeps the body up to the last message as a list of pieces that only grows:
+// the messages' own bytes and, for each assistant message, its call's ids and
+// logprobs where they were written. A body is a prefix of that list and the request's
+// other keys, sent piece after piece without being copied into one slice. The bytes
+// sent are those the body would be written as from scratch.
 
 // tokenFields is one call's token fields, the JSON object members
 //
 //	"prompt_token_ids":[<prompt>],"generation_token_ids":[<gen>]<lps>
 //
-// in pieces: prompt and gen are the ids as list elements, in the Session's id text;
-// lps is `],"generation_log_probs":[…]`, the call's own.
+// in pieces: prompt (a prefix of the Session's list of ids) and gen are the ids as
+// list elements; lps is `],"generation_log_probs":[…]`, the call's own.
 type tokenFields struct {
-	prompt, gen, lps []byte
+	prompt   [][]byte
+	gen, lps []byte
 }
 
 // Around the pieces of a call's token fields.
@@ -47,38 +50,51 @@ func logprobMembers(lps []float32) ([]byte, error) {
 	return appendFloats(b, lps)
 }
 
-// appendIDText appends t's prompt and generation ids to text, the Session's id text,
-// and returns text and the two lists' elements in it. held ids are in text already
-// (those of the previous call's prompt and generation, t's prompt begins with them:
-// they are not written again), or none, and text is then empty. Bytes of text below its
-// length are never written: earlier calls' fields hold them.
-func appendIDText(text []byte, held int, t TokenInfo) (out, prompt, gen []byte) {
+// appendIDPieces writes the ids of t's prompt past the held ones, and those of its
+// generation, as two pieces appended to list, which holds the held ids: those of the
+// previous call's prompt and generation, which t's prompt begins with, or none. It
+// returns list, t's prompt ids (a prefix of list) and its generation ids, as list
+// elements. The pieces hold a comma before every id but the list's first. Neither
+// the pieces of list below its length nor their bytes are ever written again:
+// earlier calls' fields hold them.
+func appendIDPieces(list [][]byte, held int, t TokenInfo) (out, prompt [][]byte, gen []byte) {
 	fresh := t.PromptTokenIDs[held:]
-	if need := 7 * (len(fresh) + len(t.GenerationTokenIDs)); cap(text)-len(text) < need {
-		// Room for the call's ids at once, doubling: append alone grows a large
-		// slice by a quarter, copying the text again for every few calls.
-		text = append(make([]byte, 0, max(2*cap(text), len(text)+need)), text...)
+	b := make([]byte, 0, 64+7*(len(fresh)+len(t.GenerationTokenIDs)))
+	b = appendIDs(b, fresh)
+	n := len(b)
+	b = appendIDs(b, t.GenerationTokenIDs)
+	p, g := b[:n:n], b[n:len(b):len(b)]
+	gen = dropComma(g)
+	if held == 0 { // the list's first id goes without a comma
+		if n > 0 {
+			p = dropComma(p)
+		} else {
+			g = gen
+		}
 	}
-	text = appendIDs(text, len(text) > 0, fresh)
-	promptEnd := len(text)
-	if len(t.GenerationTokenIDs) > 0 && promptEnd > 0 {
-		text = append(text, ',')
-	}
-	genStart := len(text)
-	text = appendIDs(text, false, t.GenerationTokenIDs)
-	return text, text[:promptEnd:promptEnd], text[genStart:len(text):len(text)]
+	list = append(list, p, g)
+	k := len(list) - 1
+	return list, list[:k:k], gen
 }
 
-// appendIDs appends ids separated by commas, and a comma before them when comma.
-func appendIDs(b []byte, comma bool, ids []int32) []byte {
-	for _, id := range ids {
-		if comma {
-			b = append(b, ',')
-		}
-		b = jsonscan.AppendInt32(b, id)
-		comma = true
+// appendIDs appends ids, each with a comma before it.
+func appendIDs(b []byte, ids []int32) []byte {
+	if len(ids) == 0 {
+		return b
 	}
-	return b
+	l := len(b)
+	b = jsonscan.AppendInt32s(b, ids) // "[…]"
+	b[l] = ','
+	return b[:len(b)-1]
+}
+
+// dropComma returns ids, list elements each with a comma before it, without the
+// first comma.
+func dropComma(ids []byte) []byte {
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids[1:]
 }
 
 // msgCache is the start of a Session's request bodies, `{"messages":[` and the
@@ -153,7 +169,9 @@ func (c *msgCache) messages(msgs []chat.Message, frags []tokenFields) ([][]byte,
 			}
 			f := frags[j]
 			c.writeString(promptIDsKey)
-			c.add(f.prompt)
+			for _, p := range f.prompt {
+				c.add(p)
+			}
 			c.writeString(genIDsKey)
 			c.add(f.gen)
 			c.add(f.lps)

@@ -53,7 +53,7 @@ func TestTokenFieldsLikeReference(t *testing.T) {
 			require.NoError(t, err)
 			got := s.frags[i]
 			require.Equal(t, string(want), string(got.bytes()), "%v, call %d", lens, i+1)
-			require.Equal(t, string(jsonList(call.info.PromptTokenIDs)), "["+string(got.prompt)+"]")
+			require.Equal(t, string(jsonList(call.info.PromptTokenIDs)), "["+string(slices.Concat(got.prompt...))+"]")
 			require.Equal(t, string(jsonList(call.info.GenerationTokenIDs)), "["+string(got.gen)+"]")
 		}
 		for i, call := range []TokenInfo{prev, next, after, last} {
@@ -70,7 +70,7 @@ func TestTokenFieldsLikeReference(t *testing.T) {
 
 // bytes returns the token fields in one slice.
 func (f tokenFields) bytes() []byte {
-	return slices.Concat([]byte(promptIDsKey), f.prompt, []byte(genIDsKey), f.gen, f.lps)
+	return slices.Concat([]byte(promptIDsKey), slices.Concat(f.prompt...), []byte(genIDsKey), f.gen, f.lps)
 }
 
 func jsonList(ids []int32) []byte {
