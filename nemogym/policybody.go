@@ -100,10 +100,10 @@ func dropComma(ids []byte) []byte {
 // msgCache is the start of a Session's request bodies, `{"messages":[` and the
 // messages written as JSON, each with the token fields of the call it is attached to
 // (see messages), separated by commas, in pieces: msgs[i] (a copy) was written with
-// frag[i] (a call, or -1) and ends with pieces[ends[i]-1]. The pieces' own bytes are
-// in buf, which is only appended to, or in a buffer before it; neither the bytes that
-// pieces hold nor the pieces below len(pieces) are ever written again: bodies sent
-// earlier hold them.
+// frag[i] (a call, or -1) and ends with pieces[ends[i]-1]. The messages' own bytes
+// are in buf, which is only appended to, or in a buffer before it; the token fields
+// are where the Session wrote them. Neither the bytes that pieces hold nor the pieces
+// below len(pieces) are ever written again: bodies sent earlier hold them.
 type msgCache struct {
 	msgs   []chat.Message
 	frag   []int
