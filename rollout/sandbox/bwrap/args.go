@@ -3,8 +3,6 @@ package bwrap
 import (
 	"strconv"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // sandboxBin is a directory on the sandbox's read-only root holding "python" and
@@ -65,50 +63,32 @@ func bwrapArgs(f *Factory, ws, cwd string, env []string) []string {
 	return a
 }
 
-// rlimit is one resource limit of a command: the resource, its prlimit(1) option
-// and its value (soft and hard limit alike).
-type rlimit struct {
-	resource int
-	option   string
-	value    uint64
-}
-
-// rlimits are the resource limits of a command with the given timeout. nproc says
-// whether RLIMIT_NPROC is among them: with a cgroup, its pids.max holds
-// Limits.Processes (zombies included), and RLIMIT_NPROC stays the host's: it also
-// counts bubblewrap's own processes, outside the command's cgroup, so at the same
-// number it refused forks first and the pids limit's refusals went unseen
-// (Result.ProcessLimitHit unset).
-func (f *Factory) rlimits(timeout time.Duration, nproc bool) []rlimit {
+// prlimitArgs is "prlimit <limits> --" for a command with the given timeout.
+func (f *Factory) prlimitArgs(timeout time.Duration) []string {
 	l := f.cfg.Limits
-	var a []rlimit
+	a := []string{prlimitPath}
 	if l.AddressSpace > 0 {
-		a = append(a, rlimit{unix.RLIMIT_AS, "--as", uint64(l.AddressSpace)})
+		a = append(a, "--as="+strconv.FormatInt(l.AddressSpace, 10))
 	}
-	if l.Processes > 0 && nproc {
-		a = append(a, rlimit{unix.RLIMIT_NPROC, "--nproc", uint64(l.Processes)})
+	// With a cgroup, its pids.max holds Limits.Processes (zombies included), and
+	// RLIMIT_NPROC stays the host's: it also counts bubblewrap's own processes,
+	// outside the command's cgroup, so at the same number it refused forks first and
+	// the pids limit's refusals went unseen (Result.ProcessLimitHit unset).
+	if l.Processes > 0 && f.cg == nil {
+		a = append(a, "--nproc="+strconv.Itoa(l.Processes))
 	}
 	if l.FileSize > 0 {
-		a = append(a, rlimit{unix.RLIMIT_FSIZE, "--fsize", uint64(l.FileSize)})
+		a = append(a, "--fsize="+strconv.FormatInt(l.FileSize, 10))
 	}
 	if l.OpenFiles > 0 {
-		a = append(a, rlimit{unix.RLIMIT_NOFILE, "--nofile", uint64(l.OpenFiles)})
+		a = append(a, "--nofile="+strconv.Itoa(l.OpenFiles))
 	}
 	cpu := l.CPUTime
 	if cpu == 0 {
 		cpu = timeout + time.Second
 	}
 	if cpu > 0 {
-		a = append(a, rlimit{unix.RLIMIT_CPU, "--cpu", uint64((cpu + time.Second - 1) / time.Second)})
+		a = append(a, "--cpu="+strconv.FormatInt(int64((cpu+time.Second-1)/time.Second), 10))
 	}
-	return append(a, rlimit{unix.RLIMIT_CORE, "--core", 0})
-}
-
-// prlimitArgs is "prlimit <limits> --" for limits.
-func prlimitArgs(limits []rlimit) []string {
-	a := []string{prlimitPath}
-	for _, l := range limits {
-		a = append(a, l.option+"="+strconv.FormatUint(l.value, 10))
-	}
-	return append(a, "--")
+	return append(a, "--core=0", "--")
 }

@@ -29,7 +29,7 @@ func benchDirect(b *testing.B, pipes bool) {
 	}
 	defer sb.Close()
 	args := bwrapArgs(f, sb.ws, WorkspaceDir, sb.baseEnv(WorkspaceDir, sandboxBin))
-	args = append(append(append(args, "--"), prlimitArgs(f.rlimits(time.Minute, f.cg == nil))...), "/bin/true")
+	args = append(append(append(args, "--"), f.prlimitArgs(time.Minute)...), "/bin/true")
 	for b.Loop() {
 		cmd := exec.Command(f.cfg.BwrapPath, args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: f.credential()}

@@ -35,33 +35,31 @@
 //     marks every descriptor its process inherited without close-on-exec as
 //     close-on-exec (neither exec nor bubblewrap would close them), a process-wide
 //     side effect; pass descriptors to other children through exec.Cmd.ExtraFiles;
-//   - rlimits: address space 1 GiB, 128 processes, 64 MiB per file, 256 open files,
-//     CPU time = timeout + 1 s, no core dumps (see [Limits]), set by the library on
-//     bubblewrap's process before it starts anything (prlimit(2)), so that the
-//     command inherits them; RLIMIT_NPROC, set only where no cgroup holds the
-//     processes, is set inside the sandbox by prlimit(1), where it counts the
-//     command's own processes (see "bwrap is held at its options" below);
-//   - bwrap's options, which name host paths, reach it through a pipe (--args), so
-//     neither the sandbox's /proc/*/cmdline nor the host's process list shows them;
-//   - bwrap starts as the init of a user and a pid namespace of its own, made by the
-//     library when it starts bwrap (CLONE_NEWUSER and CLONE_NEWPID, the user
-//     namespace mapping the command's uid and gid to themselves; in an overlay
-//     holder's namespaces, see Storage, under the holder's shell instead).
+//   - rlimits set inside by prlimit(1): address space 1 GiB, 128 processes, 64 MiB
+//     per file, 256 open files, CPU time = timeout + 1 s, no core dumps (see [Limits]);
+//   - bwrap's options, which name host paths, reach it through a pipe (as root) or a
+//     sealed memfd (--args), so neither the sandbox's /proc/*/cmdline nor the host's
+//     process list shows them;
+//   - bwrap starts as the init of a pid namespace of its own: as root the library
+//     makes it when it starts bwrap (CLONE_NEWPID); without root, unshare(1) makes it
+//     in a user namespace that maps the command's uid to itself (the library does
+//     not: Go starts a process in a new user namespace by copying the whole calling
+//     process, milliseconds per command in one with a large heap); in an overlay
+//     holder's namespaces, see Storage, bwrap runs under the holder's shell instead.
 //     bubblewrap's first process returns the command's exit status without waiting
 //     for the sandbox's init to be gone; an init orphaned to the host's pid 1 counted
 //     against Limits.Processes until that reaped it, late on some hosts and never
 //     under a program run as a container's pid 1, so that a sandbox could start no
 //     command after about that many. As an init, bwrap reaps everything in its
-//     namespace before it is gone, and the library reaps bwrap: when Run returns,
-//     nothing of the command is left to reap. Where the library cannot start bwrap
-//     in such namespaces (bwrap installed setuid, a policy on unprivileged user
-//     namespaces) but bwrap works, [New] starts bwrap directly instead and logs a
-//     warning;
-//   - bwrap is held at its options: it reads them before it forks anything, and the
-//     library writes them only once bwrap's process is in the command's cgroup (see
-//     below) and under its rlimits. So bwrap is the only program started for a
-//     command besides the command itself (where bwrap is started directly, a /bin/sh
-//     wrapper joins the cgroup v1 first, and prlimit(1) sets every rlimit inside).
+//     namespace before it is gone, and the library (or unshare) reaps bwrap: when Run
+//     returns, nothing of the command is left to reap. Where that namespace cannot be
+//     made (bwrap installed setuid, a policy on unprivileged user namespaces) but
+//     bwrap works, [New] starts bwrap directly instead and logs a warning;
+//   - as root, bwrap is held at its options: it reads them before it forks anything,
+//     and the library writes them only once bwrap's process is in the command's
+//     cgroup (see below). So no program runs before bwrap for a command but, for an
+//     image, the host's prlimit(1) (without root, unshare(1), and on cgroup v1 a
+//     /bin/sh wrapper that joins the cgroup).
 //
 // # Limits for the whole sandbox: the cgroup
 //
@@ -74,11 +72,11 @@
 // command runs in a child cgroup of it, which the command's first process enters
 // before it runs anything: on cgroup v2 the child is created in it (clone3 with
 // CLONE_INTO_CGROUP); on v1, which has no such call, the library writes bwrap's
-// pid into the child's cgroup.procs while bwrap waits for its options (where bwrap
-// is started directly, a one-line /bin/sh wrapper running as the sandbox uid writes
-// its own pid into the child's cgroup.procs, given to that uid, and executes bwrap).
-// When the command ends whatever is left in
-// its cgroup is killed (cgroup.kill on v2, pidfds checked for membership on v1).
+// pid into the child's cgroup.procs while bwrap waits for its options as root
+// (otherwise a one-line /bin/sh wrapper running as the sandbox uid writes its own pid
+// into the child's cgroup.procs, given to that uid, and executes bwrap). When the
+// command ends whatever is left in its cgroup is killed (cgroup.kill on v2, pidfds
+// checked for membership on v1).
 // Over the memory limit the kernel's OOM killer kills a process of the sandbox and
 // the result is marked [Result.MemoryLimitHit]; forks the pids limit refused mark
 // [Result.ProcessLimitHit]; each adds a note to Stderr.
@@ -201,9 +199,8 @@
 //     and _) is cached in the Factory and becomes every command's environment,
 //     shell or not, at no cost per command. A profile that does more than set
 //     variables is not replayed; such commands can still run under bash -lc;
-//   - the rlimits, RLIMIT_NPROC included, are set on bubblewrap (by the library, or
-//     by the host's prlimit(1) where bwrap is started directly or in a holder's
-//     namespaces), which the command inherits, since an image need not have prlimit;
+//   - the rlimits are set by the host's prlimit on bubblewrap, which the command
+//     inherits, since an image need not have prlimit;
 //   - spec.Network keeps the host's network namespace (--share-net); without it the
 //     sandbox has only its own loopback, as every other sandbox.
 //
@@ -516,17 +513,15 @@
 //
 // # Cost
 //
-// BenchmarkRunTrue measures the spawn overhead of a trivial command (bwrap,
-// /bin/true and the Go side, through Run). Before bwrap was held at its options, each
-// command also started /bin/sh (the cgroup v1 join), unshare(1) and prlimit(1): run
-// alternately with that code on 2 shared cores (load average about 5), the CPU of the
-// benchmark's process and its children, set-up included, was 24 to 27 ms per command
-// against 33 to 35 ms. The figures that follow were taken before that change. On 2
-// shared cores under load (load average 8 to 10) it measured 12 to 20 ms per
-// command (median 14.6) against 12 to 19 ms for the same bwrap command line exec'd
-// directly (BenchmarkBwrapDirect), and 2 to 4 ms unconfined; python3 -c pass took about 22 ms. The Go side (pipes, status
-// stream, waiting for the pid namespace, quota check) adds about 1.5 ms; the rest
-// is bwrap and namespace set-up. The design reference measured about 12 ms for bwrap
+// BenchmarkRunTrue measures the spawn overhead of a trivial command (bwrap, prlimit,
+// /bin/true and the Go side, through Run). As root each command started /bin/sh (the
+// cgroup v1 join) and unshare(1) before bwrap until bwrap was held at its options;
+// docs/performance.md has the figures of that change. On 2 shared cores under load
+// (load average 8 to 10), earlier, it measured 12 to 20 ms per command (median 14.6)
+// against 12 to 19 ms for the same bwrap command line exec'd directly
+// (BenchmarkBwrapDirect), and 2 to 4 ms unconfined; python3 -c pass took about 22
+// ms. The Go side (pipes, status stream, waiting for the pid namespace, quota check)
+// adds about 1.5 ms; the rest is bwrap and namespace set-up. The design reference measured about 12 ms for bwrap
 // plus python3 on an idle machine.
 //
 // Image sandboxes: BenchmarkImageRunTrue runs /bin/true in a plain and in an image

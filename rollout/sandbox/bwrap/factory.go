@@ -48,11 +48,13 @@ type Factory struct {
 	// goWarmErrs holds, by warm cache directory, why a Go build cache could not be
 	// warmed (imagegocache.go), so that it is tried once per factory.
 	goWarmErrs *sync.Map
-	// ownNS is true when the library starts each bwrap as the init of a user and pid
+	// ownNS is true when the library, as root, starts each bwrap as the init of a pid
 	// namespace of its own, held at its options until it is in its cgroup and under
-	// its rlimits (gate.go); false where the probe found it cannot, and bwrap is
-	// started directly.
-	ownNS bool
+	// its rlimits (gate.go); unshare is, without root, the unshare(1) that starts each
+	// bwrap as the init of a pid namespace of its own (see reaped in run.go). Where the
+	// probe found that neither works, both are off and bwrap is started directly.
+	ownNS   bool
+	unshare string
 }
 
 var _ rollout.SandboxFactory = (*Factory)(nil)
@@ -77,7 +79,11 @@ func New(ctx context.Context, cfg Config) (*Factory, error) {
 		return nil, err
 	}
 	f := &Factory{cfg: cfg, asRoot: os.Geteuid() == 0, rootLinks: hostRootEntries(), loginEnvs: &sync.Map{}, idmapWarned: &atomic.Bool{}, goWarmErrs: &sync.Map{},
-		copyImageWorkspaces: cfg.CopyImageWorkspace, ownNS: true}
+		copyImageWorkspaces: cfg.CopyImageWorkspace}
+	f.ownNS = f.asRoot
+	if !f.asRoot {
+		f.unshare = unsharePath
+	}
 	f.detectEnforcement()
 	if n := f.removeStale(); n > 0 {
 		cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: removed sandboxes left by a process that died",
@@ -137,7 +143,8 @@ func (f *Factory) Probe(ctx context.Context) error {
 	return f.runProbe(ctx)
 }
 
-// checkBinaries reports a missing bwrap, prlimit or interpreter.
+// checkBinaries reports a missing bwrap, prlimit, unshare (without root) or
+// interpreter.
 func (f *Factory) checkBinaries() error {
 	cfg := f.cfg
 	if !cfg.Unconfined {
@@ -151,6 +158,10 @@ func (f *Factory) checkBinaries() error {
 	if _, err := os.Stat(prlimitPath); err != nil {
 		return &ProbeError{Kind: ErrProbeFailed, Command: []string{prlimitPath}, ExitCode: -1, Err: err,
 			Advice: "install util-linux, which provides prlimit"}
+	}
+	if _, err := os.Stat(f.unshare); f.unshare != "" && err != nil && !cfg.Unconfined {
+		return &ProbeError{Kind: ErrProbeFailed, Command: []string{f.unshare}, ExitCode: -1, Err: err,
+			Advice: "install util-linux, which provides unshare"}
 	}
 	if _, err := os.Stat(cfg.Python); err != nil {
 		return &ProbeError{Kind: ErrProbeFailed, Command: []string{cfg.Python}, ExitCode: -1, Err: err,
@@ -182,21 +193,23 @@ func (f *Factory) runProbe(ctx context.Context) error {
 	return nil
 }
 
-// probeReaping runs the probe. When it fails with bwrap started in namespaces of the
-// library's making, it runs it once more with bwrap started directly and keeps that if
-// it works: a host may refuse the user namespace the library makes (bwrap installed
-// setuid, a policy on unprivileged user namespaces) while bwrap itself works. Each
-// command's sandbox init is then left to pid 1 to reap, with a warning. When both
-// fail, the error is the second's, which carries bubblewrap's own message (the first
-// may be no more than the kernel's refusal to make the namespaces, with no output).
+// probeReaping runs the probe. When it fails with bwrap started in a pid namespace of
+// its own (by the library as root, by unshare(1) without), it runs it once more with
+// bwrap started directly and keeps that if it works: a host may refuse those
+// namespaces (bwrap installed setuid, a policy on unprivileged user namespaces) while
+// bwrap itself works. Each command's sandbox init is then left to pid 1 to reap, with a
+// warning. When both fail, the error is the second's, which carries bubblewrap's own
+// message (the first may be no more than the kernel's refusal to make the namespaces,
+// with no output).
 func (f *Factory) probeReaping(ctx context.Context) error {
 	err := f.runProbe(ctx)
-	if err == nil || !f.ownNS || errors.Is(err, ErrBwrapNotFound) {
+	if err == nil || (!f.ownNS && f.unshare == "") || errors.Is(err, ErrBwrapNotFound) {
 		return err
 	}
-	f.ownNS = false
+	ownNS, unshare := f.ownNS, f.unshare
+	f.ownNS, f.unshare = false, ""
 	if perr := f.runProbe(ctx); perr != nil {
-		f.ownNS = true
+		f.ownNS, f.unshare = ownNS, unshare
 		return perr
 	}
 	f.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox: bwrap cannot start in a pid namespace of its own: "+

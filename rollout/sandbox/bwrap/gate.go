@@ -7,47 +7,40 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
-// Where the library can make bwrap's namespaces (Factory.ownNS, the default), bwrap is
-// the only process it starts for a command, and nothing runs between it and the
-// command:
+// Where the library makes bwrap's namespace (Factory.ownNS: as root, unless the probe
+// found it cannot), it starts bwrap with no wrapper before it:
 //
-//   - the library starts bwrap in a user namespace that maps the command's uid and
-//     gid to themselves and a pid namespace of which bwrap is the init (clone with
-//     CLONE_NEWUSER and CLONE_NEWPID), so that bwrap reaps everything in its sandbox
-//     before it is gone and the library reaps bwrap (see namespaces);
+//   - the library starts bwrap in a pid namespace of which bwrap is the init (clone
+//     with CLONE_NEWPID), so that bwrap reaps everything in its sandbox before it is
+//     gone and the library reaps bwrap (see namespaces);
 //   - bwrap reads its options (--args) from a pipe, and reads them before it forks
-//     anything (bubblewrap parses its options before it makes the sandbox). The
-//     library writes them only once it has put bwrap's process in the command's
-//     cgroup (on v1; on v2 clone3 made it there) and set its rlimits with
-//     prlimit(2): every process of the command inherits both, from its first
-//     instruction. The options on a pipe are no more visible than on a memfd: in
-//     no command line, inside the sandbox or out.
+//     anything (bubblewrap parses its options before it makes the sandbox). On cgroup
+//     v1 the library writes them only once it has put bwrap's process in the
+//     command's cgroup (on v2 clone3 made it there): every process of the command is
+//     in it from its first instruction. The options on a pipe are no more visible
+//     than on a memfd: in no command line, inside the sandbox or out.
 //
-// This replaces, per command, three programs started before the command: a /bin/sh
-// wrapper that joined the cgroup v1, unshare(1) that made the namespaces, and
-// prlimit(1) inside the sandbox that set the rlimits. RLIMIT_NPROC is the exception:
-// set only where no cgroup holds Limits.Processes, it counts the processes of a uid
-// in a user namespace, so it is still set by prlimit(1) inside the sandbox, where it
-// counts the command's own processes; an image sandbox, which need not have prlimit,
-// has it set on bwrap with the others, as before.
+// This replaces two programs started per command before bwrap: a /bin/sh wrapper that
+// joined the cgroup v1, and unshare(1) that made the namespaces. The rlimits are still
+// set by prlimit(1), inside the sandbox before the command (or, for an image, which
+// need not have prlimit, on the host before bwrap): the library could set them on
+// bwrap with prlimit(2) only with CAP_SYS_RESOURCE, since bwrap runs as the sandbox
+// uid, and root lacks that capability in some containers and virtual machines.
+// Without root, bwrap starts under unshare(1) as before (see reaped in run.go).
 
 // gate holds a started bwrap at its options.
 type gate struct {
 	// opts are bwrap's options, NUL-separated, as --args reads them.
 	opts []byte
-	// limits are set on bwrap's process before the options are written.
-	limits []rlimit
 	// w is the library's end of the pipe bwrap reads its options from.
 	w *os.File
 }
 
 // gatedCommand is [Sandbox.bwrapCommand]'s command where the library makes bwrap's
-// namespaces: bwrap alone (plus prlimit(1) for RLIMIT_NPROC where it is set inside),
-// reading opts through a gate, and writing its status on statusW.
+// namespace: bwrap (after the host's prlimit for an image) reading opts through a
+// gate, and writing its status on statusW.
 func (s *Sandbox) gatedCommand(opts []string, timeout time.Duration, argv []string, status, statusW *os.File) (runSpec, error) {
 	f := s.f
 	optR, optW, err := os.Pipe()
@@ -55,39 +48,33 @@ func (s *Sandbox) gatedCommand(opts []string, timeout time.Duration, argv []stri
 		closeAll(status, statusW)
 		return runSpec{}, err
 	}
-	nproc := f.cg == nil
-	args := []string{"--args", "4", "--"}
-	if nproc && s.img == nil && f.cfg.Limits.Processes > 0 {
-		args = append(args, prlimitArgs([]rlimit{{unix.RLIMIT_NPROC, "--nproc", uint64(f.cfg.Limits.Processes)}})...)
-		nproc = false
+	limits := f.prlimitArgs(timeout)
+	args := append(append([]string{f.cfg.BwrapPath, "--args", "4", "--"}, limits...), argv...)
+	if s.img != nil {
+		// An image need not have prlimit: the host's sets the limits and execs bwrap,
+		// the same process, which the command inherits them from.
+		args = append(append(limits, f.cfg.BwrapPath, "--args", "4", "--"), argv...)
 	}
 	var b bytes.Buffer
 	for _, a := range opts {
 		b.WriteString(a)
 		b.WriteByte(0)
 	}
-	cmd := exec.Command(f.cfg.BwrapPath, append(args, argv...)...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{statusW, optR}
-	g := &gate{opts: b.Bytes(), limits: f.rlimits(timeout, nproc), w: optW}
-	return runSpec{cmd: cmd, status: status, gate: g}, nil
+	return runSpec{cmd: cmd, status: status, gate: &gate{opts: b.Bytes(), w: optW}}, nil
 }
 
-// open puts the started bwrap, pid (not reaped yet, so the pid cannot name another
-// process), in cc (nil: no cgroup), sets its rlimits, and writes its options, which
-// lets it go on. The gate is closed either way.
+// open puts the started bwrap (or the prlimit that execs it), pid (not reaped yet, so
+// the pid cannot name another process), in cc (nil: no cgroup), and writes its
+// options, which lets it go on. The gate is closed either way.
 func (g *gate) open(pid int, cc *commandCgroup) error {
 	defer g.close()
 	if cc != nil {
 		if err := cc.join(pid); err != nil {
 			return err
-		}
-	}
-	for _, l := range g.limits {
-		lim := unix.Rlimit{Cur: l.value, Max: l.value}
-		if err := unix.Prlimit(pid, l.resource, &lim, nil); err != nil {
-			return fmt.Errorf("setting %s on bubblewrap: %w", l.option[2:], err)
 		}
 	}
 	if _, err := g.w.Write(g.opts); err != nil {
@@ -104,13 +91,10 @@ func (g *gate) close() {
 	}
 }
 
-// namespaces makes the command's first process the init of a user and a pid
-// namespace of its own. The user namespace maps the command's uid and gid to
-// themselves, as unshare --map-current-user did: bubblewrap, unprivileged there,
-// makes the sandbox's own namespaces inside it. As root, the credential's empty group
-// list is set in it (setgroups is allowed there, which only root may ask for), so root's
-// supplementary groups are dropped; without root, setgroups is denied, as the
-// kernel requires for the gid mapping of an unprivileged process.
+// namespaces makes the command's first process, bwrap, the init of a pid namespace of
+// its own, which the library may make as root (CAP_SYS_ADMIN) without a user
+// namespace: Go then starts it sharing the library's memory until it execs (vfork),
+// as for any command, where a user namespace would make it copy the whole process.
 //
 // bubblewrap's first process returns the command's exit status as soon as the
 // sandbox's init reports it, without waiting for that init to be gone: the init is
@@ -121,9 +105,5 @@ func (g *gate) close() {
 // bubblewrap's first process instead reaps everything in it before it is gone, and
 // the library reaps it.
 func (f *Factory) namespaces(a *syscall.SysProcAttr) {
-	uid, gid := f.uid(), f.gid()
-	a.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID
-	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	a.GidMappingsEnableSetgroups = f.asRoot
+	a.Cloneflags |= syscall.CLONE_NEWPID
 }

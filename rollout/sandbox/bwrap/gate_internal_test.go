@@ -14,12 +14,15 @@ import (
 	"github.com/agentic-opd/agenticopd/rollout"
 )
 
-// TestOnlyBwrapStartsBeforeTheCommand: the library starts bwrap itself, with no
-// wrapper before it, in a user and pid namespace of its own; on cgroup v1, bwrap and
+// TestOnlyBwrapStartsBeforeTheCommand: as root the library starts bwrap itself, with
+// no wrapper before it, in a pid namespace of its own; on cgroup v1, bwrap and
 // everything it starts are in the command's cgroup, which the library moved it into
 // while it waited for its options.
 func TestOnlyBwrapStartsBeforeTheCommand(t *testing.T) {
 	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("without root, bwrap starts under unshare(1)")
+	}
 	f, err := New(t.Context(), Config{})
 	require.NoError(t, err)
 	require.True(t, f.ownNS)
@@ -29,7 +32,8 @@ func TestOnlyBwrapStartsBeforeTheCommand(t *testing.T) {
 
 	spec, _, err := sb.prepare(t.Context(), rollout.Command{Shell: "true"})
 	require.NoError(t, err)
-	require.Equal(t, []string{f.cfg.BwrapPath, "--args", "4", "--", "/bin/sh", "-c", "true"}, spec.cmd.Args)
+	want := append(append([]string{f.cfg.BwrapPath, "--args", "4", "--"}, f.prlimitArgs(DefaultTimeout)...), "/bin/sh", "-c", "true")
+	require.Equal(t, want, spec.cmd.Args)
 	require.NotNil(t, spec.gate)
 	spec.discard()
 	sb.active.Done()

@@ -17,7 +17,9 @@ import (
 func TestProbeFallsBackToBwrapAlone(t *testing.T) {
 	f, err := New(t.Context(), Config{})
 	require.NoError(t, err)
-	require.True(t, f.ownNS, "bwrap runs in the library's namespaces here")
+	ownNS, unshare := f.ownNS, f.unshare
+	require.True(t, ownNS || unshare != "", "bwrap starts in a pid namespace of its own here")
+	require.Equal(t, os.Geteuid() == 0, ownNS, "the library makes the namespace as root, unshare(1) without")
 
 	// Outside t.TempDir, which the sandbox uid cannot enter.
 	dir, err := os.MkdirTemp("", "agenticopd-stub-")
@@ -30,6 +32,7 @@ func TestProbeFallsBackToBwrapAlone(t *testing.T) {
 	f.cfg.BwrapPath = stub
 	require.NoError(t, f.probeReaping(t.Context()))
 	require.False(t, f.ownNS, "bwrap is started directly")
+	require.Empty(t, f.unshare, "bwrap is started directly")
 	sb, err := f.NewSandbox(t.Context())
 	require.NoError(t, err)
 	defer sb.Close()
@@ -38,7 +41,8 @@ func TestProbeFallsBackToBwrapAlone(t *testing.T) {
 	require.Equal(t, "ok\n", string(res.Stdout))
 
 	f.cfg.BwrapPath = DefaultBwrapPath
-	f.ownNS = true
+	f.ownNS, f.unshare = ownNS, unshare
 	require.NoError(t, f.probeReaping(t.Context()))
-	require.True(t, f.ownNS)
+	require.Equal(t, ownNS, f.ownNS)
+	require.Equal(t, unshare, f.unshare)
 }

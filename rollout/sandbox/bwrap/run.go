@@ -261,7 +261,7 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 		closeAll(r, w)
 		return runSpec{}, err
 	}
-	limits := prlimitArgs(f.rlimits(timeout, f.cg == nil))
+	limits := f.prlimitArgs(timeout)
 	args := append(append([]string{"--args", "4", "--"}, limits...), argv...)
 	cmd := exec.Command(f.cfg.BwrapPath, args...)
 	if s.img != nil {
@@ -272,11 +272,30 @@ func (s *Sandbox) bwrapCommand(rel string, timeout time.Duration, argv []string)
 	}
 	if s.holder != nil {
 		s.holder.enter(cmd) // the workspace's namespaces, where it is an overlay (overlay.go)
+	} else {
+		f.reaped(cmd)
 	}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{w, optFile}
-	return runSpec{cmd: cmd, status: r, direct: s.holder == nil}, nil
+	return runSpec{cmd: cmd, status: r, direct: s.holder == nil && f.unshare == ""}, nil
+}
+
+// reaped makes cmd, a bwrap command started without root, start as the init of a pid
+// namespace of its own (unshare(1) forks it there and waits for it), in a user
+// namespace that maps the command's uid to itself, for the reason gate.go gives for
+// the pid namespace the library makes as root. The library does not make these
+// namespaces itself without root: a pid namespace then needs a user namespace, and Go
+// starts a process in a new user namespace by copying the whole calling process
+// rather than sharing its memory until exec, which costs milliseconds per command in
+// a process holding a large heap. Without f.unshare (see probeReaping) cmd is left as
+// it is.
+func (f *Factory) reaped(cmd *exec.Cmd) {
+	if f.unshare == "" {
+		return
+	}
+	args := append([]string{f.unshare, "--map-current-user", "--pid", "--kill-child", "--", cmd.Path}, cmd.Args[1:]...)
+	cmd.Path, cmd.Args = f.unshare, args
 }
 
 // argsFile is a sealed memfd holding args NUL-separated, for bwrap's --args.
@@ -307,7 +326,7 @@ func (s *Sandbox) unconfinedCommand(rel string, timeout time.Duration, argv []st
 	var token [16]byte
 	_, _ = rand.Read(token[:])
 	marker := markerKey + "=" + hex.EncodeToString(token[:])
-	args := append(prlimitArgs(s.f.rlimits(timeout, s.f.cg == nil)), argv...)
+	args := append(s.f.prlimitArgs(timeout), argv...)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(s.baseEnv(s.ws, filepath.Join(s.dir, "bin")), marker)
 	cmd.Dir = filepath.Join(s.ws, filepath.FromSlash(rel))
@@ -415,7 +434,7 @@ func (s *Sandbox) execute(ctx context.Context, spec runSpec, timeout time.Durati
 	if err != nil {
 		if spec.gate != nil {
 			spec.gate.close()
-			return Result{}, fmt.Errorf("%w: starting bubblewrap in a user and pid namespace of its own: %v", ErrStart, err)
+			return Result{}, fmt.Errorf("%w: starting bubblewrap in a pid namespace of its own: %v", ErrStart, err)
 		}
 		return Result{}, fmt.Errorf("%w: %v", ErrStart, err)
 	}
