@@ -207,11 +207,11 @@ type runSpec struct {
 	status *os.File
 	// direct is true when cmd is bwrap itself in this pid namespace, so that the pid
 	// of the sandbox init it reports is one of it; in a pid namespace of its own
-	// (gate.go) or under nsenter it is not, and nothing of the command is left once
-	// cmd is reaped.
+	// (gate.go), under unshare or under nsenter it is not, and nothing of the command
+	// is left once cmd is reaped.
 	direct bool
 	// gate holds bwrap at its options until the library has put it in its cgroup
-	// and set its rlimits (nil: bwrap reads them from a memfd, see gate.go).
+	// (nil: bwrap reads them from a memfd, see gate.go).
 	gate *gate
 	// marker is the environment entry that tags every process of an unconfined
 	// command, so the ones that left the process group can be found.
