@@ -49,10 +49,10 @@ type Factory struct {
 	// warmed (imagegocache.go), so that it is tried once per factory.
 	goWarmErrs *sync.Map
 	// ownNS is true when the library, as root, starts each bwrap as the init of a pid
-	// namespace of its own, held at its options until it is in its cgroup and under
-	// its rlimits (gate.go); unshare is, without root, the unshare(1) that starts each
-	// bwrap as the init of a pid namespace of its own (see reaped in run.go). Where the
-	// probe found that neither works, both are off and bwrap is started directly.
+	// namespace of its own, held at its options until it is in its cgroup (gate.go);
+	// unshare is, without root, the unshare(1) that starts each bwrap as the init of a
+	// pid namespace of its own (see reaped in run.go). Where the probe found that
+	// neither works, both are off and bwrap is started directly.
 	ownNS   bool
 	unshare string
 }
