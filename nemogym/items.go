@@ -74,11 +74,11 @@ func Items(t *rollout.Trajectory, rows *opd.Rows) ([]Item, Usage, error) {
 	return items(t, rows, true)
 }
 
-// items is Items; with copyRows false, each call's teacher rows are checked as Items
-// checks them but left in rows, out of the items' TeacherRows, for the answer's
-// writer to take from there (see turnRows): they are most of a distilled rollout's
-// answer, and copying them into a slice per generated token first costs about half
-// as much as writing them.
+// items is Items; with copyRows false, each call's teacher rows are left in rows, out
+// of the items' TeacherRows, for the answer's writer to take from there and check as
+// Items checks them (see turnRows): they are most of a distilled rollout's answer, and
+// copying them into a slice per generated token first costs about half as much as
+// writing them.
 func items(t *rollout.Trajectory, rows *opd.Rows, copyRows bool) ([]Item, Usage, error) {
 	u := Usage{InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
 	if t == nil {
@@ -100,14 +100,10 @@ func items(t *rollout.Trajectory, rows *opd.Rows, copyRows bool) ([]Item, Usage,
 		}
 		last := &call[len(call)-1]
 		last.TokenInfo = info
-		switch {
-		case rows != nil && copyRows:
-			last.TeacherRows, err = teacherRows(rows, turn.Start, turn.End)
-		case rows != nil:
-			err = checkTeacherRows(rows, turn.Start, turn.End)
-		}
-		if err != nil {
-			return nil, u, fmt.Errorf("nemogym: turn %d: %w", k, err)
+		if rows != nil && copyRows {
+			if last.TeacherRows, err = teacherRows(rows, turn.Start, turn.End); err != nil {
+				return nil, u, fmt.Errorf("nemogym: turn %d: %w", k, err)
+			}
 		}
 		items = append(items, call...)
 		u.InputTokens += len(info.PromptTokenIDs)
@@ -167,18 +163,6 @@ func teacherRows(rows *opd.Rows, start, end int) (*TeacherRows, error) {
 		tr.TokenIDs[p-start], tr.Logprobs[p-start] = ids, lps
 	}
 	return tr, nil
-}
-
-// checkTeacherRows returns the error teacherRows returns for the rows of positions
-// [start, end), without copying them.
-func checkTeacherRows(rows *opd.Rows, start, end int) error {
-	for p := start; p < end; p++ {
-		_, lps := rows.Row(p)
-		if _, err := floored(lps); err != nil {
-			return fmt.Errorf("teacher row of generated token %w", err)
-		}
-	}
-	return nil
 }
 
 // floored returns lps with every value below [LogprobFloor] raised to it: lps itself

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -110,6 +111,14 @@ func TestServerFailures(t *testing.T) {
 		o.Components = map[string]float64{"correctness": 1, "efficiency": 1, "tool_use": 1} // unweighted parts
 		return o, nil
 	})
+	nanRow := nemogym.RunnerFunc(func(context.Context, tasks.Task) (nemogym.Outcome, error) {
+		o := nemogym.SyntheticOutcome(2, 20, 8, 4, 3, 2)
+		rows := *o.Rows
+		rows.Logprobs = slices.Clone(rows.Logprobs)
+		rows.Logprobs[len(rows.Logprobs)-1] = float32(math.NaN()) // a teacher row JSON cannot carry
+		o.Rows = &rows
+		return o, nil
+	})
 	for _, tc := range []struct {
 		name     string
 		runner   nemogym.Runner
@@ -134,6 +143,8 @@ func TestServerFailures(t *testing.T) {
 		{"context overflow, NeMo RL", overflow, nemogym.FailStatus, goodRow, 422, "", false, 0},
 		{"context overflow, standalone", overflow, nemogym.FailRow, goodRow, 200, nemogym.ClassContextOverflow, true, 0},
 		{"reward is not the sum of its parts", weighted, nemogym.FailStatus, goodRow, 500, "", false, 0},
+		{"NaN teacher logprob, NeMo RL", nanRow, nemogym.FailStatus, goodRow, 500, "", false, 0},
+		{"NaN teacher logprob, standalone", nanRow, nemogym.FailRow, goodRow, 200, nemogym.ClassRolloutFailed, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runner := tc.runner
